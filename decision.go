@@ -1,0 +1,119 @@
+package ratekeeper
+
+import (
+	"context"
+	"time"
+)
+
+// Decision is what a Limiter answers for one request.
+//
+// A refused request is a Decision with Allowed == false and a nil error:
+// errors are for broken stores and bad input, never for a refusal.
+type Decision struct {
+	// Allowed says whether the request may proceed (after Delay).
+	Allowed bool
+	// Limit is the most that can pass at one instant: Burst for the
+	// buckets, Rate for the window algorithms.
+	Limit int
+	// Remaining is how many more single requests would be allowed right
+	// now, in 0..Limit.
+	Remaining int
+	// RetryAfter is zero when allowed; when refused it is the least wait
+	// after which the same request would pass if nothing else happened,
+	// rounded up to the microsecond: never earlier.
+	RetryAfter time.Duration
+	// ResetAfter is how long until the limit is fully replenished, as if
+	// the key had never been used.
+	ResetAfter time.Duration
+	// Delay, for Reserve, is how long to wait before proceeding: the
+	// request's slot in the leaky bucket's queue, or the wait for the token
+	// bucket's tokens. Zero for Allow.
+	Delay time.Duration
+	// At is the instant the decision counted for: the Limiter's clock, or,
+	// without one, the store's (Redis server time for the Redis store).
+	At time.Time
+}
+
+// Clock tells the time. The Limiter asks it once per decision.
+type Clock interface {
+	Now() time.Time
+}
+
+// Request is one question a Limiter puts to a Store.
+type Request struct {
+	// Key identifies the client (and, for stores shared by several limits,
+	// the limit): requests with the same Key and Algorithm share one count.
+	Key string
+	// Limit is a validated limit.
+	Limit Limit
+	// N is the cost, 0 <= N <= Limit.Capacity(). N == 0 asks without taking.
+	N int
+	// Reserve asks for a place rather than a decision now: the leaky
+	// bucket's FIFO queue, the token bucket's wait for tokens. The window
+	// algorithms decide as for Allow.
+	Reserve bool
+	// Now is the instant to decide at; the zero Time means the store's own
+	// clock.
+	Now time.Time
+}
+
+// Store keeps the state of limits by key and applies the algorithms to it.
+// Every Store makes the same decisions for the same requests at the same
+// instants; package storetest checks it. Implementations are safe for
+// concurrent use.
+type Store interface {
+	// Take decides req and records what it took.
+	Take(ctx context.Context, req Request) (Decision, error)
+	// Refund gives back what an allowed decision d for req took, as far as
+	// the algorithm allows (see Limiter.Refund).
+	Refund(ctx context.Context, req Request, d Decision) error
+}
+
+// BatchStore is a Store that can decide several requests as one: all are
+// allowed, or none is and none takes anything. The memory store does this
+// exactly, under the locks of every key involved.
+type BatchStore interface {
+	Store
+	// TakeAll decides reqs together, writing one Decision per request to
+	// out (len(out) == len(reqs)), and reports whether all were allowed.
+	// Keys must be distinct.
+	TakeAll(ctx context.Context, reqs []Request, out []Decision) (bool, error)
+}
+
+// TakeAll decides reqs together on s: it reports true only if every request
+// is allowed, and then each has taken its cost. When one is refused, none
+// keeps anything: a BatchStore guarantees that atomically; on other stores
+// TakeAll refunds the requests already allowed, which is exact unless another
+// client took from the same keys in between.
+func TakeAll(ctx context.Context, s Store, reqs []Request, out []Decision) (bool, error) {
+	if b, ok := s.(BatchStore); ok {
+		return b.TakeAll(ctx, reqs, out)
+	}
+	for i, req := range reqs {
+		d, err := s.Take(ctx, req)
+		if err != nil {
+			refundAll(ctx, s, reqs[:i], out[:i])
+			return false, err
+		}
+		out[i] = d
+		if !d.Allowed {
+			// Report what the later requests would see without taking.
+			for j := i + 1; j < len(reqs); j++ {
+				q := reqs[j]
+				q.N = 0
+				out[j], _ = s.Take(ctx, q)
+			}
+			refundAll(ctx, s, reqs[:i], out[:i])
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func refundAll(ctx context.Context, s Store, reqs []Request, ds []Decision) {
+	for i := range reqs {
+		if ds[i].Allowed && reqs[i].N > 0 {
+			_ = s.Refund(ctx, reqs[i], ds[i])
+		}
+	}
+}

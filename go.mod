@@ -1,0 +1,3 @@
+module github.com/ratekeeper/ratekeeper
+
+go 1.25.0

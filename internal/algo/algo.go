@@ -1,0 +1,75 @@
+// Package algo holds ratekeeper's five algorithms as pure functions of
+// (state, limit, now, n): no I/O, no locks, no clock.
+//
+// All times are integer microseconds since the Unix epoch and all arithmetic
+// is on int64. Microseconds are the unit because the Redis store runs the same
+// rules in Lua, whose numbers are doubles that hold integers exactly only up to
+// 2^53: every product computed here stays below that bound for any limit that
+// passes validation (see MaxUnits), so the memory and Redis stores can agree
+// to the microsecond.
+//
+// Rates that do not divide their period (3 per second is one request every
+// 333333⅓ µs) are kept exact by carrying the fraction: a bucket's state is a
+// whole microsecond plus Frac/Rate of one. Nothing is rounded except a wait
+// reported to a caller, which is rounded up to the next microsecond so that a
+// caller who waits exactly that long is never refused.
+package algo
+
+// MaxUnits bounds every product the algorithms compute (capacity × period for
+// the buckets, (limit+1) × window for the sliding window counter): 2^53, the
+// largest integer a Lua number holds exactly.
+const MaxUnits = 1 << 53
+
+// Limit is a validated limit in the algorithms' units.
+type Limit struct {
+	Rate   int64 // requests per Period; for the window algorithms the limit L
+	Period int64 // µs; for the window algorithms the window W
+	Burst  int64 // the buckets' capacity C (already defaulted to Rate)
+	Offset int64 // where windows start, in [0, Period): 0 aligns them to the epoch
+	// LogRejected makes the sliding log record refused requests too.
+	LogRejected bool
+}
+
+// Result is what one decision reports. Durations are µs.
+type Result struct {
+	Allowed    bool
+	Limit      int64
+	Remaining  int64
+	RetryAfter int64 // zero when allowed
+	ResetAfter int64 // until the state is back to fresh
+	Delay      int64 // queue and reserve modes: how long to wait before proceeding
+	// At is the instant the decision counted for. It is now, except when the
+	// clock went backwards and an algorithm held to the latest instant it had
+	// seen (the sliding log stamps entries in order).
+	At int64
+}
+
+// floorDiv is a/b rounded towards minus infinity, for b > 0.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+// ceilDiv is a/b rounded towards plus infinity, for b > 0.
+func ceilDiv(a, b int64) int64 {
+	return -floorDiv(-a, b)
+}
+
+// Offset places a key's windows: a hash of the key modulo the window, so that
+// clients with staggered windows do not all reset at the same instant. It is
+// FNV-1a (64 bit), which the Redis store's callers compute the same way.
+func Offset(key string, period int64) int64 {
+	const (
+		offset64 = 14695981039346656037
+		prime64  = 1099511628211
+	)
+	h := uint64(offset64)
+	for i := 0; i < len(key); i++ {
+		h ^= uint64(key[i])
+		h *= prime64
+	}
+	return int64(h % uint64(period))
+}

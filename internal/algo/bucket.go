@@ -1,0 +1,167 @@
+package algo
+
+// Bucket is the state of a token bucket and of a leaky bucket: one instant,
+// Tail + Frac/Rate µs, at which the bucket is next full (token bucket) or,
+// which is the same thing seen from the other side, next empty (leaky bucket).
+// Before Tail the bucket holds (Tail-now)·Rate/Period requests' worth of
+// water, that is Capacity minus that many tokens.
+//
+// The zero Bucket is full of tokens and empty of water. 0 <= Frac < Rate.
+//
+// One state serves three decisions: Meter (token bucket Allow, leaky bucket
+// Allow), Debt (token bucket Reserve) and Queue (leaky bucket Reserve).
+type Bucket struct {
+	Tail int64
+	Frac int64
+}
+
+// level is the water in the bucket at now, in ticks of 1/Rate µs (one request
+// is Period ticks). It saturates just above capacity when a clock that went
+// backwards leaves Tail far ahead, so that nothing overflows.
+func (b Bucket) level(l Limit, now int64) int64 {
+	if b.Tail < now {
+		return 0
+	}
+	gap := b.Tail - now
+	if gap > l.Burst*l.Period/l.Rate+1 {
+		return (l.Burst+1)*l.Period + 1
+	}
+	return gap*l.Rate + b.Frac
+}
+
+// untilEmpty is how long until the bucket holds no water (is full of tokens),
+// rounded up to the microsecond.
+func (b Bucket) untilEmpty(now int64) int64 {
+	if b.Tail < now || (b.Tail == now && b.Frac == 0) {
+		return 0
+	}
+	d := b.Tail - now
+	if b.Frac > 0 {
+		d++
+	}
+	return d
+}
+
+// start is where new water goes: on top of what is there, or at now if the
+// bucket has drained.
+func (b Bucket) start(now int64) Bucket {
+	if b.Tail < now || (b.Tail == now && b.Frac == 0) {
+		return Bucket{Tail: now}
+	}
+	return b
+}
+
+// add pours n requests' worth of water on top of b.
+func (b Bucket) add(l Limit, n int64) Bucket {
+	f := b.Frac + n*l.Period
+	return Bucket{Tail: b.Tail + f/l.Rate, Frac: f % l.Rate}
+}
+
+// fits reports how far in the future the tail may lie for n more requests to
+// leave at most room·Period ticks of water: the request fits iff Tail-now is
+// at most the returned gap.
+func (b Bucket) fits(l Limit, n, room int64) int64 {
+	return floorDiv((room-n)*l.Period-b.Frac, l.Rate)
+}
+
+// remaining is how many more single requests fit under room·Period ticks.
+func remaining(level int64, l Limit, room int64) int64 {
+	r := floorDiv(room*l.Period-level, l.Period)
+	return clamp(r, 0, l.Burst)
+}
+
+func clamp(v, lo, hi int64) int64 {
+	if v < lo {
+		return lo
+	}
+	if v > hi {
+		return hi
+	}
+	return v
+}
+
+// Meter decides now whether n requests fit in a bucket of capacity Burst that
+// drains (refills) at Rate per Period: the token bucket's Allow and the leaky
+// bucket's meter. n == 0 asks without taking.
+func (b Bucket) Meter(l Limit, now, n int64) (Bucket, Result) {
+	r := Result{Limit: l.Burst, At: now}
+	if n == 0 {
+		r.Allowed = true
+		r.Remaining = remaining(b.level(l, now), l, l.Burst)
+		r.ResetAfter = b.untilEmpty(now)
+		return b, r
+	}
+	if q := b.fits(l, n, l.Burst); b.Tail-now > q {
+		r.RetryAfter = b.Tail - now - q
+		r.Remaining = remaining(b.level(l, now), l, l.Burst)
+		r.ResetAfter = b.untilEmpty(now)
+		return b, r
+	}
+	b = b.start(now).add(l, n)
+	r.Allowed = true
+	r.Remaining = remaining(b.level(l, now), l, l.Burst)
+	r.ResetAfter = b.untilEmpty(now)
+	return b, r
+}
+
+// Debt takes n tokens now even if the bucket does not hold them yet, and says
+// in Delay how long until it would have: the token bucket's Reserve. It never
+// refuses; a waiter bounds it with its deadline.
+func (b Bucket) Debt(l Limit, now, n int64) (Bucket, Result) {
+	if n == 0 {
+		return b.Meter(l, now, 0)
+	}
+	b = b.start(now).add(l, n)
+	r := Result{Allowed: true, Limit: l.Burst, At: now}
+	// The request may proceed once the water is back under capacity.
+	if d := b.Tail - now - b.fits(l, 0, l.Burst); d > 0 {
+		r.Delay = d
+	}
+	r.Remaining = remaining(b.level(l, now), l, l.Burst)
+	r.ResetAfter = b.untilEmpty(now)
+	return b, r
+}
+
+// Queue gives n requests the next free slots of a FIFO queue drained at Rate
+// per Period, and says in Delay how long to wait for the first of them: the
+// leaky bucket's Reserve. The request whose slot is now proceeds at once and
+// is not waiting; it is refused iff more than Burst requests would be waiting.
+func (b Bucket) Queue(l Limit, now, n int64) (Bucket, Result) {
+	if n == 0 {
+		r := Result{Allowed: true, Limit: l.Burst, At: now}
+		r.Remaining = remaining(b.level(l, now), l, l.Burst+1)
+		r.ResetAfter = b.untilEmpty(now)
+		return b, r
+	}
+	r := Result{Limit: l.Burst, At: now}
+	if q := b.fits(l, n, l.Burst+1); b.Tail-now > q {
+		r.RetryAfter = b.Tail - now - q
+		r.ResetAfter = b.untilEmpty(now)
+		return b, r
+	}
+	s := b.start(now)
+	r.Allowed = true
+	r.Delay = s.untilEmpty(now)
+	b = s.add(l, n)
+	r.Remaining = remaining(b.level(l, now), l, l.Burst+1)
+	r.ResetAfter = b.untilEmpty(now)
+	return b, r
+}
+
+// Refund gives back n requests taken by an earlier decision. A token (or
+// meter) refund drains that much water. A queue refund gives the slots back
+// only if no later request queued behind them (slot is the instant, at+delay,
+// the refunded request was to proceed); otherwise the slots stay as a gap, so
+// that the queue never sends two requests in one slot.
+func (b Bucket) Refund(l Limit, n int64, queue bool, slot int64) Bucket {
+	f := b.Frac - n*l.Period
+	back := Bucket{Tail: b.Tail + floorDiv(f, l.Rate)}
+	back.Frac = f - floorDiv(f, l.Rate)*l.Rate
+	if queue && (back.Tail > slot || (back.Tail == slot && back.Frac > 0)) {
+		return b
+	}
+	return back
+}
+
+// IdleAt is when the bucket is back to its zero state (full of tokens).
+func (b Bucket) IdleAt() int64 { return b.Tail + 1 }

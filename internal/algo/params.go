@@ -1,0 +1,32 @@
+package algo
+
+import (
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
+)
+
+// Params converts a validated limit, for one key, to the algorithms' units.
+// Every store calls it, so that all of them place a staggered key's windows
+// at the same offset.
+func Params(key string, l ratekeeper.Limit) Limit {
+	p := int64(l.Period / time.Microsecond)
+	a := Limit{Rate: int64(l.Rate), Period: p, Burst: int64(l.Capacity()), LogRejected: l.LogRejected}
+	if l.Stagger && (l.Algorithm == ratekeeper.FixedWindow || l.Algorithm == ratekeeper.SlidingWindow) {
+		a.Offset = Offset(key, p)
+	}
+	return a
+}
+
+// Decision converts a Result to the Decision callers see.
+func Decision(r Result) ratekeeper.Decision {
+	return ratekeeper.Decision{
+		Allowed:    r.Allowed,
+		Limit:      int(r.Limit),
+		Remaining:  int(r.Remaining),
+		RetryAfter: time.Duration(r.RetryAfter) * time.Microsecond,
+		ResetAfter: time.Duration(r.ResetAfter) * time.Microsecond,
+		Delay:      time.Duration(r.Delay) * time.Microsecond,
+		At:         time.UnixMicro(r.At),
+	}
+}

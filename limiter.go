@@ -1,0 +1,195 @@
+package ratekeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrCost is wrapped by the error a Limiter returns for a cost it can never
+// allow: more than the limit's capacity, or negative.
+var ErrCost = errors.New("cost out of range")
+
+// Limiter applies one Limit to many keys, keeping their state in a Store.
+// It is safe for concurrent use; its zero value is not usable: call New.
+type Limiter struct {
+	store Store
+	limit Limit
+	clock Clock // nil: the store's clock
+}
+
+// Option configures a Limiter.
+type Option interface {
+	apply(*Limiter)
+}
+
+type optionFunc func(*Limiter)
+
+func (f optionFunc) apply(l *Limiter) { f(l) }
+
+// WithClock makes the Limiter decide at c.Now() instead of at the store's
+// own clock. Tests use it to run timelines on a fake clock; in production the
+// default is better for the Redis store, whose server clock all instances
+// share.
+func WithClock(c Clock) Option {
+	return optionFunc(func(l *Limiter) { l.clock = c })
+}
+
+// New returns a Limiter that applies limit to keys kept in store.
+func New(store Store, limit Limit, opts ...Option) (*Limiter, error) {
+	if store == nil {
+		return nil, errors.New("ratekeeper: store is nil")
+	}
+	if err := limit.Validate(); err != nil {
+		return nil, fmt.Errorf("ratekeeper: %w", err)
+	}
+	l := &Limiter{store: store, limit: limit}
+	for _, o := range opts {
+		o.apply(l)
+	}
+	return l, nil
+}
+
+// Limit is the limit l applies.
+func (l *Limiter) Limit() Limit { return l.limit }
+
+func (l *Limiter) request(key string, n int, reserve bool) (Request, error) {
+	if n < 0 || n > l.limit.Capacity() {
+		return Request{}, fmt.Errorf("ratekeeper: cost %d for %s: at most %d can ever pass at once: %w",
+			n, l.limit, l.limit.Capacity(), ErrCost)
+	}
+	r := Request{Key: key, Limit: l.limit, N: n, Reserve: reserve}
+	if l.clock != nil {
+		r.Now = l.clock.Now()
+	}
+	return r, nil
+}
+
+// Allow is AllowN(ctx, key, 1).
+func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
+	return l.AllowN(ctx, key, 1)
+}
+
+// AllowN decides now whether n requests for key may pass, and takes them if
+// so. It never waits: for the leaky bucket it is the meter. n == 0 reports the
+// state without taking anything; n above the limit's capacity is an error
+// wrapping ErrCost.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Decision, error) {
+	req, err := l.request(key, n, false)
+	if err != nil {
+		return Decision{}, err
+	}
+	return l.store.Take(ctx, req)
+}
+
+// Reserve is ReserveN(ctx, key, 1).
+func (l *Limiter) Reserve(ctx context.Context, key string) (Decision, error) {
+	return l.ReserveN(ctx, key, 1)
+}
+
+// ReserveN takes a place for n requests now and says in Decision.Delay how
+// long to wait before proceeding:
+//
+//   - leaky bucket: the FIFO queue. The request gets the next free slot; it is
+//     refused (Allowed false, RetryAfter until there is room) when more than
+//     Burst requests would be waiting.
+//   - token bucket: the wait for enough tokens. It takes them now, on credit,
+//     and never refuses; bound the wait with Wait's context deadline.
+//   - window algorithms: no place can be held in a future window, so ReserveN
+//     decides as AllowN does, with Delay zero; a refused request retries after
+//     RetryAfter (which is what Wait does).
+//
+// A caller that does not proceed should give its place back with Cancel.
+func (l *Limiter) ReserveN(ctx context.Context, key string, n int) (Decision, error) {
+	req, err := l.request(key, n, true)
+	if err != nil {
+		return Decision{}, err
+	}
+	return l.store.Take(ctx, req)
+}
+
+// Refund gives back what an allowed decision d of AllowN(ctx, key, n) took,
+// as far as the algorithm allows: tokens return to the token bucket, water
+// drains from the leaky bucket's meter, a window counter is decremented if
+// that window still counts, a log entry is removed.
+func (l *Limiter) Refund(ctx context.Context, key string, n int, d Decision) error {
+	return l.refund(ctx, key, n, d, false)
+}
+
+// Cancel gives back the place that an allowed decision d of
+// ReserveN(ctx, key, n) took: a leaky bucket's queue slots are freed if no
+// later request queued behind them (otherwise they stay an idle gap, so the
+// queue never sends two requests in one slot); the other algorithms refund
+// as Refund does.
+func (l *Limiter) Cancel(ctx context.Context, key string, n int, d Decision) error {
+	return l.refund(ctx, key, n, d, true)
+}
+
+func (l *Limiter) refund(ctx context.Context, key string, n int, d Decision, reserved bool) error {
+	if !d.Allowed || n == 0 {
+		return nil
+	}
+	req, err := l.request(key, n, reserved)
+	if err != nil {
+		return err
+	}
+	return l.store.Refund(ctx, req, d)
+}
+
+// Wait is WaitN(ctx, key, 1).
+func (l *Limiter) Wait(ctx context.Context, key string) error {
+	return l.WaitN(ctx, key, 1)
+}
+
+// WaitN blocks until n requests for key may proceed, for every algorithm, so
+// that a worker pacing itself loses nothing. It reserves (ReserveN) and
+// sleeps out the delay; when refused (a full queue, a spent window) it sleeps
+// until RetryAfter and asks again.
+//
+// It returns ctx's error promptly when ctx is done, giving its place back
+// where the algorithm allows. If ctx has a deadline that the wait would pass,
+// it returns at once with an error wrapping context.DeadlineExceeded.
+//
+// WaitN sleeps on real timers (the Limiter's Clock only tells the time);
+// tests make them fake with testing/synctest.
+func (l *Limiter) WaitN(ctx context.Context, key string, n int) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		d, err := l.ReserveN(ctx, key, n)
+		if err != nil {
+			return err
+		}
+		wait := d.Delay
+		if !d.Allowed {
+			wait = max(d.RetryAfter, time.Microsecond)
+		}
+		if wait == 0 {
+			return nil
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			l.giveBack(ctx, key, n, d)
+			return fmt.Errorf("ratekeeper: waiting %v for %q would pass the context's deadline: %w", wait, key, context.DeadlineExceeded)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			l.giveBack(ctx, key, n, d)
+			return ctx.Err()
+		case <-t.C:
+		}
+		if d.Allowed {
+			return nil
+		}
+	}
+}
+
+func (l *Limiter) giveBack(ctx context.Context, key string, n int, d Decision) {
+	if d.Allowed {
+		// The caller's context is done; the refund must still reach the store.
+		_ = l.Cancel(context.WithoutCancel(ctx), key, n, d)
+	}
+}

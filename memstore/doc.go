@@ -1,0 +1,18 @@
+// Package memstore is ratekeeper's in-memory Store, the embedded default for
+// one process.
+//
+// Keys are spread over shards, each a mutex and a few maps, chosen by
+// hash/maphash, so that concurrent callers rarely meet on a lock. A decision
+// on an existing key allocates nothing. One janitor goroutine, stopped by
+// Close, sweeps out keys whose state is back to fresh (a full bucket, a
+// window that has passed), so idle clients cost no memory.
+//
+// The number of keys is capped (DefaultMaxKeys unless WithMaxKeys says
+// otherwise), so that a flood of distinct keys cannot grow memory without
+// bound. When a shard is full, a new key evicts, among a random sample of 8
+// keys of that shard, one that is already idle or else the one closest to
+// idle. An evicted client starts again with a fresh limit, so under such a
+// flood a few clients may get more than their limit: the store stays within
+// its memory and keeps deciding, which is the trade a server under attack
+// wants. Store.Evictions counts these forced evictions.
+package memstore

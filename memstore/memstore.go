@@ -1,0 +1,478 @@
+package memstore
+
+import (
+	"context"
+	"hash/maphash"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/algo"
+)
+
+// DefaultMaxKeys is the cap on keys when WithMaxKeys is not given: about
+// 80 MB of state for the counter algorithms.
+const DefaultMaxKeys = 1_000_000
+
+// Store is the in-memory Store. It is safe for concurrent use. Create it
+// with New and stop its janitor with Close.
+type Store struct {
+	seed     maphash.Seed
+	shards   []shard
+	mask     uint64
+	perShard int // 0: no cap
+	clock    ratekeeper.Clock
+	interval time.Duration
+
+	evictions atomic.Uint64
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// Interface guards.
+var (
+	_ ratekeeper.Store      = (*Store)(nil)
+	_ ratekeeper.BatchStore = (*Store)(nil)
+)
+
+// shard holds the keys whose hash selects it, one map per kind of state
+// (token and leaky buckets share one representation). It is padded so that
+// neighbouring shards' locks do not share a cache line.
+type shard struct {
+	mu      sync.Mutex
+	buckets map[string]*algo.Bucket
+	fixed   map[string]*algo.Window
+	sliding map[string]*slidingEntry
+	logs    map[string]*logEntry
+	n       int
+	_       [64]byte
+}
+
+// slidingEntry keeps when the counter goes idle, which its state alone does
+// not tell without the window's length.
+type slidingEntry struct {
+	s    algo.Sliding
+	idle int64
+}
+
+// logEntry likewise keeps when its log goes idle.
+type logEntry struct {
+	g    algo.Log
+	idle int64
+}
+
+// Option configures a Store.
+type Option interface {
+	apply(*config)
+}
+
+type config struct {
+	shards   int
+	maxKeys  int
+	clock    ratekeeper.Clock
+	interval time.Duration
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithShards sets the number of shards, rounded up to a power of two.
+// Default 256.
+func WithShards(n int) Option {
+	return optionFunc(func(c *config) { c.shards = n })
+}
+
+// WithMaxKeys caps the number of keys the store holds (see the package doc
+// for what happens at the cap). Zero or less means no cap. Default
+// DefaultMaxKeys.
+func WithMaxKeys(n int) Option {
+	return optionFunc(func(c *config) { c.maxKeys = n })
+}
+
+// WithJanitorInterval sets how often idle keys are swept out. Zero or less
+// disables the janitor (keys then leave only when the cap evicts them).
+// Default one minute.
+func WithJanitorInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.interval = d })
+}
+
+// WithClock sets the clock for requests that bring no time of their own
+// (Request.Now zero) and for the janitor. Default: the system clock. A store
+// whose Limiters run on a fake clock should be given the same clock.
+func WithClock(clk ratekeeper.Clock) Option {
+	return optionFunc(func(c *config) { c.clock = clk })
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// New returns an empty Store and starts its janitor.
+func New(opts ...Option) *Store {
+	c := config{shards: 256, maxKeys: DefaultMaxKeys, clock: systemClock{}, interval: time.Minute}
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	n := 1
+	for n < c.shards {
+		n <<= 1
+	}
+	s := &Store{
+		seed:     maphash.MakeSeed(),
+		shards:   make([]shard, n),
+		mask:     uint64(n - 1),
+		clock:    c.clock,
+		interval: c.interval,
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	if c.maxKeys > 0 {
+		s.perShard = max(1, (c.maxKeys+n-1)/n)
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.buckets = make(map[string]*algo.Bucket)
+		sh.fixed = make(map[string]*algo.Window)
+		sh.sliding = make(map[string]*slidingEntry)
+		sh.logs = make(map[string]*logEntry)
+	}
+	if s.interval > 0 {
+		go s.janitor()
+	} else {
+		close(s.done)
+	}
+	return s
+}
+
+// Close stops the janitor. The store still answers afterwards; it just no
+// longer sweeps. Close is idempotent and always returns nil.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		<-s.done
+	})
+	return nil
+}
+
+// Len is how many keys the store holds.
+func (s *Store) Len() int {
+	total := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		total += sh.n
+		sh.mu.Unlock()
+	}
+	return total
+}
+
+// Evictions is how many keys the cap has pushed out before they were idle.
+func (s *Store) Evictions() uint64 { return s.evictions.Load() }
+
+func (s *Store) shardIndex(key string) int {
+	return int(maphash.String(s.seed, key) & s.mask)
+}
+
+func (s *Store) now(t time.Time) int64 {
+	if t.IsZero() {
+		t = s.clock.Now()
+	}
+	return t.UnixMicro()
+}
+
+// Take decides req under its shard's lock.
+func (s *Store) Take(_ context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
+	now := s.now(req.Now)
+	p := algo.Params(req.Key, req.Limit)
+	sh := &s.shards[s.shardIndex(req.Key)]
+	sh.mu.Lock()
+	r := sh.take(s, req, p, now, true)
+	sh.mu.Unlock()
+	return algo.Decision(r), nil
+}
+
+// TakeAll decides reqs as one under the locks of all their shards, taken in
+// shard order so that concurrent batches cannot deadlock.
+func (s *Store) TakeAll(_ context.Context, reqs []ratekeeper.Request, out []ratekeeper.Decision) (bool, error) {
+	idx := make([]int, 0, 8)
+	for _, r := range reqs {
+		idx = append(idx, s.shardIndex(r.Key))
+	}
+	locks := slices.Clone(idx)
+	slices.Sort(locks)
+	locks = slices.Compact(locks)
+	for _, i := range locks {
+		s.shards[i].mu.Lock()
+	}
+	defer func() {
+		for _, i := range locks {
+			s.shards[i].mu.Unlock()
+		}
+	}()
+	ok := true
+	for i, req := range reqs {
+		p := algo.Params(req.Key, req.Limit)
+		r := s.shards[idx[i]].take(s, req, p, s.now(req.Now), false)
+		out[i] = algo.Decision(r)
+		ok = ok && r.Allowed
+	}
+	if !ok {
+		return false, nil
+	}
+	for i, req := range reqs {
+		p := algo.Params(req.Key, req.Limit)
+		out[i] = algo.Decision(s.shards[idx[i]].take(s, req, p, s.now(req.Now), true))
+	}
+	return true, nil
+}
+
+// take applies req to the shard, which the caller has locked. With commit
+// false it only says what it would decide.
+func (sh *shard) take(s *Store, req ratekeeper.Request, p algo.Limit, now int64, commit bool) algo.Result {
+	n := int64(req.N)
+	commit = commit && n > 0
+	var r algo.Result
+	switch req.Limit.Algorithm {
+	case ratekeeper.TokenBucket, ratekeeper.LeakyBucket:
+		b := sh.buckets[req.Key]
+		var st algo.Bucket
+		if b != nil {
+			st = *b
+		}
+		switch {
+		case !req.Reserve:
+			st, r = st.Meter(p, now, n)
+		case req.Limit.Algorithm == ratekeeper.TokenBucket:
+			st, r = st.Debt(p, now, n)
+		default:
+			st, r = st.Queue(p, now, n)
+		}
+		if commit && r.Allowed {
+			if b == nil {
+				b = new(algo.Bucket)
+				sh.insert(s, now)
+				sh.buckets[strings.Clone(req.Key)] = b
+			}
+			*b = st
+		}
+	case ratekeeper.FixedWindow:
+		w := sh.fixed[req.Key]
+		var st algo.Window
+		if w != nil {
+			st = *w
+		}
+		st, r = st.Fixed(p, now, n)
+		if commit && r.Allowed {
+			if w == nil {
+				w = new(algo.Window)
+				sh.insert(s, now)
+				sh.fixed[strings.Clone(req.Key)] = w
+			}
+			*w = st
+		}
+	case ratekeeper.SlidingWindow:
+		e := sh.sliding[req.Key]
+		var st algo.Sliding
+		if e != nil {
+			st = e.s
+		}
+		st, r = st.SlidingWindow(p, now, n)
+		if commit && r.Allowed {
+			if e == nil {
+				e = new(slidingEntry)
+				sh.insert(s, now)
+				sh.sliding[strings.Clone(req.Key)] = e
+			}
+			e.s, e.idle = st, st.IdleAt(p)
+		}
+	case ratekeeper.SlidingLog:
+		e := sh.logs[req.Key]
+		if !commit {
+			if e == nil {
+				return new(algo.Log).Check(p, now, n)
+			}
+			return e.g.Check(p, now, n)
+		}
+		if e == nil {
+			e = new(logEntry)
+			sh.insert(s, now)
+			sh.logs[strings.Clone(req.Key)] = e
+		}
+		r = e.g.SlidingLog(p, now, n)
+		e.idle = e.g.IdleAt(p)
+	}
+	return r
+}
+
+// insert makes room for one more key, evicting one if the shard is full.
+func (sh *shard) insert(s *Store, now int64) {
+	if s.perShard > 0 && sh.n >= s.perShard {
+		if !sh.evict(now) {
+			s.evictions.Add(1)
+		}
+	}
+	sh.n++
+}
+
+// evict removes one key: among a sample of up to 8 of each kind of state (Go
+// randomises where a map's iteration starts), an idle one if there is one,
+// else the one closest to idle. It reports whether the victim was idle.
+func (sh *shard) evict(now int64) bool {
+	const sample = 8
+	var (
+		victim string
+		kind   int
+		best   int64
+		found  bool
+	)
+	consider := func(k string, idle int64, which int) bool {
+		if !found || idle < best {
+			victim, kind, best, found = k, which, idle, true
+		}
+		return idle <= now // an idle key ends the search
+	}
+	scan := func() {
+		i := 0
+		for k, b := range sh.buckets {
+			if consider(k, b.IdleAt(), 0) {
+				return
+			}
+			if i++; i >= sample {
+				break
+			}
+		}
+		i = 0
+		for k, w := range sh.fixed {
+			if consider(k, w.IdleAt(), 1) {
+				return
+			}
+			if i++; i >= sample {
+				break
+			}
+		}
+		i = 0
+		for k, e := range sh.sliding {
+			if consider(k, e.idle, 2) {
+				return
+			}
+			if i++; i >= sample {
+				break
+			}
+		}
+		i = 0
+		for k, e := range sh.logs {
+			if consider(k, e.idle, 3) {
+				return
+			}
+			if i++; i >= sample {
+				break
+			}
+		}
+	}
+	scan()
+	if !found {
+		return true
+	}
+	sh.remove(kind, victim)
+	return best <= now
+}
+
+func (sh *shard) remove(kind int, key string) {
+	switch kind {
+	case 0:
+		delete(sh.buckets, key)
+	case 1:
+		delete(sh.fixed, key)
+	case 2:
+		delete(sh.sliding, key)
+	case 3:
+		delete(sh.logs, key)
+	}
+	sh.n--
+}
+
+// Refund gives back what the allowed decision d for req took.
+func (s *Store) Refund(_ context.Context, req ratekeeper.Request, d ratekeeper.Decision) error {
+	if !d.Allowed || req.N <= 0 {
+		return nil
+	}
+	n := int64(req.N)
+	at := d.At.UnixMicro()
+	p := algo.Params(req.Key, req.Limit)
+	sh := &s.shards[s.shardIndex(req.Key)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	switch req.Limit.Algorithm {
+	case ratekeeper.TokenBucket, ratekeeper.LeakyBucket:
+		if b := sh.buckets[req.Key]; b != nil {
+			queue := req.Reserve && req.Limit.Algorithm == ratekeeper.LeakyBucket
+			*b = b.Refund(p, n, queue, at+int64(d.Delay/time.Microsecond))
+		}
+	case ratekeeper.FixedWindow:
+		if w := sh.fixed[req.Key]; w != nil {
+			*w = w.Refund(p, n, at)
+		}
+	case ratekeeper.SlidingWindow:
+		if e := sh.sliding[req.Key]; e != nil {
+			e.s = e.s.Refund(p, n, at)
+			e.idle = e.s.IdleAt(p)
+		}
+	case ratekeeper.SlidingLog:
+		if e := sh.logs[req.Key]; e != nil {
+			e.g.Refund(n, at)
+			e.idle = e.g.IdleAt(p)
+		}
+	}
+	return nil
+}
+
+func (s *Store) janitor() {
+	defer close(s.done)
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.Sweep()
+		}
+	}
+}
+
+// Sweep removes every key whose state is back to fresh at the store's
+// clock. The janitor calls it; tests and callers with their own schedule may
+// too.
+func (s *Store) Sweep() {
+	now := s.clock.Now().UnixMicro()
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for k, b := range sh.buckets {
+			if b.IdleAt() <= now {
+				sh.remove(0, k)
+			}
+		}
+		for k, w := range sh.fixed {
+			if w.IdleAt() <= now {
+				sh.remove(1, k)
+			}
+		}
+		for k, e := range sh.sliding {
+			if e.idle <= now {
+				sh.remove(2, k)
+			}
+		}
+		for k, e := range sh.logs {
+			if e.idle <= now {
+				sh.remove(3, k)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
