@@ -53,11 +53,6 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-// ceilDiv is a/b rounded towards plus infinity, for b > 0.
-func ceilDiv(a, b int64) int64 {
-	return -floorDiv(-a, b)
-}
-
 // Offset places a key's windows: a hash of the key modulo the window, so that
 // clients with staggered windows do not all reset at the same instant. It is
 // FNV-1a (64 bit), which the Redis store's callers compute the same way.

@@ -1,0 +1,27 @@
+# make test: install what the tests need, then run them all with the race
+# detector. make bench: the side-by-side benchmarks (bench/ is its own module).
+GO ?= go
+STATICCHECK = $(GO) tool -modfile=tools/go.mod staticcheck
+BENCHSTAT = $(GO) tool -modfile=tools/go.mod benchstat
+
+.PHONY: test test-deps lint bench build
+
+test: test-deps
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -run . -timeout 10m ./...
+
+test-deps:
+	@scripts/test-deps.sh
+
+build:
+	$(GO) build -o bin/ratekeeper ./cmd/ratekeeper
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+	cd bench && $(GO) vet ./...
+
+bench:
+	cd bench && ./run.sh
