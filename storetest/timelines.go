@@ -33,13 +33,13 @@ func Timelines() []Timeline {
 			Limit: ratekeeper.Limit{Algorithm: ratekeeper.TokenBucket, Rate: 3, Period: min},
 			Steps: []Step{
 				{At: 0, Op: Peek, Want: allowed(3, 0)},
-				{At: 0, Want: allowed(2, 20 * sec)},
-				{At: 0, Want: allowed(1, 40 * sec)},
-				{At: 0, Want: allowed(0, 60 * sec)},
+				{At: 0, Want: allowed(2, 20*sec)},
+				{At: 0, Want: allowed(1, 40*sec)},
+				{At: 0, Want: allowed(0, 60*sec)},
 				{At: 10 * sec, Want: refused(0, 10*sec, 50*sec)},
-				{At: 60 * sec, Want: allowed(2, 20 * sec)},
-				{At: 60 * sec, Want: allowed(1, 40 * sec)},
-				{At: 60 * sec, Want: allowed(0, 60 * sec)},
+				{At: 60 * sec, Want: allowed(2, 20*sec)},
+				{At: 60 * sec, Want: allowed(1, 40*sec)},
+				{At: 60 * sec, Want: allowed(0, 60*sec)},
 			},
 		},
 		{
@@ -48,10 +48,10 @@ func Timelines() []Timeline {
 			Name:  "token_bucket/retry_after_is_exact",
 			Limit: ratekeeper.Limit{Algorithm: ratekeeper.TokenBucket, Rate: 3, Period: min},
 			Steps: []Step{
-				{At: 0, N: 3, Want: allowed(0, 60 * sec)},
+				{At: 0, N: 3, Want: allowed(0, 60*sec)},
 				{At: 10 * sec, Want: refused(0, 10*sec, 50*sec)},
 				{At: 20*sec - us, Want: refused(0, us, 40*sec+us)},
-				{At: 20 * sec, Want: allowed(0, 60 * sec)},
+				{At: 20 * sec, Want: allowed(0, 60*sec)},
 			},
 		},
 		{
@@ -69,7 +69,7 @@ func Timelines() []Timeline {
 			Name:  "token_bucket/cost_above_one",
 			Limit: ratekeeper.Limit{Algorithm: ratekeeper.TokenBucket, Rate: 10, Period: sec},
 			Steps: []Step{
-				{At: 0, N: 5, Want: allowed(5, 500 * ms)},
+				{At: 0, N: 5, Want: allowed(5, 500*ms)},
 				{At: 0, N: 6, Want: refused(5, 100*ms, 500*ms)},
 				{At: 100 * ms, N: 6, Want: allowed(0, sec)},
 			},
@@ -78,9 +78,9 @@ func Timelines() []Timeline {
 			Name:  "token_bucket/burst_above_rate",
 			Limit: ratekeeper.Limit{Algorithm: ratekeeper.TokenBucket, Rate: 1, Period: sec, Burst: 3},
 			Steps: []Step{
-				{At: 0, N: 3, Want: allowed(0, 3 * sec)},
+				{At: 0, N: 3, Want: allowed(0, 3*sec)},
 				{At: 0, Want: refused(0, sec, 3*sec)},
-				{At: 2500 * ms, Want: allowed(1, 1500 * ms)},
+				{At: 2500 * ms, Want: allowed(1, 1500*ms)},
 			},
 		},
 		{
@@ -102,7 +102,7 @@ func Timelines() []Timeline {
 			Name:  "token_bucket/clock_steps_back",
 			Limit: ratekeeper.Limit{Algorithm: ratekeeper.TokenBucket, Rate: 2, Period: sec},
 			Steps: []Step{
-				{At: 10 * sec, Want: allowed(1, 500 * ms)},
+				{At: 10 * sec, Want: allowed(1, 500*ms)},
 				{At: 10 * sec, Want: allowed(0, sec)},
 				{At: 9 * sec, Want: refused(0, 1500*ms, 2*sec)},
 				{At: 10*sec + 500*ms, Want: allowed(0, sec)},
@@ -112,10 +112,10 @@ func Timelines() []Timeline {
 			Name:  "token_bucket/refund",
 			Limit: ratekeeper.Limit{Algorithm: ratekeeper.TokenBucket, Rate: 2, Period: sec},
 			Steps: []Step{
-				{At: 0, Want: allowed(1, 500 * ms)},
+				{At: 0, Want: allowed(1, 500*ms)},
 				{At: 0, Want: allowed(0, sec)},
 				{At: 0, Op: Refund},
-				{At: 0, Op: Peek, Want: allowed(1, 500 * ms)},
+				{At: 0, Op: Peek, Want: allowed(1, 500*ms)},
 				{At: 0, Want: allowed(0, sec)},
 			},
 		},
