@@ -59,64 +59,84 @@ func (g *Log) push(capacity int, n int64, t int64) {
 	}
 }
 
-// SlidingLog decides n requests against a sliding window log: at now it drops
-// entries older than now-Period, and the request passes iff the count plus n
-// is at most Rate. Admitted requests are logged (n entries); refused ones too
-// if LogRejected. A clock that went backwards counts as standing still at the
-// newest entry, so entries stay in order; the result's At says which instant
-// was used.
+// SlidingLog decides n requests against a sliding window log: the request
+// passes iff the entries in the window [t-Period, t) plus n are at most
+// Rate. Admitted requests are logged (n entries stamped t); refused ones too
+// if LogRejected. t is now, or the newest entry if the clock went back, so
+// entries stay in order; the result's At says which instant was used.
+//
+// Only a request that is logged drops expired entries: its stamp then
+// becomes the newest, which later requests are held to, so an entry dropped
+// at t can never be needed by a request stamped before t.
 func (g *Log) SlidingLog(l Limit, now, n int64) Result {
-	t := max(now, g.Newest())
-	g.expire(l, t)
-	r := Result{Limit: l.Rate, At: t}
-	if int64(g.size)+n <= l.Rate {
-		r.Allowed = true
+	if n > 0 && l.LogRejected {
+		t := max(now, g.Newest())
+		allowed := g.count(l, t)+n <= l.Rate
+		g.expire(l, t)
 		g.push(int(l.Rate), n, t)
-	} else {
-		if l.LogRejected {
-			g.push(int(l.Rate), n, t)
-		}
-		// The request fits once all but Rate-n of the counted entries have
-		// left the window: entry k leaves at k+Period+1.
-		k := int64(g.size) - (l.Rate - n) - 1
-		r.RetryAfter = g.at(int(k)) + l.Period + 1 - now
+		return g.result(l, now, t, n, allowed, 0)
 	}
-	r.Remaining = clamp(l.Rate-int64(g.size), 0, l.Rate)
-	if g.size > 0 {
-		r.ResetAfter = g.Newest() + l.Period + 1 - now
+	r := g.Check(l, now, n)
+	if r.Allowed && n > 0 {
+		g.expire(l, r.At)
+		g.push(int(l.Rate), n, r.At)
 	}
 	return r
+}
+
+// count is how many entries lie in the window ending at t.
+func (g *Log) count(l Limit, t int64) int64 {
+	return int64(g.size - g.firstFrom(t-l.Period))
+}
+
+// firstFrom is the index of the oldest entry at or after cutoff.
+func (g *Log) firstFrom(cutoff int64) int {
+	lo, hi := 0, g.size
+	for lo < hi {
+		m := (lo + hi) / 2
+		if g.at(m) < cutoff {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
 }
 
 // Check is SlidingLog without changing the log: what it would decide.
 func (g *Log) Check(l Limit, now, n int64) Result {
 	t := max(now, g.Newest())
-	cutoff := t - l.Period
-	i := 0 // first entry still in the window
-	for i < g.size && g.at(i) < cutoff {
-		i++
+	if n > 0 && l.LogRejected {
+		// The penalty entries push out the oldest: decide on a copy (this
+		// path serves only dry runs).
+		return g.Clone().SlidingLog(l, now, n)
 	}
-	count := int64(g.size - i)
-	r := Result{Limit: l.Rate, At: t}
-	newest := g.Newest()
-	if count+n <= l.Rate {
-		r.Allowed = true
-		count += n
-		if n > 0 {
-			newest = t
-		}
-	} else {
-		if l.LogRejected {
-			// The penalty entries push out the oldest: decide as SlidingLog
-			// does, on a copy (a rare path).
-			c := g.Clone()
-			return c.SlidingLog(l, now, n)
-		}
+	allowed := g.count(l, t)+n <= l.Rate
+	pending := int64(0)
+	if allowed {
+		pending = n
+	}
+	return g.result(l, now, t, n, allowed, pending)
+}
+
+// result reports a decision at t on the log as it stands plus pending
+// entries about to be stamped t.
+func (g *Log) result(l Limit, now, t, n int64, allowed bool, pending int64) Result {
+	i := g.firstFrom(t - l.Period)
+	count := int64(g.size-i) + pending
+	r := Result{Limit: l.Rate, At: t, Allowed: allowed}
+	if !allowed {
+		// The request fits once all but Rate-n of the counted entries have
+		// left the window: an entry stamped e leaves at e+Period+1.
 		k := count - (l.Rate - n) - 1
 		r.RetryAfter = g.at(i+int(k)) + l.Period + 1 - now
 	}
 	r.Remaining = clamp(l.Rate-count, 0, l.Rate)
 	if count > 0 {
+		newest := g.Newest()
+		if pending > 0 {
+			newest = t
+		}
 		r.ResetAfter = newest + l.Period + 1 - now
 	}
 	return r
