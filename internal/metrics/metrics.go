@@ -1,0 +1,255 @@
+package metrics
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/ratekeeper/ratekeeper"
+)
+
+// Results of a decision, the values of the "result" label.
+const (
+	// Allowed: every limit let the request through.
+	Allowed = "allowed"
+	// Limited: the request was refused (429).
+	Limited = "limited"
+	// ShadowLimited: a shadow rule would have refused it; it went through.
+	ShadowLimited = "shadow_limited"
+	// Queued: the request was held for its slot, then went through.
+	Queued = "queued"
+	// Forbidden: an access list refused it (403).
+	Forbidden = "forbidden"
+	// Error: the store failed and the request was refused because of it.
+	Error = "error"
+)
+
+// Metrics is the set of ratekeeper's metrics on one registry. Its methods
+// are safe for concurrent use. A nil *Metrics records nothing, so code can
+// run without metrics.
+type Metrics struct {
+	decisions    *prometheus.CounterVec
+	queueDelay   prometheus.Histogram
+	storeLatency *prometheus.HistogramVec
+	storeErrors  *prometheus.CounterVec
+	reloads      *prometheus.CounterVec
+	lastReload   prometheus.Gauge
+	rules        prometheus.Gauge
+	reg          prometheus.Registerer
+}
+
+// New creates the metrics and registers them on reg (which must not be the
+// default registry's, by convention: pass a registry you own).
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekeeper_decisions_total",
+			Help: "Rate limit decisions by rule and result (allowed, limited, shadow_limited, queued, forbidden, error).",
+		}, []string{"rule", "result"}),
+		queueDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ratekeeper_queue_delay_seconds",
+			Help:    "How long queued requests were held before proceeding.",
+			Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
+		storeLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ratekeeper_store_duration_seconds",
+			Help:    "Latency of store calls by operation (take, take_all, refund).",
+			Buckets: []float64{.00001, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
+		}, []string{"op"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekeeper_store_errors_total",
+			Help: "Store calls that returned an error, by operation.",
+		}, []string{"op"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekeeper_config_reloads_total",
+			Help: "Configuration reloads by result (success, failure).",
+		}, []string{"result"}),
+		lastReload: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ratekeeper_config_last_reload_success_timestamp_seconds",
+			Help: "When the configuration was last loaded successfully (Unix seconds).",
+		}),
+		rules: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ratekeeper_config_rules",
+			Help: "Rules in the configuration being served.",
+		}),
+		reg: reg,
+	}
+	reg.MustRegister(m.decisions, m.queueDelay, m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.rules)
+	return m
+}
+
+// NewRegistry returns a fresh registry with the Go runtime and process
+// collectors, for a server's admin endpoint.
+func NewRegistry() *prometheus.Registry {
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return r
+}
+
+// Decision counts one decision for rule with result.
+func (m *Metrics) Decision(rule, result string) {
+	if m == nil {
+		return
+	}
+	m.decisions.WithLabelValues(rule, result).Inc()
+}
+
+// DecisionCounter returns the counter of rule's decisions with result, so
+// that hot paths can look it up once per rule instead of per request.
+// It returns nil when m is nil; Inc on it then must be skipped (see Inc).
+func (m *Metrics) DecisionCounter(rule, result string) prometheus.Counter {
+	if m == nil {
+		return nil
+	}
+	return m.decisions.WithLabelValues(rule, result)
+}
+
+// Inc increments c unless it is nil (from a nil *Metrics).
+func Inc(c prometheus.Counter) {
+	if c != nil {
+		c.Inc()
+	}
+}
+
+// QueueDelay records how long a queued request was held.
+func (m *Metrics) QueueDelay(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.queueDelay.Observe(d.Seconds())
+}
+
+// Reload counts a configuration reload and, when it succeeded, records the
+// time and the number of rules now served.
+func (m *Metrics) Reload(ok bool, rules int) {
+	if m == nil {
+		return
+	}
+	if !ok {
+		m.reloads.WithLabelValues("failure").Inc()
+		return
+	}
+	m.reloads.WithLabelValues("success").Inc()
+	m.lastReload.SetToCurrentTime()
+	m.rules.Set(float64(rules))
+}
+
+// Loaded records the first configuration's load, which is not a reload.
+func (m *Metrics) Loaded(rules int) {
+	if m == nil {
+		return
+	}
+	m.lastReload.SetToCurrentTime()
+	m.rules.Set(float64(rules))
+}
+
+// InstrumentStore wraps s so that every call's latency lands in the store
+// latency histogram and every error in the store errors counter. A
+// BatchStore stays a BatchStore. A nil m returns s itself.
+func (m *Metrics) InstrumentStore(s ratekeeper.Store) ratekeeper.Store {
+	if m == nil {
+		return s
+	}
+	is := instrumented{
+		s:        s,
+		take:     m.storeLatency.WithLabelValues("take"),
+		takeAll:  m.storeLatency.WithLabelValues("take_all"),
+		refund:   m.storeLatency.WithLabelValues("refund"),
+		takeErr:  m.storeErrors.WithLabelValues("take"),
+		allErr:   m.storeErrors.WithLabelValues("take_all"),
+		refundEr: m.storeErrors.WithLabelValues("refund"),
+	}
+	if b, ok := s.(ratekeeper.BatchStore); ok {
+		return &instrumentedBatch{instrumented: is, b: b}
+	}
+	return &is
+}
+
+type instrumented struct {
+	s                         ratekeeper.Store
+	take, takeAll, refund     prometheus.Observer
+	takeErr, allErr, refundEr prometheus.Counter
+}
+
+func (s *instrumented) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
+	t := time.Now()
+	d, err := s.s.Take(ctx, req)
+	s.take.Observe(time.Since(t).Seconds())
+	if err != nil {
+		s.takeErr.Inc()
+	}
+	return d, err
+}
+
+func (s *instrumented) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper.Decision) error {
+	t := time.Now()
+	err := s.s.Refund(ctx, req, d)
+	s.refund.Observe(time.Since(t).Seconds())
+	if err != nil {
+		s.refundEr.Inc()
+	}
+	return err
+}
+
+type instrumentedBatch struct {
+	instrumented
+	b ratekeeper.BatchStore
+}
+
+func (s *instrumentedBatch) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ratekeeper.Decision) (bool, error) {
+	t := time.Now()
+	ok, err := s.b.TakeAll(ctx, reqs, out)
+	s.takeAll.Observe(time.Since(t).Seconds())
+	if err != nil {
+		s.allErr.Inc()
+	}
+	return ok, err
+}
+
+// FallbackStats is what a failing-over store reports about its fallbacks:
+// how many calls failed, and what was decided instead.
+type FallbackStats struct {
+	// Errors is how many calls to the primary store failed or timed out.
+	Errors uint64
+	// Allowed is how many decisions failed open (allowed without the store).
+	Allowed uint64
+	// Denied is how many decisions failed closed.
+	Denied uint64
+	// Local is how many decisions the local in-memory fallback made.
+	Local uint64
+}
+
+// CollectFallback registers a collector that reads stats at each scrape and
+// exposes them as ratekeeper_store_fallback_errors_total and
+// ratekeeper_store_fallback_decisions_total{action="allow|deny|local"}.
+// Call it once per Metrics.
+func (m *Metrics) CollectFallback(stats func() FallbackStats) {
+	if m == nil {
+		return
+	}
+	m.reg.MustRegister(&fallbackCollector{stats: stats})
+}
+
+var (
+	fallbackErrorsDesc = prometheus.NewDesc("ratekeeper_store_fallback_errors_total",
+		"Calls to the primary store that failed or timed out, so that the on_error policy decided.", nil, nil)
+	fallbackDecisionsDesc = prometheus.NewDesc("ratekeeper_store_fallback_decisions_total",
+		"Decisions made by the on_error policy instead of the store, by action (allow = fail open, deny, local).", []string{"action"}, nil)
+)
+
+type fallbackCollector struct{ stats func() FallbackStats }
+
+func (c *fallbackCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- fallbackErrorsDesc
+	ch <- fallbackDecisionsDesc
+}
+
+func (c *fallbackCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	ch <- prometheus.MustNewConstMetric(fallbackErrorsDesc, prometheus.CounterValue, float64(s.Errors))
+	ch <- prometheus.MustNewConstMetric(fallbackDecisionsDesc, prometheus.CounterValue, float64(s.Allowed), "allow")
+	ch <- prometheus.MustNewConstMetric(fallbackDecisionsDesc, prometheus.CounterValue, float64(s.Denied), "deny")
+	ch <- prometheus.MustNewConstMetric(fallbackDecisionsDesc, prometheus.CounterValue, float64(s.Local), "local")
+}

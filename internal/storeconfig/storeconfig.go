@@ -1,0 +1,141 @@
+package storeconfig
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/memstore"
+)
+
+// Defaults for the fields of Config left zero.
+const (
+	DefaultURL       = "memory://"
+	DefaultTimeout   = 50 * time.Millisecond
+	DefaultOnError   = "allow"
+	DefaultInstances = 1
+)
+
+// Config describes the store: yaml `store: {url, timeout, on_error,
+// instances}`. The zero Config is the memory store; Timeout, OnError and
+// Instances only matter for Redis.
+type Config struct {
+	// URL is "memory://" (the default) or a Redis URL: redis://, rediss://,
+	// or the Sentinel and Cluster forms redisstore.Open accepts.
+	URL string `yaml:"url"`
+	// Timeout bounds each call to Redis (default 50ms); past it, OnError
+	// decides.
+	Timeout time.Duration `yaml:"timeout"`
+	// OnError is what happens when Redis fails or times out: "allow" (fail
+	// open, the default), "deny" (fail closed) or "local" (fall back to a
+	// local in-memory limit, divided by Instances).
+	OnError string `yaml:"on_error"`
+	// Instances is how many processes share the Redis store, so that the
+	// "local" fallback gives each of them its share of a limit. Default 1.
+	Instances int `yaml:"instances"`
+}
+
+// WithDefaults returns c with its zero fields set to the defaults.
+func (c Config) WithDefaults() Config {
+	if c.URL == "" {
+		c.URL = DefaultURL
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.OnError == "" {
+		c.OnError = DefaultOnError
+	}
+	if c.Instances == 0 {
+		c.Instances = DefaultInstances
+	}
+	return c
+}
+
+// IsMemory reports whether c names the embedded memory store.
+func (c Config) IsMemory() bool {
+	return c.URL == "" || strings.HasPrefix(c.URL, "memory:")
+}
+
+// Validate reports what is wrong with c, naming the field, or nil.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	u, err := url.Parse(c.URL)
+	if err != nil {
+		return fmt.Errorf("url: %w", err)
+	}
+	switch u.Scheme {
+	case "memory":
+	case "redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster", "unix":
+	default:
+		return fmt.Errorf("url: unknown scheme %q in %q (memory://, redis://, rediss://, redis+sentinel://, redis+cluster://)", u.Scheme, redactURL(c.URL))
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("timeout: must not be negative, not %v", c.Timeout)
+	}
+	switch c.OnError {
+	case "allow", "deny", "local":
+	default:
+		return fmt.Errorf("on_error: %q is not allow, deny or local", c.OnError)
+	}
+	if c.Instances < 0 {
+		return fmt.Errorf("instances: must be positive, not %d", c.Instances)
+	}
+	return nil
+}
+
+// redactURL hides a password in u for messages.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	return "(unparsable URL)"
+}
+
+// String renders c for logs, with any password hidden.
+func (c Config) String() string {
+	c = c.WithDefaults()
+	if c.IsMemory() {
+		return "memory://"
+	}
+	return fmt.Sprintf("%s (timeout %v, on_error %s, instances %d)", redactURL(c.URL), c.Timeout, c.OnError, c.Instances)
+}
+
+// ErrRedisUnavailable is returned by Open for Redis URLs in builds without
+// the Redis store.
+var ErrRedisUnavailable = errors.New("redis store not available yet")
+
+// Open builds the store c describes. The Closer releases it (the memory
+// store's janitor, Redis connections); call it after the last decision.
+func Open(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.Store, io.Closer, error) {
+	if err := c.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("store: %w", err)
+	}
+	c = c.WithDefaults()
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if c.IsMemory() {
+		s := memstore.New()
+		return s, s, nil
+	}
+	return openRedis(ctx, c, logger)
+}
+
+// RegisterFlags defines the shared store flags on fs, writing into c:
+// --store, --store-timeout, --store-on-error, --store-instances. Values
+// already in c are the flags' defaults.
+func RegisterFlags(fs *flag.FlagSet, c *Config) {
+	d := c.WithDefaults()
+	fs.StringVar(&c.URL, "store", d.URL, "store `URL`: memory:// or redis://[user:pass@]host:port/db (rediss://, redis+sentinel://, redis+cluster://)")
+	fs.DurationVar(&c.Timeout, "store-timeout", d.Timeout, "bound on each store call; past it --store-on-error decides")
+	fs.StringVar(&c.OnError, "store-on-error", d.OnError, "when the store fails: allow, deny or local")
+	fs.IntVar(&c.Instances, "store-instances", d.Instances, "processes sharing the store (the local fallback gives each 1/N of a limit)")
+}
