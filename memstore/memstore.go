@@ -288,7 +288,8 @@ func (sh *shard) take(s *Store, req ratekeeper.Request, p algo.Limit, now int64,
 				sh.insert(s, now)
 				sh.sliding[strings.Clone(req.Key)] = e
 			}
-			e.s, e.idle = st, st.IdleAt(p)
+			// Fresh once the estimate is zero: no later decision differs.
+			e.s, e.idle = st, r.At+r.ResetAfter
 		}
 	case ratekeeper.SlidingLog:
 		e := sh.logs[req.Key]
@@ -420,7 +421,6 @@ func (s *Store) Refund(_ context.Context, req ratekeeper.Request, d ratekeeper.D
 	case ratekeeper.SlidingWindow:
 		if e := sh.sliding[req.Key]; e != nil {
 			e.s = e.s.Refund(p, n, at)
-			e.idle = e.s.IdleAt(p)
 		}
 	case ratekeeper.SlidingLog:
 		if e := sh.logs[req.Key]; e != nil {

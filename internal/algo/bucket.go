@@ -164,4 +164,9 @@ func (b Bucket) Refund(l Limit, n int64, queue bool, slot int64) Bucket {
 }
 
 // IdleAt is when the bucket is back to its zero state (full of tokens).
-func (b Bucket) IdleAt() int64 { return b.Tail + 1 }
+func (b Bucket) IdleAt() int64 {
+	if b.Frac == 0 {
+		return b.Tail
+	}
+	return b.Tail + 1
+}

@@ -147,7 +147,8 @@ func (s Sliding) Refund(l Limit, n, at int64) Sliding {
 	return s
 }
 
-// IdleAt is when the counter is back to its zero state.
+// IdleAt is when both counts are zero. The counter behaves as fresh
+// earlier, once its estimate reaches zero (a decision's At + ResetAfter).
 func (s Sliding) IdleAt(l Limit) int64 {
 	switch {
 	case s.Cur > 0:
