@@ -201,7 +201,7 @@ func TestWaitCancelGivesThePlaceBack(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		done := make(chan error)
 		go func() { done <- lim.Wait(cctx, "k") }() // slot 1 s
-		time.Sleep(300 * time.Millisecond)         // fake time: the waiter is parked
+		time.Sleep(300 * time.Millisecond)          // fake time: the waiter is parked
 		cancel()
 		synctest.Wait()
 		select {
