@@ -1,0 +1,408 @@
+package rules
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
+)
+
+// build compiles c, collecting every problem with the path of its field.
+func (c *Config) build() (*Set, []*Error) {
+	var errs []*Error
+	fail := func(field string, format string, args ...any) {
+		errs = append(errs, &Error{Field: field, Err: fmt.Errorf(format, args...)})
+	}
+	s := &Set{Config: c}
+
+	if c.Upstream != "" && c.Upstream != "builtin:demo" {
+		u, err := url.Parse(c.Upstream)
+		switch {
+		case err != nil:
+			fail("upstream", "%v", err)
+		case u.Scheme != "http" && u.Scheme != "https":
+			fail("upstream", "%q: use http://host:port, https://host:port or builtin:demo", c.Upstream)
+		case u.Host == "":
+			fail("upstream", "%q has no host", c.Upstream)
+		}
+	}
+	for _, f := range []struct{ name, addr string }{{"listen", c.Listen}, {"admin_listen", c.AdminListen}} {
+		if f.addr != "" {
+			if _, _, err := net.SplitHostPort(f.addr); err != nil {
+				fail(f.name, "%q is not host:port: %v", f.addr, err)
+			}
+		}
+	}
+	if c.ShutdownTimeout < 0 {
+		fail("shutdown_timeout", "must not be negative")
+	}
+	if err := c.Store.Validate(); err != nil {
+		fail("store", "%v", err)
+	}
+	var err error
+	if s.Headers, err = ParseHeaderStyle(c.Headers); err != nil {
+		fail("headers", "%v", err)
+	}
+
+	ci := c.ClientIP
+	s.clientIP = ClientIP{IPv4Prefix: 32, IPv6Prefix: 64, Header: "X-Forwarded-For"}
+	if ci.IPv4Prefix != 0 {
+		if ci.IPv4Prefix < 1 || ci.IPv4Prefix > 32 {
+			fail("client_ip.ipv4_prefix", "%d is not in 1..32", ci.IPv4Prefix)
+		}
+		s.clientIP.IPv4Prefix = ci.IPv4Prefix
+	}
+	if ci.IPv6Prefix != 0 {
+		if ci.IPv6Prefix < 1 || ci.IPv6Prefix > 128 {
+			fail("client_ip.ipv6_prefix", "%d is not in 1..128", ci.IPv6Prefix)
+		}
+		s.clientIP.IPv6Prefix = ci.IPv6Prefix
+	}
+	switch strings.ToLower(ci.Header) {
+	case "", "x-forwarded-for":
+	case "forwarded":
+		s.clientIP.Header = "Forwarded"
+	default:
+		fail("client_ip.header", "%q is not X-Forwarded-For or Forwarded", ci.Header)
+	}
+	parse := func(field string, list []string) []netip.Prefix {
+		var out []netip.Prefix
+		for i, v := range list {
+			p, err := ParsePrefix(v)
+			if err != nil {
+				fail(fmt.Sprintf("%s[%d]", field, i), "%v", err)
+				continue
+			}
+			out = append(out, p)
+		}
+		return out
+	}
+	s.clientIP.Trusted = parse("client_ip.trusted_proxies", ci.TrustedProxies)
+	s.allow = parse("access.allow", c.Access.Allow)
+	s.deny = parse("access.deny", c.Access.Deny)
+
+	names := map[string]int{}
+	for i := range c.Rules {
+		rc := c.Rules[i]
+		at := fmt.Sprintf("rules[%d]", i)
+		rl := &Rule{Index: i, Name: rc.Name, Config: rc}
+		if err := checkName(rc.Name); err != nil {
+			fail(at+".name", "%v", err)
+		} else if j, dup := names[rc.Name]; dup {
+			fail(at+".name", "%q is already the name of rules[%d]", rc.Name, j)
+		}
+		names[rc.Name] = i
+
+		l := ratekeeper.Limit{
+			Algorithm:   ratekeeper.Algorithm(rc.Limit.Algorithm),
+			Rate:        rc.Limit.Rate,
+			Period:      time.Duration(rc.Limit.Period),
+			Burst:       rc.Limit.Burst,
+			Stagger:     rc.Limit.Stagger,
+			LogRejected: rc.Limit.LogRejected,
+		}
+		if err := l.Validate(); err != nil {
+			fail(limitField(at, err), "%v", strings.TrimPrefix(err.Error(), "limit: "))
+		}
+		rl.Limit = l
+
+		switch rc.Mode {
+		case "", "enforce":
+			rl.Mode = Enforce
+		case "shadow":
+			rl.Mode = Shadow
+		case "queue":
+			rl.Mode = Queue
+			if l.Algorithm != ratekeeper.LeakyBucket {
+				fail(at+".mode", "queue mode needs the leaky_bucket algorithm (the FIFO queue), not %q", l.Algorithm)
+			}
+		default:
+			fail(at+".mode", "%q is not enforce, shadow or queue", rc.Mode)
+		}
+		if rc.MaxDelay < 0 {
+			fail(at+".max_delay", "must not be negative")
+		} else if rc.MaxDelay > 0 && rl.Mode != Queue {
+			fail(at+".max_delay", "only queue mode waits; set mode: queue or remove max_delay")
+		}
+		rl.MaxDelay = time.Duration(rc.MaxDelay)
+
+		var missing Missing
+		switch rc.OnMissingKey {
+		case "", "ip":
+		case "skip":
+			missing = MissingSkip
+		case "shared":
+			missing = MissingShared
+		default:
+			fail(at+".on_missing_key", "%q is not ip, skip or shared", rc.OnMissingKey)
+		}
+		key, kerrs := compileKey(rc.Key, missing, s.clientIP)
+		for _, e := range kerrs {
+			fail(fmt.Sprintf("%s.key[%d]", at, e.i), "%v", e.err)
+		}
+		rl.key = key
+		m, merrs := compileMatch(rc.Match)
+		for _, e := range merrs {
+			fail(at+".match."+e.field, "%v", e.err)
+		}
+		rl.match = m
+		rl.prefix = keyPrefix(rc.Name, l)
+		s.Rules = append(s.Rules, rl)
+	}
+	return s, errs
+}
+
+// limitField names the limit's field an error from Limit.Validate is about.
+func limitField(at string, err error) string {
+	msg := strings.TrimPrefix(err.Error(), "limit: ")
+	switch {
+	case strings.Contains(msg, "algorithm"):
+		return at + ".limit.algorithm"
+	case strings.HasPrefix(msg, "burst"):
+		return at + ".limit.burst"
+	case strings.HasPrefix(msg, "period"):
+		return at + ".limit.period"
+	case strings.HasPrefix(msg, "rate"):
+		return at + ".limit.rate"
+	}
+	return at + ".limit"
+}
+
+// ParsePrefix reads a CIDR or a single address (as a /32 or /128).
+func ParsePrefix(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not a CIDR like 10.0.0.0/8 or 2001:db8::/32", s)
+		}
+		if p.Addr().Is4In6() {
+			p = netip.PrefixFrom(p.Addr().Unmap(), max(p.Bits()-96, 0))
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not an IP address or CIDR", s)
+	}
+	a = a.Unmap().WithZone("")
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+type keyErr struct {
+	i   int
+	err error
+}
+
+// compileKey turns key parts into a KeyFunc. Parts are joined with '|'
+// after each is bounded; a part that would contain '|' is hashed, so no two
+// different requests produce one key.
+func compileKey(parts []string, missing Missing, ci ClientIP) (KeyFunc, []keyErr) {
+	var errs []keyErr
+	type part func(r *http.Request, ip netip.Addr) (string, bool)
+	var fs []part
+	for i, p := range parts {
+		kind, arg, _ := strings.Cut(p, ":")
+		switch strings.ToLower(kind) {
+		case "global":
+			if len(parts) > 1 {
+				errs = append(errs, keyErr{i, fmt.Errorf("global is one key for all: it cannot combine with %d other parts", len(parts)-1)})
+			}
+		case "ip":
+			fs = append(fs, func(_ *http.Request, ip netip.Addr) (string, bool) { return ci.Key(ip), true })
+		case "route":
+			fs = append(fs, func(r *http.Request, _ netip.Addr) (string, bool) { return r.Method + " " + r.URL.Path, true })
+		case "path":
+			fs = append(fs, func(r *http.Request, _ netip.Addr) (string, bool) { return r.URL.Path, true })
+		case "method":
+			fs = append(fs, func(r *http.Request, _ netip.Addr) (string, bool) { return r.Method, true })
+		case "host":
+			fs = append(fs, func(r *http.Request, _ netip.Addr) (string, bool) { return hostOnly(r.Host), true })
+		case "header":
+			name := http.CanonicalHeaderKey(strings.TrimSpace(arg))
+			if name == "" || !validHeaderName(name) {
+				errs = append(errs, keyErr{i, fmt.Errorf("%q: header: needs a header name, like header:X-API-Key", p)})
+				continue
+			}
+			fs = append(fs, func(r *http.Request, ip netip.Addr) (string, bool) {
+				v := r.Header.Get(name)
+				if v != "" {
+					return "h=" + v, true
+				}
+				switch missing {
+				case MissingSkip:
+					return "", false
+				case MissingShared:
+					return "missing", true
+				}
+				return "ip=" + ci.Key(ip), true
+			})
+		default:
+			errs = append(errs, keyErr{i, fmt.Errorf("%q is not ip, header:NAME, route, path, method, host or global", p)})
+		}
+	}
+	if len(fs) == 0 {
+		return func(*http.Request, netip.Addr) (string, bool) { return "", true }, errs
+	}
+	if len(fs) == 1 {
+		f := fs[0]
+		return func(r *http.Request, ip netip.Addr) (string, bool) {
+			v, ok := f(r, ip)
+			if !ok {
+				return "", false
+			}
+			return escapePart(v), true
+		}, errs
+	}
+	return func(r *http.Request, ip netip.Addr) (string, bool) {
+		var b strings.Builder
+		for i, f := range fs {
+			v, ok := f(r, ip)
+			if !ok {
+				return "", false
+			}
+			if i > 0 {
+				b.WriteByte('|')
+			}
+			b.WriteString(escapePart(v))
+		}
+		return b.String(), true
+	}, errs
+}
+
+// escapePart bounds a key part and keeps the separator out of it.
+func escapePart(v string) string {
+	if len(v) > maxPart || strings.IndexByte(v, '|') >= 0 {
+		return BoundKey(v + "\x00") // never equal to a plain short value
+	}
+	return BoundKey(v)
+}
+
+func validHeaderName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '-' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+type matchErr struct {
+	field string
+	err   error
+}
+
+// compileMatch turns the conditions into one function, cheapest checks
+// first.
+func compileMatch(m MatchConfig) (func(*http.Request) bool, []matchErr) {
+	var errs []matchErr
+	var conds []func(*http.Request) bool
+	if m.Path != "" {
+		if !strings.HasPrefix(m.Path, "/") {
+			errs = append(errs, matchErr{"path", fmt.Errorf("%q must start with /", m.Path)})
+		}
+		if m.PathPrefix != "" {
+			errs = append(errs, matchErr{"path_prefix", fmt.Errorf("give path or path_prefix, not both")})
+		}
+		path := m.Path
+		conds = append(conds, func(r *http.Request) bool { return r.URL.Path == path })
+	} else if m.PathPrefix != "" {
+		if !strings.HasPrefix(m.PathPrefix, "/") {
+			errs = append(errs, matchErr{"path_prefix", fmt.Errorf("%q must start with /", m.PathPrefix)})
+		}
+		pre := strings.TrimSuffix(m.PathPrefix, "/")
+		if pre != "" {
+			conds = append(conds, func(r *http.Request) bool {
+				p := r.URL.Path
+				return strings.HasPrefix(p, pre) && (len(p) == len(pre) || p[len(pre)] == '/')
+			})
+		}
+	}
+	if len(m.Methods) > 0 {
+		methods := make([]string, 0, len(m.Methods))
+		for i, v := range m.Methods {
+			v = strings.ToUpper(strings.TrimSpace(v))
+			if v == "" || !validHeaderName(v) {
+				errs = append(errs, matchErr{fmt.Sprintf("methods[%d]", i), fmt.Errorf("%q is not an HTTP method", m.Methods[i])})
+			}
+			methods = append(methods, v)
+		}
+		conds = append(conds, func(r *http.Request) bool {
+			for _, v := range methods {
+				if r.Method == v {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	if len(m.Hosts) > 0 {
+		var exact []string
+		var suffixes []string
+		for i, h := range m.Hosts {
+			h = strings.ToLower(strings.TrimSpace(h))
+			switch {
+			case h == "" || strings.ContainsAny(h, "/ :"):
+				errs = append(errs, matchErr{fmt.Sprintf("hosts[%d]", i), fmt.Errorf("%q is not a host name (no port, no scheme)", m.Hosts[i])})
+			case strings.HasPrefix(h, "*."):
+				suffixes = append(suffixes, h[1:])
+			default:
+				exact = append(exact, h)
+			}
+		}
+		conds = append(conds, func(r *http.Request) bool {
+			h := strings.ToLower(hostOnly(r.Host))
+			for _, v := range exact {
+				if h == v {
+					return true
+				}
+			}
+			for _, s := range suffixes {
+				if len(h) > len(s) && strings.HasSuffix(h, s) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	for name, want := range m.Headers {
+		if !validHeaderName(name) || name == "" {
+			errs = append(errs, matchErr{"headers." + name, fmt.Errorf("%q is not a header name", name)})
+			continue
+		}
+		name := http.CanonicalHeaderKey(name)
+		if want == "*" {
+			conds = append(conds, func(r *http.Request) bool { return len(r.Header[name]) > 0 })
+		} else {
+			conds = append(conds, func(r *http.Request) bool { return r.Header.Get(name) == want })
+		}
+	}
+	switch len(conds) {
+	case 0:
+		return matchAll, errs
+	case 1:
+		return conds[0], errs
+	}
+	return func(r *http.Request) bool {
+		for _, c := range conds {
+			if !c(r) {
+				return false
+			}
+		}
+		return true
+	}, errs
+}
+
+// hostOnly strips a port from a Host header.
+func hostOnly(h string) string {
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.HasSuffix(h, "]") {
+		h = h[:i]
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+}

@@ -1,0 +1,166 @@
+package rules
+
+import (
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// ClientIP finds a request's client address and turns it into a key part.
+// The zero value believes only the TCP peer and keys every address whole;
+// configs get /32 for IPv4 and /64 for IPv6 unless they say otherwise.
+type ClientIP struct {
+	// Trusted are the proxies whose forwarding header is believed.
+	Trusted []netip.Prefix
+	// Header is "X-Forwarded-For" or "Forwarded".
+	Header string
+	// IPv4Prefix and IPv6Prefix are the leading bits that make a key (0:
+	// the whole address).
+	IPv4Prefix, IPv6Prefix int
+}
+
+// trusted reports whether a is one of the trusted proxies.
+func (c ClientIP) trusted(a netip.Addr) bool {
+	for _, p := range c.Trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// Addr returns r's client address. It is the TCP peer (r.RemoteAddr) unless
+// the peer is a trusted proxy; then the forwarding header is read from the
+// right, skipping trusted hops, and the first untrusted address is the
+// client. A hop that cannot be parsed stops the walk at the last address
+// known good. The zero Addr means RemoteAddr was not an address.
+func (c ClientIP) Addr(r *http.Request) netip.Addr {
+	peer := parseHostPort(r.RemoteAddr)
+	if !peer.IsValid() || len(c.Trusted) == 0 || !c.trusted(peer) {
+		return peer
+	}
+	var hops []string
+	if c.Header == "Forwarded" {
+		hops = forwardedFor(r.Header.Values("Forwarded"))
+	} else {
+		for _, v := range r.Header.Values("X-Forwarded-For") {
+			for h := range strings.SplitSeq(v, ",") {
+				hops = append(hops, strings.TrimSpace(h))
+			}
+		}
+	}
+	client := peer
+	for i := len(hops) - 1; i >= 0; i-- {
+		a := parseHop(hops[i])
+		if !a.IsValid() {
+			break
+		}
+		client = a
+		if !c.trusted(a) {
+			break
+		}
+	}
+	return client
+}
+
+// Key renders a as a key part: masked to the configured prefix length, so
+// that one IPv6 host (which usually owns a /64) is one client.
+func (c ClientIP) Key(a netip.Addr) string {
+	if !a.IsValid() {
+		return "unknown"
+	}
+	bits := c.IPv6Prefix
+	if a.Is4() {
+		bits = c.IPv4Prefix
+	}
+	if bits <= 0 || bits >= a.BitLen() {
+		return a.String()
+	}
+	p, err := a.Prefix(bits)
+	if err != nil {
+		return a.String()
+	}
+	return p.String()
+}
+
+// parseHostPort reads a RemoteAddr ("ip:port", or a bare ip).
+func parseHostPort(s string) netip.Addr {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap().WithZone("")
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Unmap().WithZone("")
+	}
+	if h, _, err := net.SplitHostPort(s); err == nil {
+		if a, err := netip.ParseAddr(h); err == nil {
+			return a.Unmap().WithZone("")
+		}
+	}
+	return netip.Addr{}
+}
+
+// parseHop reads one forwarding hop: an address, maybe with a port, maybe
+// bracketed (IPv6), maybe quoted (Forwarded). Obfuscated identifiers
+// ("unknown", "_hidden") are not addresses.
+func parseHop(s string) netip.Addr {
+	s = strings.Trim(strings.TrimSpace(s), `"`)
+	if s == "" {
+		return netip.Addr{}
+	}
+	if strings.HasPrefix(s, "[") {
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return netip.Addr{}
+		}
+		s = s[1:end]
+	} else if strings.Count(s, ":") == 1 {
+		s = s[:strings.IndexByte(s, ':')]
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return a.Unmap().WithZone("")
+}
+
+// forwardedFor extracts the for= parameters of Forwarded header values
+// (RFC 7239), in order. An element without for= yields "" (not an address,
+// which stops the walk).
+func forwardedFor(values []string) []string {
+	var out []string
+	for _, v := range values {
+		for elem := range splitQuoted(v, ',') {
+			found := ""
+			for pair := range splitQuoted(elem, ';') {
+				k, val, ok := strings.Cut(strings.TrimSpace(pair), "=")
+				if ok && strings.EqualFold(strings.TrimSpace(k), "for") {
+					found = strings.TrimSpace(val)
+				}
+			}
+			out = append(out, found)
+		}
+	}
+	return out
+}
+
+// splitQuoted splits s at sep outside double quotes.
+func splitQuoted(s string, sep byte) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		start, inQuote := 0, false
+		for i := 0; i < len(s); i++ {
+			switch c := s[i]; {
+			case c == '"':
+				inQuote = !inQuote
+			case c == '\\' && inQuote:
+				i++
+			case c == sep && !inQuote:
+				if !yield(s[start:i]) {
+					return
+				}
+				start = i + 1
+			}
+		}
+		yield(s[start:])
+	}
+}

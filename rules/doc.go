@@ -1,0 +1,16 @@
+// Package rules is ratekeeper's configuration: the YAML schema of a rules
+// file, its strict decoding and validation (every error names the file, the
+// line and the field), and the compiled form that matches requests to rules
+// and extracts their keys.
+//
+// A request falls under every rule whose match it satisfies; the caller
+// (package httplimit) decides them all at once. Each rule's keys start with
+// the rule's name and a short hash of its limit, so two rules never share a
+// counter, and a rule whose limit changes starts afresh while an unchanged
+// rule keeps its counters across a reload.
+//
+// The client IP is the TCP peer's address unless the peer is a trusted
+// proxy: only then is X-Forwarded-For (or Forwarded) believed, read from the
+// right past trusted hops. IPv6 clients are keyed by their /64 (configurable)
+// since one host usually owns a whole prefix.
+package rules

@@ -1,0 +1,370 @@
+package rules
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
+)
+
+// Mode is what a rule does with a request over its limit.
+type Mode int
+
+const (
+	// Enforce refuses it with 429.
+	Enforce Mode = iota
+	// Shadow lets it through but counts, logs and reports it: for rolling
+	// out a new limit.
+	Shadow
+	// Queue holds it until its slot in the leaky bucket's FIFO queue, up to
+	// MaxDelay, and refuses it beyond.
+	Queue
+)
+
+// String is the mode as configs write it.
+func (m Mode) String() string {
+	switch m {
+	case Shadow:
+		return "shadow"
+	case Queue:
+		return "queue"
+	}
+	return "enforce"
+}
+
+// HeaderStyle selects which rate limit headers responses carry.
+type HeaderStyle int
+
+const (
+	// HeadersBoth sends the X-RateLimit-* and the IETF fields.
+	HeadersBoth HeaderStyle = iota
+	// HeadersLegacy sends X-RateLimit-Limit, -Remaining, -Reset.
+	HeadersLegacy
+	// HeadersIETF sends RateLimit-Policy and RateLimit.
+	HeadersIETF
+	// HeadersNone sends none (Retry-After still goes with a 429).
+	HeadersNone
+)
+
+// ParseHeaderStyle reads "both", "legacy", "ietf" or "none"; "" is both.
+func ParseHeaderStyle(s string) (HeaderStyle, error) {
+	switch s {
+	case "", "both":
+		return HeadersBoth, nil
+	case "legacy":
+		return HeadersLegacy, nil
+	case "ietf":
+		return HeadersIETF, nil
+	case "none":
+		return HeadersNone, nil
+	}
+	return 0, fmt.Errorf("%q is not both, legacy, ietf or none", s)
+}
+
+// Missing says what a rule does when a header its key needs is absent.
+type Missing int
+
+const (
+	// MissingIP keys the request by the client IP in the header's place.
+	MissingIP Missing = iota
+	// MissingSkip does not apply the rule to the request.
+	MissingSkip
+	// MissingShared counts all such requests under one key.
+	MissingShared
+)
+
+// KeyFunc extracts a rule's key from a request whose client IP is ip. It
+// returns false when the request has no key (the rule then does not apply).
+type KeyFunc func(r *http.Request, ip netip.Addr) (string, bool)
+
+// Rule is one compiled rule. Its fields are read-only once built.
+type Rule struct {
+	// Index is the rule's position in its Set.
+	Index int
+	// Name is the rule's name.
+	Name string
+	// Limit is applied to each key.
+	Limit ratekeeper.Limit
+	// Mode is enforce, shadow or queue.
+	Mode Mode
+	// MaxDelay bounds a queued request's wait (0: the bucket's burst alone).
+	MaxDelay time.Duration
+	// Config is the rule as written.
+	Config RuleConfig
+
+	match  func(r *http.Request) bool
+	key    KeyFunc
+	prefix string // name + limit hash, the start of every key
+}
+
+// NewRule builds a rule outside a config file: it matches every request
+// and keys it by key. The middleware's single-limit form uses it.
+func NewRule(name string, limit ratekeeper.Limit, mode Mode, key KeyFunc) (*Rule, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if err := limit.Validate(); err != nil {
+		return nil, err
+	}
+	if mode == Queue && limit.Algorithm != ratekeeper.LeakyBucket {
+		return nil, errors.New("queue mode needs the leaky_bucket algorithm")
+	}
+	if key == nil {
+		key = func(*http.Request, netip.Addr) (string, bool) { return "", true }
+	}
+	return &Rule{Name: name, Limit: limit, Mode: mode, match: matchAll, key: key, prefix: keyPrefix(name, limit)}, nil
+}
+
+func matchAll(*http.Request) bool { return true }
+
+// Matches reports whether r falls under the rule.
+func (rl *Rule) Matches(r *http.Request) bool { return rl.match(r) }
+
+// Key returns the store key for r, or false when the rule does not apply
+// to it (a missing header under on_missing_key: skip). The key is the
+// rule's prefix followed by the key parts, each at most 64 bytes (longer
+// values are replaced by their hash).
+func (rl *Rule) Key(r *http.Request, ip netip.Addr) (string, bool) {
+	k, ok := rl.key(r, ip)
+	if !ok {
+		return "", false
+	}
+	return rl.prefix + BoundKey(k), true
+}
+
+// maxPart is the longest key part kept as written.
+const maxPart = 64
+
+// BoundKey returns s if it is short and plain, else "#" and a hash of it,
+// so that a client cannot grow memory with a huge header.
+func BoundKey(s string) string {
+	if len(s) <= maxPart && (s == "" || s[0] != '#') {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	return "#" + hex.EncodeToString(sum[:16])
+}
+
+// keyPrefix is "name:hash:" where hash identifies the limit, so that a
+// changed limit starts with fresh counters and two rules never share one.
+func keyPrefix(name string, l ratekeeper.Limit) string {
+	h := sha256.Sum256(fmt.Appendf(nil, "%s|%d|%d|%d|%t|%t", l.Algorithm, l.Rate, l.Period, l.Burst, l.Stagger, l.LogRejected))
+	return name + ":" + hex.EncodeToString(h[:4]) + ":"
+}
+
+// KeyPrefix is the start of every key of the rule: its name and a hash of
+// its limit.
+func (rl *Rule) KeyPrefix() string { return rl.prefix }
+
+// Describe says in one line what the rule does.
+func (rl *Rule) Describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: ", rl.Name)
+	c := rl.Config
+	var conds []string
+	if len(c.Match.Methods) > 0 {
+		conds = append(conds, strings.Join(upper(c.Match.Methods), "|"))
+	}
+	if c.Match.Path != "" {
+		conds = append(conds, "path = "+c.Match.Path)
+	}
+	if c.Match.PathPrefix != "" {
+		conds = append(conds, "path under "+c.Match.PathPrefix)
+	}
+	if len(c.Match.Hosts) > 0 {
+		conds = append(conds, "host in "+strings.Join(c.Match.Hosts, ", "))
+	}
+	for _, h := range slices.Sorted(mapKeys(c.Match.Headers)) {
+		if v := c.Match.Headers[h]; v == "*" {
+			conds = append(conds, "header "+h+" present")
+		} else {
+			conds = append(conds, fmt.Sprintf("header %s = %q", h, v))
+		}
+	}
+	if len(conds) == 0 {
+		conds = append(conds, "every request")
+	}
+	b.WriteString(strings.Join(conds, ", "))
+	key := "one global key"
+	if len(c.Key) > 0 && !(len(c.Key) == 1 && c.Key[0] == "global") {
+		key = "per " + strings.Join(c.Key, " + ")
+	}
+	fmt.Fprintf(&b, "; %s; %s", key, describeLimit(rl.Limit))
+	switch rl.Mode {
+	case Shadow:
+		b.WriteString("; shadow: counted and reported, never refused")
+	case Queue:
+		if rl.MaxDelay > 0 {
+			fmt.Fprintf(&b, "; queue: held FIFO up to %v, refused beyond", rl.MaxDelay)
+		} else {
+			fmt.Fprintf(&b, "; queue: held FIFO up to %d waiting, refused beyond", rl.Limit.Capacity())
+		}
+	default:
+		b.WriteString("; 429 beyond")
+	}
+	if hasHeaderKey(c.Key) {
+		switch c.OnMissingKey {
+		case "skip":
+			b.WriteString("; requests without the header are not limited by this rule")
+		case "shared":
+			b.WriteString("; requests without the header share one counter")
+		default:
+			b.WriteString("; requests without the header are keyed by client IP")
+		}
+	}
+	return b.String()
+}
+
+func describeLimit(l ratekeeper.Limit) string {
+	per := Duration(l.Period).String()
+	switch l.Algorithm {
+	case ratekeeper.TokenBucket:
+		return fmt.Sprintf("token bucket: %d per %s, bursts of %d", l.Rate, per, l.Capacity())
+	case ratekeeper.LeakyBucket:
+		return fmt.Sprintf("leaky bucket: drains %d per %s, holds %d", l.Rate, per, l.Capacity())
+	case ratekeeper.FixedWindow:
+		return fmt.Sprintf("fixed window: %d per %s window", l.Rate, per)
+	case ratekeeper.SlidingLog:
+		return fmt.Sprintf("sliding log: %d in any %s", l.Rate, per)
+	default:
+		return fmt.Sprintf("sliding window counter: about %d in any %s", l.Rate, per)
+	}
+}
+
+func hasHeaderKey(parts []string) bool {
+	for _, p := range parts {
+		if strings.HasPrefix(strings.ToLower(p), "header:") {
+			return true
+		}
+	}
+	return false
+}
+
+func upper(s []string) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = strings.ToUpper(v)
+	}
+	return out
+}
+
+func mapKeys(m map[string]string) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// Set is a compiled configuration: the rules in order, the access lists,
+// and how to find the client IP. It is immutable and safe for concurrent
+// use.
+type Set struct {
+	// Rules in the order written.
+	Rules []*Rule
+	// Headers is the header style the configuration asks for.
+	Headers HeaderStyle
+	// Config is the configuration it was compiled from (nil for sets built
+	// with NewSet).
+	Config *Config
+
+	clientIP ClientIP
+	allow    []netip.Prefix
+	deny     []netip.Prefix
+}
+
+// NewSet builds a Set from rules built with NewRule (the middleware's
+// programmatic form). Names must be distinct.
+func NewSet(clientIP ClientIP, rules ...*Rule) (*Set, error) {
+	seen := map[string]bool{}
+	s := &Set{clientIP: clientIP}
+	for i, r := range rules {
+		if seen[r.Name] {
+			return nil, fmt.Errorf("rule %q appears twice", r.Name)
+		}
+		seen[r.Name] = true
+		rc := *r
+		rc.Index = i
+		s.Rules = append(s.Rules, &rc)
+	}
+	return s, nil
+}
+
+// Compile builds the Set that c describes, or reports every problem in it.
+// Configs from Parse and LoadFile are valid already.
+func Compile(c *Config) (*Set, error) {
+	s, errs := c.build()
+	if len(errs) > 0 {
+		out := make([]error, len(errs))
+		for i, e := range errs {
+			out[i] = e
+		}
+		return nil, errors.Join(out...)
+	}
+	return s, nil
+}
+
+// Validate reports every problem in c (without lines: use Parse for those).
+func (c *Config) Validate() error {
+	_, err := Compile(c)
+	return err
+}
+
+// ClientIP returns the resolver of client addresses.
+func (s *Set) ClientIP() ClientIP { return s.clientIP }
+
+// Access says whether ip is denied (403) or exempt (on the allow list).
+func (s *Set) Access(ip netip.Addr) (denied, exempt bool) {
+	for _, p := range s.deny {
+		if p.Contains(ip) {
+			return true, false
+		}
+	}
+	for _, p := range s.allow {
+		if p.Contains(ip) {
+			return false, true
+		}
+	}
+	return false, false
+}
+
+// Match is one rule applying to one request, with the request's key.
+type Match struct {
+	Rule *Rule
+	Key  string
+}
+
+// Match appends to dst the rules r falls under, in order, with their keys.
+func (s *Set) Match(dst []Match, r *http.Request, ip netip.Addr) []Match {
+	for _, rl := range s.Rules {
+		if !rl.match(r) {
+			continue
+		}
+		if k, ok := rl.Key(r, ip); ok {
+			dst = append(dst, Match{Rule: rl, Key: k})
+		}
+	}
+	return dst
+}
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+func checkName(n string) error {
+	if n == "" {
+		return errors.New("is missing")
+	}
+	if !namePattern.MatchString(n) {
+		return fmt.Errorf("%q: use letters, digits, '.', '_' and '-', at most 64, starting with a letter or digit", n)
+	}
+	return nil
+}
