@@ -1,0 +1,45 @@
+// Package redisstore is ratekeeper's Redis store: the shared state that lets
+// many instances of a service enforce one limit per client.
+//
+// Each algorithm is one Lua script (scripts/*.lua, embedded), so each
+// decision is one atomic round trip: no get-then-set races and no locks. The
+// scripts run with EVALSHA and are loaded again with EVAL when the server
+// answers NOSCRIPT (after a restart, a failover or SCRIPT FLUSH). They read
+// the time with Redis TIME, so servers with skewed clocks agree, unless the
+// request carries its own instant (a Limiter given WithClock), which they
+// then use. Times are integer microseconds; internal/algo keeps every product
+// below 2^53, where Lua's doubles are exact, so the scripts decide exactly as
+// the memory store does (a differential test checks it).
+//
+// Every key has a TTL that ends when its state is back to fresh, so idle
+// clients cost nothing. Each request uses one key, wrapped in a hash tag
+// ("{client-key}") unless the key already holds one, so the scripts run on
+// Redis Cluster; a key that holds its own tag ("user:{42}:posts") shares a
+// slot with every key of the same tag.
+//
+// Concurrent calls are coalesced into pipelines (go-redis's autopipeliner),
+// so that many callers share round trips: see WithAutoPipeline and
+// docs/benchmarks.md.
+//
+// The store is not a ratekeeper.BatchStore: on Cluster the keys of different
+// rules live in different slots, where no script can see them together, so
+// ratekeeper.TakeAll takes the requests one by one and refunds those already
+// taken when one is refused. Refunds are exact (tokens and water go back, a
+// window's count goes down while that window counts, log entries are
+// removed) unless another client takes from the same keys in between.
+//
+// Open accepts these URLs:
+//
+//	redis://[user:password@]host:port[/db][?option=value]
+//	rediss://...                          the same over TLS
+//	unix://[user:password@]/path/to/redis.sock[?db=N]
+//	redis+sentinel://[user:password@]host1:port1,host2:port2/master-name[/db][?option=value]
+//	rediss+sentinel://...                 the same over TLS
+//	redis+cluster://[user:password@]host1:port1,host2:port2[?option=value]
+//	rediss+cluster://...                  the same over TLS
+//
+// The user and password are the data nodes'; Sentinel's own credentials, if
+// it has any, go in the sentinel_username and sentinel_password options.
+// Other options are go-redis's URL options (dial_timeout, read_timeout,
+// pool_size, ...). docs/redis.md explains deployment.
+package redisstore

@@ -1,0 +1,168 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Open connects to the Redis deployment url names (see the package doc for
+// the forms), checks that it answers, and returns a Store that owns the
+// connection: Close closes it.
+func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
+	client, err := NewClient(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	s := newStore(client, true, opts)
+	if s.err != nil {
+		client.Close()
+		return nil, s.err
+	}
+	if err := client.Ping(ctx).Err(); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("redisstore: %s: %w", redact(rawURL), err)
+	}
+	return s, nil
+}
+
+// NewClient returns the go-redis client for rawURL without connecting: a
+// *redis.Client for redis://, rediss://, unix:// and the Sentinel forms, a
+// *redis.ClusterClient for the Cluster forms.
+func NewClient(rawURL string) (redis.UniversalClient, error) {
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return nil, fmt.Errorf("redisstore: %s: not a URL (redis://host:port/db)", redact(rawURL))
+	}
+	switch scheme {
+	case "redis", "rediss", "unix":
+		o, err := redis.ParseURL(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: %s: %w", redact(rawURL), err)
+		}
+		return redis.NewClient(o), nil
+	case "redis+sentinel", "rediss+sentinel":
+		o, err := parseSentinel(strings.TrimSuffix(scheme, "+sentinel"), rest)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: %s: %w", redact(rawURL), err)
+		}
+		return redis.NewFailoverClient(o), nil
+	case "redis+cluster", "rediss+cluster":
+		o, err := parseCluster(strings.TrimSuffix(scheme, "+cluster"), rest)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: %s: %w", redact(rawURL), err)
+		}
+		return redis.NewClusterClient(o), nil
+	}
+	return nil, fmt.Errorf("redisstore: %s: unknown scheme %q (redis, rediss, unix, redis+sentinel, rediss+sentinel, redis+cluster, rediss+cluster)", redact(rawURL), scheme)
+}
+
+// splitHosts takes "user:pass@h1:p1,h2:p2/path?query" apart.
+func splitHosts(rest string) (userinfo string, hosts []string, path, query string, err error) {
+	rest, query, _ = strings.Cut(rest, "?")
+	hostpart, path, _ := strings.Cut(rest, "/")
+	if i := strings.LastIndexByte(hostpart, '@'); i >= 0 {
+		userinfo, hostpart = hostpart[:i+1], hostpart[i+1:]
+	}
+	for h := range strings.SplitSeq(hostpart, ",") {
+		if h == "" {
+			return "", nil, "", "", fmt.Errorf("empty address in %q", hostpart)
+		}
+		hosts = append(hosts, h)
+	}
+	if len(hosts) == 0 {
+		return "", nil, "", "", fmt.Errorf("no address")
+	}
+	return userinfo, hosts, path, query, nil
+}
+
+// parseCluster reads "[user:pass@]h1:p1,h2:p2[?options]" by handing
+// go-redis its own form, redis://h1:p1?addr=h2:p2&options.
+func parseCluster(scheme, rest string) (*redis.ClusterOptions, error) {
+	userinfo, hosts, path, query, err := splitHosts(rest)
+	if err != nil {
+		return nil, err
+	}
+	if path != "" {
+		return nil, fmt.Errorf("a cluster has no databases: remove /%s", path)
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range hosts[1:] {
+		q.Add("addr", h)
+	}
+	u := scheme + "://" + userinfo + hosts[0] + "?" + q.Encode()
+	return redis.ParseClusterURL(u)
+}
+
+// parseSentinel reads "[user:pass@]h1:p1,h2:p2/master[/db][?options]".
+// go-redis's own form puts the sentinel's credentials in the userinfo; here
+// they are the data nodes', and sentinel_username and sentinel_password
+// carry Sentinel's.
+func parseSentinel(scheme, rest string) (*redis.FailoverOptions, error) {
+	userinfo, hosts, path, query, err := splitHosts(rest)
+	if err != nil {
+		return nil, err
+	}
+	master, db, _ := strings.Cut(path, "/")
+	if master == "" {
+		return nil, fmt.Errorf("the master name is missing (redis+sentinel://host:26379,host2:26379/mymaster)")
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, err
+	}
+	sentUser, sentPass := q.Get("sentinel_username"), q.Get("sentinel_password")
+	q.Del("sentinel_username")
+	q.Del("sentinel_password")
+	q.Set("master_name", master)
+	for _, h := range hosts[1:] {
+		q.Add("addr", h)
+	}
+	u := scheme + "://" + hosts[0]
+	if db != "" {
+		u += "/" + db
+	}
+	o, err := redis.ParseFailoverURL(u + "?" + q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	o.SentinelUsername, o.SentinelPassword = sentUser, sentPass
+	if userinfo != "" {
+		ui, err := url.Parse("redis://" + userinfo + "x")
+		if err != nil {
+			return nil, err
+		}
+		o.Username = ui.User.Username()
+		o.Password, _ = ui.User.Password()
+	}
+	return o, nil
+}
+
+// redact hides the password in a URL for messages.
+func redact(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return "(not a URL)"
+	}
+	rest, _, hasQuery := strings.Cut(rest, "?")
+	hostpart, tail, hasTail := strings.Cut(rest, "/")
+	if i := strings.LastIndexByte(hostpart, '@'); i >= 0 {
+		user, _, hasPass := strings.Cut(hostpart[:i], ":")
+		if hasPass {
+			hostpart = user + ":xxxxx" + hostpart[i:]
+		}
+	}
+	if hasTail {
+		hostpart += "/" + tail
+	}
+	if hasQuery {
+		hostpart += "?..." // options may hold sentinel_password
+	}
+	return scheme + "://" + hostpart
+}

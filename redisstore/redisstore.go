@@ -1,0 +1,230 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/algo"
+)
+
+// DefaultPrefix starts every key the store writes unless WithPrefix says
+// otherwise.
+const DefaultPrefix = "rk:"
+
+// Store is the Redis Store. It is safe for concurrent use. Create it with
+// Open or New; Close releases what it owns.
+type Store struct {
+	client  redis.UniversalClient
+	run     redis.Scripter // client, or its autopipeliner
+	owned   bool           // Close closes client
+	prefix  string
+	leastMS int64
+	scripts scripts
+	err     error // a bad option, returned by every call
+}
+
+// Interface guard.
+var _ ratekeeper.Store = (*Store)(nil)
+
+// Option configures a Store.
+type Option interface {
+	apply(*config)
+}
+
+type config struct {
+	prefix       string
+	leastTTL     time.Duration
+	autoPipeline bool
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithPrefix sets the string every key starts with. It must not contain
+// '{' or '}', which would change the keys' hash slot. Default DefaultPrefix.
+func WithPrefix(p string) Option {
+	return optionFunc(func(c *config) { c.prefix = p })
+}
+
+// WithMinTTL makes every key live at least d (rounded up to the
+// millisecond) after it was last written, even when its state is back to
+// fresh sooner. Default 0: a key lives exactly until its state is fresh.
+// Tests that run on a fake clock use it, because Redis expires keys on its
+// own clock whatever instant the requests carry.
+func WithMinTTL(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.leastTTL = d })
+}
+
+// WithAutoPipeline says whether concurrent calls are coalesced into
+// pipelines by go-redis's autopipeliner (default true). Many callers then
+// share round trips, which multiplies throughput under load; a lone caller
+// pays nothing measurable. Turn it off for a client whose autopipeliner
+// cannot be used.
+func WithAutoPipeline(on bool) Option {
+	return optionFunc(func(c *config) { c.autoPipeline = on })
+}
+
+// New returns a Store that keeps its state through client, which the
+// caller keeps owning: Close does not close it. client may be a
+// *redis.Client (standalone or from NewFailoverClient) or a
+// *redis.ClusterClient.
+func New(client redis.UniversalClient, opts ...Option) *Store {
+	return newStore(client, false, opts)
+}
+
+// newStore builds a Store; an invalid option is kept in s.err, which every
+// call then returns (New keeps its signature; Open reports it at once).
+func newStore(client redis.UniversalClient, owned bool, opts []Option) *Store {
+	c := config{prefix: DefaultPrefix, autoPipeline: true}
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	s := &Store{
+		client:  client,
+		run:     client,
+		owned:   owned,
+		prefix:  c.prefix,
+		leastMS: int64((c.leastTTL + time.Millisecond - 1) / time.Millisecond),
+		scripts: loadScripts(),
+	}
+	if strings.ContainsAny(c.prefix, "{}") {
+		s.err = fmt.Errorf("redisstore: prefix %q must not contain '{' or '}'", c.prefix)
+	}
+	if c.autoPipeline {
+		if ap, err := client.AutoPipeline(); err == nil {
+			s.run = ap
+		}
+	}
+	return s
+}
+
+// Close closes the client if the store opened it (Open); a client passed
+// to New stays open.
+func (s *Store) Close() error {
+	if s.owned {
+		return s.client.Close()
+	}
+	return nil
+}
+
+// Client is the go-redis client the store uses.
+func (s *Store) Client() redis.UniversalClient { return s.client }
+
+// Key is the Redis key that holds key's state for algorithm a.
+func (s *Store) Key(key string, a ratekeeper.Algorithm) string {
+	i := algoIndex(a)
+	if i < 0 {
+		return ""
+	}
+	if hasHashTag(key) {
+		return s.prefix + key + suffixes[i]
+	}
+	return s.prefix + "{" + key + "}" + suffixes[i]
+}
+
+// hasHashTag reports whether Redis Cluster would hash key by a tag of its
+// own: a '{' followed later by a '}' with something in between.
+func hasHashTag(key string) bool {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return false
+	}
+	end := strings.IndexByte(key[open+1:], '}')
+	return end > 0
+}
+
+func nowArg(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(t.UnixMicro(), 10)
+}
+
+// args are the scripts' arguments (see scripts/prelude.lua).
+func (s *Store) args(op string, req ratekeeper.Request, x8 int64) []any {
+	p := algo.Params(req.Key, req.Limit)
+	var x7 int64
+	switch req.Limit.Algorithm {
+	case ratekeeper.TokenBucket, ratekeeper.LeakyBucket:
+		x7 = p.Burst
+	case ratekeeper.FixedWindow, ratekeeper.SlidingWindow:
+		x7 = p.Offset
+	case ratekeeper.SlidingLog:
+		if p.LogRejected {
+			x7 = 1
+		}
+	}
+	return []any{op, nowArg(req.Now), req.N, p.Rate, p.Period, s.leastMS, x7, x8}
+}
+
+// Take decides req in one script run.
+func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
+	i := algoIndex(req.Limit.Algorithm)
+	if i < 0 {
+		return ratekeeper.Decision{}, fmt.Errorf("redisstore: unknown algorithm %q", req.Limit.Algorithm)
+	}
+	if s.err != nil {
+		return ratekeeper.Decision{}, s.err
+	}
+	op := "m"
+	if req.Reserve {
+		switch req.Limit.Algorithm {
+		case ratekeeper.TokenBucket:
+			op = "d"
+		case ratekeeper.LeakyBucket:
+			op = "q"
+		}
+	}
+	keys := []string{s.Key(req.Key, req.Limit.Algorithm)}
+	v, err := s.scripts[i].Run(ctx, s.run, keys, s.args(op, req, 0)...).Int64Slice()
+	if err != nil {
+		return ratekeeper.Decision{}, fmt.Errorf("redisstore: take %s: %w", req.Limit.Algorithm, err)
+	}
+	if len(v) != 6 {
+		return ratekeeper.Decision{}, fmt.Errorf("redisstore: take %s: script answered %d values, want 6", req.Limit.Algorithm, len(v))
+	}
+	return algo.Decision(algo.Result{
+		Allowed:    v[0] == 1,
+		Limit:      int64(req.Limit.Capacity()),
+		Remaining:  v[1],
+		RetryAfter: v[2],
+		ResetAfter: v[3],
+		Delay:      v[4],
+		At:         v[5],
+	}), nil
+}
+
+// Refund gives back what the allowed decision d for req took, in one
+// script run.
+func (s *Store) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper.Decision) error {
+	if !d.Allowed || req.N <= 0 {
+		return nil
+	}
+	i := algoIndex(req.Limit.Algorithm)
+	if i < 0 {
+		return fmt.Errorf("redisstore: unknown algorithm %q", req.Limit.Algorithm)
+	}
+	if s.err != nil {
+		return s.err
+	}
+	op := "r"
+	at := d.At.UnixMicro()
+	if req.Limit.Algorithm == ratekeeper.TokenBucket || req.Limit.Algorithm == ratekeeper.LeakyBucket {
+		if req.Reserve && req.Limit.Algorithm == ratekeeper.LeakyBucket {
+			op = "c"
+		}
+		at += int64(d.Delay / time.Microsecond) // the slot
+	}
+	keys := []string{s.Key(req.Key, req.Limit.Algorithm)}
+	if err := s.scripts[i].Run(ctx, s.run, keys, s.args(op, req, at)...).Err(); err != nil {
+		return fmt.Errorf("redisstore: refund %s: %w", req.Limit.Algorithm, err)
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+package redisstore
+
+import (
+	"embed"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper"
+)
+
+//go:embed scripts/*.lua
+var scriptFS embed.FS
+
+// scriptSource is one algorithm's script: the prelude, then its own file.
+func scriptSource(name string) string {
+	prelude, err := scriptFS.ReadFile("scripts/prelude.lua")
+	if err != nil {
+		panic(err) // embedded: cannot happen
+	}
+	body, err := scriptFS.ReadFile("scripts/" + name + ".lua")
+	if err != nil {
+		panic(err)
+	}
+	return string(prelude) + "\n" + string(body)
+}
+
+// scripts holds one script per algorithm, indexed by algoIndex.
+type scripts [5]*redis.Script
+
+func loadScripts() scripts {
+	return scripts{
+		redis.NewScript(scriptSource("bucket")),
+		redis.NewScript(scriptSource("bucket")),
+		redis.NewScript(scriptSource("fixed_window")),
+		redis.NewScript(scriptSource("sliding_log")),
+		redis.NewScript(scriptSource("sliding_window")),
+	}
+}
+
+// algoIndex numbers the algorithms for scripts and key suffixes; -1 for an
+// unknown one.
+func algoIndex(a ratekeeper.Algorithm) int {
+	switch a {
+	case ratekeeper.TokenBucket:
+		return 0
+	case ratekeeper.LeakyBucket:
+		return 1
+	case ratekeeper.FixedWindow:
+		return 2
+	case ratekeeper.SlidingLog:
+		return 3
+	case ratekeeper.SlidingWindow:
+		return 4
+	}
+	return -1
+}
+
+// suffixes end each algorithm's keys, so that one client key used with
+// several algorithms keeps one state per algorithm.
+var suffixes = [5]string{":tb", ":lb", ":fw", ":sl", ":sw"}
