@@ -1,6 +1,8 @@
 package rules
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
@@ -154,6 +156,7 @@ func (c *Config) build() (*Set, []*Error) {
 		rl.prefix = keyPrefix(rc.Name, l)
 		s.Rules = append(s.Rules, rl)
 	}
+	s.index()
 	return s, errs
 }
 
@@ -199,13 +202,18 @@ type keyErr struct {
 	err error
 }
 
-// compileKey turns key parts into a KeyFunc. Parts are joined with '|'
+// appendKey appends a request's key to dst, or reports false.
+type appendKey func(dst []byte, r *http.Request, ip netip.Addr) ([]byte, bool)
+
+// compileKey turns key parts into an appendKey. Parts are joined with '|'
 // after each is bounded; a part that would contain '|' is hashed, so no two
 // different requests produce one key.
-func compileKey(parts []string, missing Missing, ci ClientIP) (KeyFunc, []keyErr) {
+func compileKey(parts []string, missing Missing, ci ClientIP) (appendKey, []keyErr) {
 	var errs []keyErr
-	type part func(r *http.Request, ip netip.Addr) (string, bool)
-	var fs []part
+	var fs []appendKey
+	str := func(f func(r *http.Request) string) appendKey {
+		return func(dst []byte, r *http.Request, _ netip.Addr) ([]byte, bool) { return appendPart(dst, f(r)), true }
+	}
 	for i, p := range parts {
 		kind, arg, _ := strings.Cut(p, ":")
 		switch strings.ToLower(kind) {
@@ -214,73 +222,68 @@ func compileKey(parts []string, missing Missing, ci ClientIP) (KeyFunc, []keyErr
 				errs = append(errs, keyErr{i, fmt.Errorf("global is one key for all: it cannot combine with %d other parts", len(parts)-1)})
 			}
 		case "ip":
-			fs = append(fs, func(_ *http.Request, ip netip.Addr) (string, bool) { return ci.Key(ip), true })
+			fs = append(fs, func(dst []byte, _ *http.Request, ip netip.Addr) ([]byte, bool) { return ci.AppendKey(dst, ip), true })
 		case "route":
-			fs = append(fs, func(r *http.Request, _ netip.Addr) (string, bool) { return r.Method + " " + r.URL.Path, true })
+			fs = append(fs, func(dst []byte, r *http.Request, _ netip.Addr) ([]byte, bool) {
+				return appendPart(append(append(dst, r.Method...), ' '), r.URL.Path), true
+			})
 		case "path":
-			fs = append(fs, func(r *http.Request, _ netip.Addr) (string, bool) { return r.URL.Path, true })
+			fs = append(fs, str(func(r *http.Request) string { return r.URL.Path }))
 		case "method":
-			fs = append(fs, func(r *http.Request, _ netip.Addr) (string, bool) { return r.Method, true })
+			fs = append(fs, str(func(r *http.Request) string { return r.Method }))
 		case "host":
-			fs = append(fs, func(r *http.Request, _ netip.Addr) (string, bool) { return hostOnly(r.Host), true })
+			fs = append(fs, str(func(r *http.Request) string { return hostOnly(r.Host) }))
 		case "header":
 			name := http.CanonicalHeaderKey(strings.TrimSpace(arg))
 			if name == "" || !validHeaderName(name) {
 				errs = append(errs, keyErr{i, fmt.Errorf("%q: header: needs a header name, like header:X-API-Key", p)})
 				continue
 			}
-			fs = append(fs, func(r *http.Request, ip netip.Addr) (string, bool) {
-				v := r.Header.Get(name)
-				if v != "" {
-					return "h=" + v, true
+			fs = append(fs, func(dst []byte, r *http.Request, ip netip.Addr) ([]byte, bool) {
+				if vs := r.Header[name]; len(vs) > 0 && vs[0] != "" {
+					return appendPart(append(dst, "h="...), vs[0]), true
 				}
 				switch missing {
 				case MissingSkip:
-					return "", false
+					return dst, false
 				case MissingShared:
-					return "missing", true
+					return append(dst, "missing"...), true
 				}
-				return "ip=" + ci.Key(ip), true
+				return ci.AppendKey(append(dst, "ip="...), ip), true
 			})
 		default:
 			errs = append(errs, keyErr{i, fmt.Errorf("%q is not ip, header:NAME, route, path, method, host or global", p)})
 		}
 	}
-	if len(fs) == 0 {
-		return func(*http.Request, netip.Addr) (string, bool) { return "", true }, errs
+	switch len(fs) {
+	case 0:
+		return func(dst []byte, _ *http.Request, _ netip.Addr) ([]byte, bool) { return dst, true }, errs
+	case 1:
+		return fs[0], errs
 	}
-	if len(fs) == 1 {
-		f := fs[0]
-		return func(r *http.Request, ip netip.Addr) (string, bool) {
-			v, ok := f(r, ip)
-			if !ok {
-				return "", false
-			}
-			return escapePart(v), true
-		}, errs
-	}
-	return func(r *http.Request, ip netip.Addr) (string, bool) {
-		var b strings.Builder
+	return func(dst []byte, r *http.Request, ip netip.Addr) ([]byte, bool) {
 		for i, f := range fs {
-			v, ok := f(r, ip)
-			if !ok {
-				return "", false
-			}
 			if i > 0 {
-				b.WriteByte('|')
+				dst = append(dst, '|')
 			}
-			b.WriteString(escapePart(v))
+			var ok bool
+			if dst, ok = f(dst, r, ip); !ok {
+				return dst, false
+			}
 		}
-		return b.String(), true
+		return dst, true
 	}, errs
 }
 
-// escapePart bounds a key part and keeps the separator out of it.
-func escapePart(v string) string {
-	if len(v) > maxPart || strings.IndexByte(v, '|') >= 0 {
-		return BoundKey(v + "\x00") // never equal to a plain short value
+// appendPart appends v bounded: as written if short and free of the
+// separator, else hashed.
+func appendPart(dst []byte, v string) []byte {
+	if len(v) <= maxPart && strings.IndexByte(v, '|') < 0 && (v == "" || v[0] != '#') {
+		return append(dst, v...)
 	}
-	return BoundKey(v)
+	sum := sha256.Sum256([]byte(v))
+	dst = append(dst, '#')
+	return hex.AppendEncode(dst, sum[:16])
 }
 
 func validHeaderName(s string) bool {

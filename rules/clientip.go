@@ -66,22 +66,25 @@ func (c ClientIP) Addr(r *http.Request) netip.Addr {
 
 // Key renders a as a key part: masked to the configured prefix length, so
 // that one IPv6 host (which usually owns a /64) is one client.
-func (c ClientIP) Key(a netip.Addr) string {
+func (c ClientIP) Key(a netip.Addr) string { return string(c.AppendKey(nil, a)) }
+
+// AppendKey is Key appending to dst.
+func (c ClientIP) AppendKey(dst []byte, a netip.Addr) []byte {
 	if !a.IsValid() {
-		return "unknown"
+		return append(dst, "unknown"...)
 	}
 	bits := c.IPv6Prefix
 	if a.Is4() {
 		bits = c.IPv4Prefix
 	}
 	if bits <= 0 || bits >= a.BitLen() {
-		return a.String()
+		return a.AppendTo(dst)
 	}
 	p, err := a.Prefix(bits)
 	if err != nil {
-		return a.String()
+		return a.AppendTo(dst)
 	}
-	return p.String()
+	return p.AppendTo(dst)
 }
 
 // parseHostPort reads a RemoteAddr ("ip:port", or a bare ip).

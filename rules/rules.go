@@ -101,7 +101,7 @@ type Rule struct {
 	Config RuleConfig
 
 	match  func(r *http.Request) bool
-	key    KeyFunc
+	key    appendKey
 	prefix string // name + limit hash, the start of every key
 }
 
@@ -117,10 +117,14 @@ func NewRule(name string, limit ratekeeper.Limit, mode Mode, key KeyFunc) (*Rule
 	if mode == Queue && limit.Algorithm != ratekeeper.LeakyBucket {
 		return nil, errors.New("queue mode needs the leaky_bucket algorithm")
 	}
-	if key == nil {
-		key = func(*http.Request, netip.Addr) (string, bool) { return "", true }
+	ak := func(dst []byte, _ *http.Request, _ netip.Addr) ([]byte, bool) { return dst, true }
+	if key != nil {
+		ak = func(dst []byte, r *http.Request, ip netip.Addr) ([]byte, bool) {
+			k, ok := key(r, ip)
+			return appendPart(dst, k), ok
+		}
 	}
-	return &Rule{Name: name, Limit: limit, Mode: mode, match: matchAll, key: key, prefix: keyPrefix(name, limit)}, nil
+	return &Rule{Name: name, Limit: limit, Mode: mode, match: matchAll, key: ak, prefix: keyPrefix(name, limit)}, nil
 }
 
 func matchAll(*http.Request) bool { return true }
@@ -133,24 +137,27 @@ func (rl *Rule) Matches(r *http.Request) bool { return rl.match(r) }
 // rule's prefix followed by the key parts, each at most 64 bytes (longer
 // values are replaced by their hash).
 func (rl *Rule) Key(r *http.Request, ip netip.Addr) (string, bool) {
-	k, ok := rl.key(r, ip)
+	var buf [128]byte
+	k, ok := rl.AppendKey(buf[:0], r, ip)
 	if !ok {
 		return "", false
 	}
-	return rl.prefix + BoundKey(k), true
+	return string(k), true
+}
+
+// AppendKey is Key appending to dst, for callers that reuse a buffer.
+func (rl *Rule) AppendKey(dst []byte, r *http.Request, ip netip.Addr) ([]byte, bool) {
+	return rl.key(append(dst, rl.prefix...), r, ip)
 }
 
 // maxPart is the longest key part kept as written.
 const maxPart = 64
 
-// BoundKey returns s if it is short and plain, else "#" and a hash of it,
-// so that a client cannot grow memory with a huge header.
+// BoundKey returns s if it is at most 64 bytes, free of '|' and not
+// starting with '#'; else "#" and a hash of it, so that a client cannot grow
+// memory with a huge header, nor forge another key's parts.
 func BoundKey(s string) string {
-	if len(s) <= maxPart && (s == "" || s[0] != '#') {
-		return s
-	}
-	sum := sha256.Sum256([]byte(s))
-	return "#" + hex.EncodeToString(sum[:16])
+	return string(appendPart(nil, s))
 }
 
 // keyPrefix is "name:hash:" where hash identifies the limit, so that a
@@ -281,6 +288,24 @@ type Set struct {
 	clientIP ClientIP
 	allow    []netip.Prefix
 	deny     []netip.Prefix
+	// byPath indexes the rules that match one exact path; others lists the
+	// rest. Both hold rule indexes in order, so Match visits only the rules
+	// that can match and keeps the written order.
+	byPath map[string][]int
+	others []int
+}
+
+// index builds byPath and others.
+func (s *Set) index() {
+	s.byPath = map[string][]int{}
+	s.others = s.others[:0]
+	for i, rl := range s.Rules {
+		if p := rl.Config.Match.Path; p != "" {
+			s.byPath[p] = append(s.byPath[p], i)
+		} else {
+			s.others = append(s.others, i)
+		}
+	}
 }
 
 // NewSet builds a Set from rules built with NewRule (the middleware's
@@ -297,6 +322,7 @@ func NewSet(clientIP ClientIP, rules ...*Rule) (*Set, error) {
 		rc.Index = i
 		s.Rules = append(s.Rules, &rc)
 	}
+	s.index()
 	return s, nil
 }
 
@@ -346,15 +372,31 @@ type Match struct {
 
 // Match appends to dst the rules r falls under, in order, with their keys.
 func (s *Set) Match(dst []Match, r *http.Request, ip netip.Addr) []Match {
-	for _, rl := range s.Rules {
+	dst, _ = s.AppendMatches(dst, nil, r, ip)
+	return dst
+}
+
+// AppendMatches is Match building keys in buf, which it returns grown for
+// reuse: a caller that keeps buf between requests allocates only the keys.
+func (s *Set) AppendMatches(dst []Match, buf []byte, r *http.Request, ip netip.Addr) ([]Match, []byte) {
+	exact, others := s.byPath[r.URL.Path], s.others
+	for len(exact) > 0 || len(others) > 0 {
+		var i int
+		if len(others) == 0 || len(exact) > 0 && exact[0] < others[0] {
+			i, exact = exact[0], exact[1:]
+		} else {
+			i, others = others[0], others[1:]
+		}
+		rl := s.Rules[i]
 		if !rl.match(r) {
 			continue
 		}
-		if k, ok := rl.Key(r, ip); ok {
-			dst = append(dst, Match{Rule: rl, Key: k})
+		var ok bool
+		if buf, ok = rl.AppendKey(buf[:0], r, ip); ok {
+			dst = append(dst, Match{Rule: rl, Key: string(buf)})
 		}
 	}
-	return dst
+	return dst, buf
 }
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)

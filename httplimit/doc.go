@@ -1,0 +1,23 @@
+// Package httplimit is ratekeeper's net/http middleware: it applies one
+// limit, or a whole rules set (package rules), to the requests of any
+// net/http application.
+//
+// Every rule a request matches is decided at once, all or nothing
+// (ratekeeper.TakeAll): the request passes only if every enforced rule
+// allows it, and a refused request uses up no quota of the others. That is
+// exact with the memory store; on other stores (Redis) the rules allowed
+// before one refused are refunded, which is exact unless another request
+// took from the same keys in between.
+//
+// Responses carry X-RateLimit-Limit, X-RateLimit-Remaining and
+// X-RateLimit-Reset for the most restrictive rule, and the IETF
+// RateLimit-Policy and RateLimit fields (draft-ietf-httpapi-ratelimit-
+// headers-10) with one entry per rule. A refused request gets 429 with
+// Retry-After (whole seconds, rounded up), X-RateLimit-Retry-After and an
+// application/problem+json body naming the rule and when to retry. A client
+// on the deny list gets 403.
+//
+// Shadow rules decide and report but never refuse. Queue rules (the leaky
+// bucket as a shaper) hold a request until its slot in a FIFO queue, up to
+// the rule's max_delay, and refuse it beyond.
+package httplimit

@@ -1,0 +1,451 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/metrics"
+	"github.com/ratekeeper/ratekeeper/rules"
+)
+
+// Middleware applies a rules set to requests. Build it with New or
+// NewLimit; it is safe for concurrent use, and SetRules swaps its rules
+// while it serves.
+type Middleware struct {
+	store   ratekeeper.Store
+	current atomic.Pointer[compiled]
+	logger  *slog.Logger
+	metrics *metrics.Metrics
+	headers *rules.HeaderStyle // nil: the set's
+	clock   ratekeeper.Clock   // nil: the store's
+	pool    sync.Pool
+}
+
+// Option configures a Middleware.
+type Option interface {
+	apply(*Middleware)
+}
+
+type optionFunc func(*Middleware)
+
+func (f optionFunc) apply(m *Middleware) { f(m) }
+
+// WithLogger logs shadow-mode refusals (Info), refusals (Debug) and store
+// errors (Error) to l. Default: no logs.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(m *Middleware) { m.logger = l })
+}
+
+// WithMetrics counts decisions by rule and result in mt. Default: none.
+func WithMetrics(mt *metrics.Metrics) Option {
+	return optionFunc(func(m *Middleware) { m.metrics = mt })
+}
+
+// WithHeaders overrides the header style the rules set asks for.
+func WithHeaders(h rules.HeaderStyle) Option {
+	return optionFunc(func(m *Middleware) { m.headers = &h })
+}
+
+// WithClock decides every request at c.Now(), read once per request,
+// instead of at the store's own clock. Use it with the memory store, whose
+// clock would otherwise be read once per rule; never with Redis, whose
+// server clock keeps many gateways in agreement. Tests pass a fake clock.
+func WithClock(c ratekeeper.Clock) Option {
+	return optionFunc(func(m *Middleware) { m.clock = c })
+}
+
+// New returns a Middleware that applies set, keeping state in store.
+func New(store ratekeeper.Store, set *rules.Set, opts ...Option) (*Middleware, error) {
+	if store == nil {
+		return nil, errors.New("httplimit: store is nil")
+	}
+	if set == nil {
+		return nil, errors.New("httplimit: rules set is nil")
+	}
+	m := &Middleware{store: store, logger: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o.apply(m)
+	}
+	m.pool.New = func() any { return new(scratch) }
+	m.SetRules(set)
+	return m, nil
+}
+
+// KeyFunc identifies a request's client for NewLimit. It returns false when
+// the limit does not apply to the request.
+type KeyFunc func(r *http.Request) (key string, ok bool)
+
+// KeyByIP keys requests by the TCP peer's address (an IPv6 peer by its /64).
+// Behind a proxy, build a rules.ClientIP with the trusted proxies and use
+// its Addr and Key instead.
+func KeyByIP() KeyFunc {
+	ci := rules.ClientIP{IPv4Prefix: 32, IPv6Prefix: 64}
+	return func(r *http.Request) (string, bool) { return ci.Key(ci.Addr(r)), true }
+}
+
+// KeyByHeader keys requests by a header's value; requests without it are
+// not limited.
+func KeyByHeader(name string) KeyFunc {
+	return func(r *http.Request) (string, bool) {
+		v := r.Header.Get(name)
+		return v, v != ""
+	}
+}
+
+// NewLimit returns a Middleware with one enforced rule, named name, that
+// applies limit to every request keyed by key.
+func NewLimit(store ratekeeper.Store, name string, limit ratekeeper.Limit, key KeyFunc, opts ...Option) (*Middleware, error) {
+	if key == nil {
+		return nil, errors.New("httplimit: key function is nil")
+	}
+	rl, err := rules.NewRule(name, limit, rules.Enforce, func(r *http.Request, _ netip.Addr) (string, bool) { return key(r) })
+	if err != nil {
+		return nil, err
+	}
+	set, err := rules.NewSet(rules.ClientIP{IPv4Prefix: 32, IPv6Prefix: 64}, rl)
+	if err != nil {
+		return nil, err
+	}
+	return New(store, set, opts...)
+}
+
+// compiled is a rules set with what the middleware precomputes per rule.
+type compiled struct {
+	set   *rules.Set
+	rules []ruleInfo
+	style rules.HeaderStyle
+}
+
+type ruleInfo struct {
+	policy   string // the rule's RateLimit-Policy item
+	counters [4]prometheus.Counter
+}
+
+const (
+	cAllowed = iota
+	cLimited
+	cShadow
+	cQueued
+)
+
+// SetRules makes set the rules for the requests that arrive from now on.
+// Requests in flight finish under the rules they started with. Counters
+// live in the store, keyed by rule name and limit, so an unchanged rule
+// keeps counting across the swap.
+func (m *Middleware) SetRules(set *rules.Set) {
+	c := &compiled{set: set, style: set.Headers, rules: make([]ruleInfo, len(set.Rules))}
+	if m.headers != nil {
+		c.style = *m.headers
+	}
+	for i, rl := range set.Rules {
+		ri := &c.rules[i]
+		q, w := quotaWindow(rl.Limit)
+		ri.policy = strconv.Quote(rl.Name) + ";q=" + strconv.Itoa(q) + ";w=" + strconv.FormatInt(w, 10)
+		for j, res := range []string{metrics.Allowed, metrics.Limited, metrics.ShadowLimited, metrics.Queued} {
+			ri.counters[j] = m.metrics.DecisionCounter(rl.Name, res)
+		}
+	}
+	m.current.Store(c)
+}
+
+// Rules returns the rules set in use.
+func (m *Middleware) Rules() *rules.Set { return m.current.Load().set }
+
+// quotaWindow is a limit as the IETF policy states it: q requests per w
+// seconds, where w for the buckets is the time to refill the whole burst.
+func quotaWindow(l ratekeeper.Limit) (q int, w int64) {
+	q = l.Capacity()
+	d := l.Period
+	if l.Algorithm == ratekeeper.TokenBucket || l.Algorithm == ratekeeper.LeakyBucket {
+		d = time.Duration(float64(l.Period) * float64(q) / float64(l.Rate))
+	}
+	return q, ceilSeconds(d)
+}
+
+// ceilSeconds rounds d up to whole seconds: a client told to wait that long
+// is never early.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// scratch is the per-request working memory, pooled.
+type scratch struct {
+	matches  []rules.Match
+	reqs     []ratekeeper.Request
+	decs     []ratekeeper.Decision
+	enforced []int // indexes into matches of enforce and queue rules
+	shadow   []int
+	results  []ratekeeper.Decision // per match, for headers
+	keyBuf   []byte
+}
+
+func (s *scratch) reset() {
+	clear(s.matches) // drop key strings
+	s.matches = s.matches[:0]
+	s.reqs = s.reqs[:0]
+	s.decs = s.decs[:0]
+	s.enforced = s.enforced[:0]
+	s.shadow = s.shadow[:0]
+	s.results = s.results[:0]
+}
+
+// outcome is what the middleware decided for one request.
+type outcome int
+
+const (
+	pass outcome = iota
+	refuse
+	forbid
+)
+
+// verdict carries a decision from decide to the response.
+type verdict struct {
+	outcome outcome
+	c       *compiled
+	worst   int           // index into matches of the rule reported in X-RateLimit-*
+	retry   time.Duration // for refuse
+	delay   time.Duration // how long to hold the request (queue mode)
+	ip      netip.Addr
+}
+
+// Handler wraps next: requests within every limit reach it, possibly after
+// a queue's delay; others are answered 429 (or 403) here.
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := m.pool.Get().(*scratch)
+		v := m.decide(r.Context(), r, s)
+		switch v.outcome {
+		case forbid:
+			m.pool.Put(s)
+			writeForbidden(w)
+			return
+		case refuse:
+			m.writeHeaders(w.Header(), v, s)
+			name := s.matches[v.worst].Rule.Name
+			m.pool.Put(s)
+			writeTooMany(w, name, v.retry)
+			return
+		}
+		if len(s.matches) > 0 {
+			m.writeHeaders(w.Header(), v, s)
+		}
+		if v.delay > 0 {
+			if !m.hold(r.Context(), v.delay, s) {
+				s.reset()
+				m.pool.Put(s)
+				return // the client left while queued: nothing to answer
+			}
+		}
+		s.reset()
+		m.pool.Put(s)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// hold waits out a queued request's delay. When the client leaves first it
+// gives back every place the request took and reports false.
+func (m *Middleware) hold(ctx context.Context, d time.Duration, s *scratch) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		m.refundAll(context.WithoutCancel(ctx), s)
+		return false
+	}
+}
+
+func (m *Middleware) refundAll(ctx context.Context, s *scratch) {
+	for i, req := range s.reqs {
+		if s.decs[i].Allowed {
+			_ = m.store.Refund(ctx, req, s.decs[i])
+		}
+	}
+}
+
+// decide applies the rules to r, filling s. It takes from the store what a
+// passing request uses.
+func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch) verdict {
+	s.reset()
+	c := m.current.Load()
+	set := c.set
+	v := verdict{c: c}
+	v.ip = set.ClientIP().Addr(r)
+	if denied, exempt := set.Access(v.ip); denied {
+		m.metrics.Decision("access", metrics.Forbidden)
+		v.outcome = forbid
+		return v
+	} else if exempt {
+		return v
+	}
+	s.matches, s.keyBuf = set.AppendMatches(s.matches, s.keyBuf, r, v.ip)
+	if len(s.matches) == 0 {
+		return v
+	}
+	var now time.Time
+	if m.clock != nil {
+		now = m.clock.Now()
+	}
+	for i, mt := range s.matches {
+		if mt.Rule.Mode == rules.Shadow {
+			s.shadow = append(s.shadow, i)
+			continue
+		}
+		s.enforced = append(s.enforced, i)
+		s.reqs = append(s.reqs, ratekeeper.Request{Key: mt.Key, Limit: mt.Rule.Limit, N: 1, Reserve: mt.Rule.Mode == rules.Queue, Now: now})
+	}
+	s.decs = append(s.decs, make([]ratekeeper.Decision, len(s.reqs))...)
+	s.results = append(s.results, make([]ratekeeper.Decision, len(s.matches))...)
+	if len(s.reqs) > 0 {
+		var ok bool
+		var err error
+		if len(s.reqs) == 1 { // one rule: all or nothing is just Take
+			s.decs[0], err = m.store.Take(ctx, s.reqs[0])
+			ok = s.decs[0].Allowed
+		} else {
+			ok, err = ratekeeper.TakeAll(ctx, m.store, s.reqs, s.decs)
+		}
+		if err != nil {
+			// Fail open: the store's own policy (failsafe) decides when it
+			// can; an error that still reaches here must not take the API
+			// down with it.
+			m.logger.ErrorContext(ctx, "rate limit store failed; request allowed", "err", err)
+			m.metrics.Decision(s.matches[s.enforced[0]].Rule.Name, metrics.Error)
+			s.reqs, s.decs, s.enforced = s.reqs[:0], s.decs[:0], s.enforced[:0]
+			s.matches = s.matches[:0]
+			return v
+		}
+		for j, i := range s.enforced {
+			s.results[i] = s.decs[j]
+		}
+		if !ok {
+			return m.refused(ctx, r, v, s)
+		}
+		// A queue rule refuses a request whose wait would pass max_delay.
+		for j, i := range s.enforced {
+			rl := s.matches[i].Rule
+			d := s.decs[j]
+			if rl.Mode == rules.Queue && rl.MaxDelay > 0 && d.Delay > rl.MaxDelay {
+				m.refundAll(ctx, s)
+				d.Allowed = false
+				d.RetryAfter = d.Delay - rl.MaxDelay
+				d.Remaining = 0
+				for k := range s.decs {
+					s.decs[k].Allowed = false // refunded: nothing to give back later
+				}
+				s.decs[j] = d
+				s.results[i] = d
+				return m.refused(ctx, r, v, s)
+			}
+			v.delay = max(v.delay, d.Delay)
+		}
+	}
+	for _, i := range s.shadow {
+		mt := s.matches[i]
+		d, err := m.store.Take(ctx, ratekeeper.Request{Key: mt.Key, Limit: mt.Rule.Limit, N: 1, Now: now})
+		if err != nil {
+			m.logger.ErrorContext(ctx, "rate limit store failed for a shadow rule", "rule", mt.Rule.Name, "err", err)
+			d = ratekeeper.Decision{Allowed: true, Limit: mt.Rule.Limit.Capacity(), Remaining: mt.Rule.Limit.Capacity()}
+		}
+		s.results[i] = d
+		if !d.Allowed {
+			metrics.Inc(c.rules[mt.Rule.Index].counters[cShadow])
+			m.logger.InfoContext(ctx, "shadow rule would refuse", "rule", mt.Rule.Name, "client_ip", v.ip, "method", r.Method, "path", r.URL.Path, "retry_after", d.RetryAfter)
+		} else {
+			metrics.Inc(c.rules[mt.Rule.Index].counters[cAllowed])
+		}
+	}
+	for _, i := range s.enforced {
+		rl := s.matches[i].Rule
+		if rl.Mode == rules.Queue && s.results[i].Delay > 0 {
+			metrics.Inc(c.rules[rl.Index].counters[cQueued])
+		} else {
+			metrics.Inc(c.rules[rl.Index].counters[cAllowed])
+		}
+	}
+	if v.delay > 0 {
+		m.metrics.QueueDelay(v.delay)
+	}
+	v.worst = mostRestrictive(s)
+	return v
+}
+
+// refused finishes a refusal: the refused rule with the longest wait is the
+// one reported, and Retry-After is that wait, since only then can every
+// rule allow the request.
+func (m *Middleware) refused(ctx context.Context, r *http.Request, v verdict, s *scratch) verdict {
+	v.outcome = refuse
+	v.worst = -1
+	for _, i := range s.enforced {
+		d := s.results[i]
+		if d.Allowed {
+			continue
+		}
+		metrics.Inc(v.c.rules[s.matches[i].Rule.Index].counters[cLimited])
+		if v.worst < 0 || d.RetryAfter > v.retry {
+			v.worst, v.retry = i, d.RetryAfter
+		}
+	}
+	if v.worst < 0 { // cannot happen: a refusal has a refused rule
+		v.worst = s.enforced[0]
+	}
+	// The other rules took nothing: show their state as it is.
+	for _, i := range s.enforced {
+		if s.results[i].Allowed {
+			s.results[i].Remaining = min(s.results[i].Remaining+1, s.results[i].Limit)
+		}
+	}
+	s.shadow = s.shadow[:0] // shadow rules are not asked about a refused request
+	m.logger.DebugContext(ctx, "rate limited", "rule", s.matches[v.worst].Rule.Name, "client_ip", v.ip, "method", r.Method, "path", r.URL.Path, "retry_after", v.retry)
+	return v
+}
+
+// mostRestrictive picks the rule whose headers X-RateLimit-* report: the
+// one with the least remaining, the longest reset on a tie; enforced rules
+// before shadow ones.
+func mostRestrictive(s *scratch) int {
+	best := -1
+	better := func(i int) bool {
+		if best < 0 {
+			return true
+		}
+		a, b := s.results[i], s.results[best]
+		if a.Remaining != b.Remaining {
+			return a.Remaining < b.Remaining
+		}
+		return a.ResetAfter > b.ResetAfter
+	}
+	for _, i := range s.enforced {
+		if better(i) {
+			best = i
+		}
+	}
+	if best < 0 {
+		for _, i := range s.shadow {
+			if better(i) {
+				best = i
+			}
+		}
+	}
+	return best
+}
+
+// SystemClock is the system's clock, for WithClock.
+type SystemClock struct{}
+
+// Now is time.Now.
+func (SystemClock) Now() time.Time { return time.Now() }
