@@ -17,7 +17,7 @@
 // Redis Cluster; a key that holds its own tag ("user:{42}:posts") shares a
 // slot with every key of the same tag.
 //
-// Concurrent calls are coalesced into pipelines (go-redis's autopipeliner),
+// Concurrent calls are coalesced into pipelines by a few flusher goroutines,
 // so that many callers share round trips: see WithAutoPipeline and
 // docs/benchmarks.md.
 //

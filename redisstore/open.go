@@ -43,21 +43,35 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: %s: %w", redact(rawURL), err)
 		}
+		o.Protocol = resp(o.Protocol)
 		return redis.NewClient(o), nil
 	case "redis+sentinel", "rediss+sentinel":
 		o, err := parseSentinel(strings.TrimSuffix(scheme, "+sentinel"), rest)
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: %s: %w", redact(rawURL), err)
 		}
+		o.Protocol = resp(o.Protocol)
 		return redis.NewFailoverClient(o), nil
 	case "redis+cluster", "rediss+cluster":
 		o, err := parseCluster(strings.TrimSuffix(scheme, "+cluster"), rest)
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: %s: %w", redact(rawURL), err)
 		}
+		o.Protocol = resp(o.Protocol)
 		return redis.NewClusterClient(o), nil
 	}
 	return nil, fmt.Errorf("redisstore: %s: unknown scheme %q (redis, rediss, unix, redis+sentinel, rediss+sentinel, redis+cluster, rediss+cluster)", redact(rawURL), scheme)
+}
+
+// resp picks RESP2 unless the URL asked for a protocol: the store needs
+// none of RESP3's push messages, and go-redis reads pending pushes before
+// each command without a deadline, which would hold a call on a hung server
+// past its context.
+func resp(p int) int {
+	if p == 0 {
+		return 2
+	}
+	return p
 }
 
 // splitHosts takes "user:pass@h1:p1,h2:p2/path?query" apart.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,12 +22,23 @@ const DefaultPrefix = "rk:"
 // Open or New; Close releases what it owns.
 type Store struct {
 	client  redis.UniversalClient
-	run     redis.Scripter // client, or its autopipeliner
-	owned   bool           // Close closes client
+	batch   *batcher // nil: each call is its own round trip
+	owned   bool     // Close closes client
 	prefix  string
 	leastMS int64
 	scripts scripts
 	err     error // a bad option, returned by every call
+
+	closeOnce sync.Once
+}
+
+// runScript runs script i, pipelined with concurrent calls unless
+// WithAutoPipeline(false).
+func (s *Store) runScript(ctx context.Context, i int, keys []string, args []any) *redis.Cmd {
+	if s.batch != nil {
+		return s.batch.run(ctx, s.scripts[i], keys, args)
+	}
+	return s.scripts[i].Run(ctx, s.client, keys, args...)
 }
 
 // Interface guard.
@@ -63,10 +75,10 @@ func WithMinTTL(d time.Duration) Option {
 }
 
 // WithAutoPipeline says whether concurrent calls are coalesced into
-// pipelines by go-redis's autopipeliner (default true). Many callers then
-// share round trips, which multiplies throughput under load; a lone caller
-// pays nothing measurable. Turn it off for a client whose autopipeliner
-// cannot be used.
+// pipelines (default true): a few flusher goroutines each send whatever
+// calls are waiting in one round trip. Many callers then share round trips,
+// which multiplies throughput under load; a lone caller pays a channel hand-
+// off. Each caller still waits no longer than its context allows.
 func WithAutoPipeline(on bool) Option {
 	return optionFunc(func(c *config) { c.autoPipeline = on })
 }
@@ -88,7 +100,6 @@ func newStore(client redis.UniversalClient, owned bool, opts []Option) *Store {
 	}
 	s := &Store{
 		client:  client,
-		run:     client,
 		owned:   owned,
 		prefix:  c.prefix,
 		leastMS: int64((c.leastTTL + time.Millisecond - 1) / time.Millisecond),
@@ -97,17 +108,21 @@ func newStore(client redis.UniversalClient, owned bool, opts []Option) *Store {
 	if strings.ContainsAny(c.prefix, "{}") {
 		s.err = fmt.Errorf("redisstore: prefix %q must not contain '{' or '}'", c.prefix)
 	}
-	if c.autoPipeline {
-		if ap, err := client.AutoPipeline(); err == nil {
-			s.run = ap
-		}
+	if c.autoPipeline && s.err == nil {
+		s.batch = newBatcher(client)
 	}
 	return s
 }
 
-// Close closes the client if the store opened it (Open); a client passed
-// to New stays open.
+// Close stops the store's pipelining and closes the client if the store
+// opened it (Open); a client passed to New stays open. Calls after Close
+// fail.
 func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		if s.batch != nil {
+			s.batch.close()
+		}
+	})
 	if s.owned {
 		return s.client.Close()
 	}
@@ -183,7 +198,7 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 		}
 	}
 	keys := []string{s.Key(req.Key, req.Limit.Algorithm)}
-	v, err := s.scripts[i].Run(ctx, s.run, keys, s.args(op, req, 0)...).Int64Slice()
+	v, err := s.runScript(ctx, i, keys, s.args(op, req, 0)).Int64Slice()
 	if err != nil {
 		return ratekeeper.Decision{}, fmt.Errorf("redisstore: take %s: %w", req.Limit.Algorithm, err)
 	}
@@ -223,7 +238,7 @@ func (s *Store) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper
 		at += int64(d.Delay / time.Microsecond) // the slot
 	}
 	keys := []string{s.Key(req.Key, req.Limit.Algorithm)}
-	if err := s.scripts[i].Run(ctx, s.run, keys, s.args(op, req, at)...).Err(); err != nil {
+	if err := s.runScript(ctx, i, keys, s.args(op, req, at)).Err(); err != nil {
 		return fmt.Errorf("redisstore: refund %s: %w", req.Limit.Algorithm, err)
 	}
 	return nil

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -149,8 +150,25 @@ func (in *Instance) Kill() {
 	if cmd == nil {
 		return
 	}
+	cmd.Process.Signal(syscall.SIGCONT) // a paused server must run to die
 	cmd.Process.Kill()
 	<-done
+}
+
+// Pause stops the server's process (SIGSTOP) without closing its
+// connections: calls to it hang, as to an overloaded or partitioned server,
+// until Resume.
+func (in *Instance) Pause() { in.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (in *Instance) Resume() { in.signal(syscall.SIGCONT) }
+
+func (in *Instance) signal(sig os.Signal) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.cmd != nil {
+		in.cmd.Process.Signal(sig)
+	}
 }
 
 // Restart starts a killed server again on the same port (empty: nothing is

@@ -1,0 +1,30 @@
+// Package failsafe keeps a rate limiter answering when its shared store
+// (Redis) is slow or down.
+//
+// A failsafe Store wraps a primary ratekeeper.Store. Each call gets a short
+// timeout (WithTimeout, default 50ms). When the primary fails or times out,
+// the Policy decides:
+//
+//   - Allow (the default) fails open: the request passes. The API stays up
+//     and unlimited while the store is down.
+//   - Deny fails closed: the request is refused, with RetryAfter
+//     DenyRetryAfter. Nothing gets through unlimited, and nothing gets
+//     through at all.
+//   - Local falls back to an in-memory store with the same limits divided by
+//     the number of instances (WithInstances): each instance enforces its
+//     share, so the total stays near the limit if traffic is spread evenly.
+//
+// A circuit breaker stops calls from each waiting out the timeout while the
+// primary is down: after WithBreaker's threshold of consecutive failures it
+// opens, and calls go straight to the policy. After the cool-down one call
+// at a time probes the primary; the first success closes the breaker, so
+// decisions come from the primary again within about a cool-down of its
+// return.
+//
+// Decisions made by the policy are visible three ways: Stats counts them by
+// policy (FallbackAllowed, FallbackDenied, FallbackLocal; metrics export
+// these, fail-open decisions being FallbackAllowed), WithFallbackHook sees
+// each one, and WithErrorHook sees each store error. Errors are logged to
+// the injected *slog.Logger at most once per WithLogInterval, with the count
+// of those not logged.
+package failsafe

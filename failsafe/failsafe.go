@@ -1,0 +1,409 @@
+package failsafe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/memstore"
+)
+
+// Policy says what a decision is when the primary store fails.
+type Policy string
+
+// The policies.
+const (
+	// Allow fails open: the request passes.
+	Allow Policy = "allow"
+	// Deny fails closed: the request is refused.
+	Deny Policy = "deny"
+	// Local decides with an in-memory store, the limit divided by the
+	// number of instances.
+	Local Policy = "local"
+)
+
+// ParsePolicy reads "allow", "deny" or "local".
+func ParsePolicy(s string) (Policy, error) {
+	switch p := Policy(s); p {
+	case Allow, Deny, Local:
+		return p, nil
+	}
+	return "", fmt.Errorf("failsafe: unknown policy %q (allow, deny or local)", s)
+}
+
+// Defaults for the options.
+const (
+	DefaultTimeout     = 50 * time.Millisecond
+	DefaultThreshold   = 5
+	DefaultCooldown    = 250 * time.Millisecond
+	DefaultLogInterval = 10 * time.Second
+	// DenyRetryAfter is the RetryAfter of a decision refused by the Deny
+	// policy.
+	DenyRetryAfter = time.Second
+)
+
+// BreakerState is the circuit breaker's state.
+type BreakerState string
+
+// The breaker's states.
+const (
+	// Closed: calls go to the primary.
+	Closed BreakerState = "closed"
+	// Open: calls go straight to the policy until the cool-down ends.
+	Open BreakerState = "open"
+	// HalfOpen: one probe call is testing the primary; the others go to
+	// the policy.
+	HalfOpen BreakerState = "half-open"
+)
+
+// Stats are a Store's counters since New.
+type Stats struct {
+	// Calls is how many Take calls the store answered.
+	Calls uint64
+	// Errors is how many calls to the primary failed, timeouts included.
+	Errors uint64
+	// Timeouts is how many of Errors were the per-call timeout.
+	Timeouts uint64
+	// ShortCircuits is how many calls the open breaker sent straight to
+	// the policy without asking the primary.
+	ShortCircuits uint64
+	// FallbackAllowed, FallbackDenied and FallbackLocal count the
+	// decisions the policy made (for Local, allowed or not).
+	FallbackAllowed, FallbackDenied, FallbackLocal uint64
+	// BreakerOpens is how many times the breaker opened.
+	BreakerOpens uint64
+	// Breaker is its state now.
+	Breaker BreakerState
+}
+
+// Store is a ratekeeper.Store that bounds and survives its primary's
+// failures. It is safe for concurrent use. Create it with New.
+type Store struct {
+	primary    ratekeeper.Store
+	timeout    time.Duration
+	policy     Policy
+	instances  int
+	local      *memstore.Store
+	logger     *slog.Logger
+	logEvery   time.Duration
+	onError    func(error)
+	onFallback func(ratekeeper.Request, ratekeeper.Decision)
+	now        func() time.Time
+
+	threshold int32
+	cooldown  time.Duration
+	state     atomic.Int32 // 0 closed, 1 open
+	failures  atomic.Int32
+	openUntil atomic.Int64 // unix ns: no probe before
+	probing   atomic.Bool
+
+	calls, errs, timeouts, short    atomic.Uint64
+	fbAllow, fbDeny, fbLocal, opens atomic.Uint64
+	logMu                           sync.Mutex
+	lastLog                         time.Time
+	suppressed                      uint64
+}
+
+// Interface guard.
+var _ ratekeeper.Store = (*Store)(nil)
+
+// Option configures a Store.
+type Option interface {
+	apply(*Store)
+}
+
+type optionFunc func(*Store)
+
+func (f optionFunc) apply(s *Store) { f(s) }
+
+// WithTimeout bounds each call to the primary (default DefaultTimeout).
+// Zero or less means no bound but the caller's context.
+func WithTimeout(d time.Duration) Option {
+	return optionFunc(func(s *Store) { s.timeout = d })
+}
+
+// WithPolicy sets what decides when the primary fails (default Allow).
+func WithPolicy(p Policy) Option {
+	return optionFunc(func(s *Store) { s.policy = p })
+}
+
+// WithInstances sets how many instances share the primary, so that the
+// Local policy gives each its share of a limit: rate and burst divided by
+// n, at least 1. Default 1.
+func WithInstances(n int) Option {
+	return optionFunc(func(s *Store) { s.instances = max(1, n) })
+}
+
+// WithBreaker sets the circuit breaker: it opens after threshold
+// consecutive failures and probes the primary again after cooldown
+// (defaults DefaultThreshold, DefaultCooldown). A threshold of zero or less
+// disables it: every call then tries the primary.
+func WithBreaker(threshold int, cooldown time.Duration) Option {
+	return optionFunc(func(s *Store) { s.threshold, s.cooldown = int32(threshold), cooldown })
+}
+
+// WithLogger logs store errors (rate-limited) and breaker changes to l.
+// Default: no logging.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(s *Store) { s.logger = l })
+}
+
+// WithLogInterval sets how often at most a store error is logged (default
+// DefaultLogInterval); the next line says how many were not.
+func WithLogInterval(d time.Duration) Option {
+	return optionFunc(func(s *Store) { s.logEvery = d })
+}
+
+// WithErrorHook calls f with each error of the primary (not for calls the
+// open breaker short-circuits). f must be fast and safe for concurrent use.
+func WithErrorHook(f func(error)) Option {
+	return optionFunc(func(s *Store) { s.onError = f })
+}
+
+// WithFallbackHook calls f with each decision the policy made instead of
+// the primary. f must be fast and safe for concurrent use.
+func WithFallbackHook(f func(ratekeeper.Request, ratekeeper.Decision)) Option {
+	return optionFunc(func(s *Store) { s.onFallback = f })
+}
+
+// New wraps primary. With the Local policy it starts an in-memory store,
+// which Close stops; primary is the caller's to close.
+func New(primary ratekeeper.Store, opts ...Option) *Store {
+	s := &Store{
+		primary:   primary,
+		timeout:   DefaultTimeout,
+		policy:    Allow,
+		instances: 1,
+		logEvery:  DefaultLogInterval,
+		threshold: DefaultThreshold,
+		cooldown:  DefaultCooldown,
+		now:       time.Now,
+	}
+	for _, o := range opts {
+		o.apply(s)
+	}
+	if s.policy == Local {
+		s.local = memstore.New()
+	}
+	return s
+}
+
+// Close stops the Local policy's in-memory store, if any. It does not
+// close the primary.
+func (s *Store) Close() error {
+	if s.local != nil {
+		return s.local.Close()
+	}
+	return nil
+}
+
+// Stats returns the counters.
+func (s *Store) Stats() Stats {
+	st := Stats{
+		Calls:           s.calls.Load(),
+		Errors:          s.errs.Load(),
+		Timeouts:        s.timeouts.Load(),
+		ShortCircuits:   s.short.Load(),
+		FallbackAllowed: s.fbAllow.Load(),
+		FallbackDenied:  s.fbDeny.Load(),
+		FallbackLocal:   s.fbLocal.Load(),
+		BreakerOpens:    s.opens.Load(),
+		Breaker:         Closed,
+	}
+	if s.state.Load() == 1 {
+		st.Breaker = Open
+		if s.probing.Load() {
+			st.Breaker = HalfOpen
+		}
+	}
+	return st
+}
+
+// Policy is the store's policy.
+func (s *Store) Policy() Policy { return s.policy }
+
+// Take asks the primary, within the timeout and unless the breaker is open;
+// when that fails, the policy decides and the error is not returned. Only a
+// caller's own cancelled context is returned as an error.
+func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
+	s.calls.Add(1)
+	ok, probe := s.admit()
+	if !ok {
+		s.short.Add(1)
+		return s.fallback(ctx, req)
+	}
+	d, err := s.callPrimary(ctx, func(ctx context.Context) (ratekeeper.Decision, error) {
+		return s.primary.Take(ctx, req)
+	}, probe)
+	if err == nil {
+		return d, nil
+	}
+	if ctx.Err() != nil {
+		return ratekeeper.Decision{}, err
+	}
+	return s.fallback(ctx, req)
+}
+
+// Refund gives back to the primary, within the timeout and unless the
+// breaker is open; when that fails, the Local policy's store gets it (the
+// decision may have come from there) and no error is returned.
+func (s *Store) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper.Decision) error {
+	ok, probe := s.admit()
+	if ok {
+		_, err := s.callPrimary(ctx, func(ctx context.Context) (ratekeeper.Decision, error) {
+			return ratekeeper.Decision{}, s.primary.Refund(ctx, req, d)
+		}, probe)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+	}
+	if s.local != nil {
+		req.Limit = s.localLimit(req.Limit)
+		return s.local.Refund(ctx, req, d)
+	}
+	return nil
+}
+
+func (s *Store) callPrimary(ctx context.Context, call func(context.Context) (ratekeeper.Decision, error), probe bool) (ratekeeper.Decision, error) {
+	cctx := ctx
+	if s.timeout > 0 {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+	}
+	d, err := call(cctx)
+	if err == nil {
+		s.succeeded(probe)
+		return d, nil
+	}
+	if ctx.Err() != nil {
+		// The caller gave up: not the store's failure.
+		if probe {
+			s.probing.Store(false)
+		}
+		return d, err
+	}
+	if errors.Is(err, context.DeadlineExceeded) || cctx.Err() != nil {
+		s.timeouts.Add(1)
+		err = fmt.Errorf("failsafe: store call timed out after %v: %w", s.timeout, err)
+	}
+	s.errs.Add(1)
+	s.failed(probe)
+	if s.onError != nil {
+		s.onError(err)
+	}
+	s.logError(err)
+	return d, err
+}
+
+// admit says whether to call the primary, and whether the call is the
+// half-open breaker's probe.
+func (s *Store) admit() (ok, probe bool) {
+	if s.threshold <= 0 || s.state.Load() == 0 {
+		return true, false
+	}
+	if s.now().UnixNano() < s.openUntil.Load() {
+		return false, false
+	}
+	if s.probing.CompareAndSwap(false, true) {
+		return true, true
+	}
+	return false, false
+}
+
+func (s *Store) succeeded(probe bool) {
+	s.failures.Store(0)
+	if s.state.Load() != 0 && s.state.CompareAndSwap(1, 0) {
+		if s.logger != nil {
+			s.logger.Info("ratekeeper store is back: circuit breaker closed", "policy", string(s.policy))
+		}
+	}
+	if probe {
+		s.probing.Store(false)
+	}
+}
+
+func (s *Store) failed(probe bool) {
+	if s.threshold <= 0 {
+		return
+	}
+	if probe {
+		s.openUntil.Store(s.now().Add(s.cooldown).UnixNano())
+		s.probing.Store(false)
+		return
+	}
+	if s.failures.Add(1) >= s.threshold && s.state.CompareAndSwap(0, 1) {
+		s.openUntil.Store(s.now().Add(s.cooldown).UnixNano())
+		s.opens.Add(1)
+		if s.logger != nil {
+			s.logger.Warn("ratekeeper store is failing: circuit breaker open", "policy", string(s.policy), "failures", s.failures.Load(), "cooldown", s.cooldown)
+		}
+	}
+}
+
+func (s *Store) logError(err error) {
+	if s.logger == nil {
+		return
+	}
+	s.logMu.Lock()
+	now := s.now()
+	if !s.lastLog.IsZero() && now.Sub(s.lastLog) < s.logEvery {
+		s.suppressed++
+		s.logMu.Unlock()
+		return
+	}
+	n := s.suppressed
+	s.lastLog, s.suppressed = now, 0
+	s.logMu.Unlock()
+	s.logger.Warn("ratekeeper store error", "err", err, "policy", string(s.policy), "not_logged_since_last", n)
+}
+
+// localLimit is the Local policy's share of l.
+func (s *Store) localLimit(l ratekeeper.Limit) ratekeeper.Limit {
+	if s.instances <= 1 {
+		return l
+	}
+	l.Rate = max(1, l.Rate/s.instances)
+	if l.Burst > 0 {
+		l.Burst = max(1, l.Burst/s.instances)
+	}
+	return l
+}
+
+func (s *Store) fallback(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
+	c := req.Limit.Capacity()
+	at := req.Now
+	if at.IsZero() {
+		at = s.now()
+	}
+	var d ratekeeper.Decision
+	switch s.policy {
+	case Deny:
+		s.fbDeny.Add(1)
+		d = ratekeeper.Decision{Limit: c, RetryAfter: DenyRetryAfter, At: at}
+	case Local:
+		s.fbLocal.Add(1)
+		lreq := req
+		lreq.Limit = s.localLimit(req.Limit)
+		lreq.N = min(req.N, lreq.Limit.Capacity())
+		var err error
+		if d, err = s.local.Take(ctx, lreq); err != nil {
+			return d, err
+		}
+	default:
+		s.fbAllow.Add(1)
+		d = ratekeeper.Decision{Allowed: true, Limit: c, Remaining: max(0, c-req.N), At: at}
+	}
+	if s.onFallback != nil {
+		s.onFallback(req, d)
+	}
+	return d, nil
+}

@@ -1,0 +1,229 @@
+package failsafe
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
+)
+
+// flaky is a primary that fails while down is set, and blocks until the
+// context ends while hang is set.
+type flaky struct {
+	down, hang atomic.Bool
+	calls      atomic.Int64
+}
+
+var errDown = errors.New("connection refused")
+
+func (f *flaky) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
+	f.calls.Add(1)
+	if f.hang.Load() {
+		<-ctx.Done()
+		return ratekeeper.Decision{}, ctx.Err()
+	}
+	if f.down.Load() {
+		return ratekeeper.Decision{}, errDown
+	}
+	return ratekeeper.Decision{Allowed: true, Limit: req.Limit.Capacity(), Remaining: 7}, nil
+}
+
+func (f *flaky) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper.Decision) error {
+	_, err := f.Take(ctx, req)
+	return err
+}
+
+// fakeNow is a manual clock for the breaker.
+type fakeNow struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeNow) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeNow) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+var limit = ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 4, Period: time.Hour}
+
+func req(key string) ratekeeper.Request {
+	return ratekeeper.Request{Key: key, Limit: limit, N: 1}
+}
+
+func TestPolicies(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		policy  Policy
+		allowed []bool
+	}{
+		{Allow, []bool{true, true, true, true}},
+		{Deny, []bool{false, false, false, false}},
+		{Local, []bool{true, true, false, false}}, // 4 per hour over 2 instances
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.policy), func(t *testing.T) {
+			p := &flaky{}
+			p.down.Store(true)
+			var fallbacks atomic.Int64
+			s := New(p, WithPolicy(tt.policy), WithInstances(2), WithBreaker(0, 0),
+				WithFallbackHook(func(ratekeeper.Request, ratekeeper.Decision) { fallbacks.Add(1) }))
+			defer s.Close()
+			for i, want := range tt.allowed {
+				d, err := s.Take(ctx, req("k"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Allowed != want {
+					t.Fatalf("decision %d: allowed %v, want %v", i, d.Allowed, want)
+				}
+				if !d.Allowed && d.RetryAfter <= 0 {
+					t.Fatalf("decision %d: refused without RetryAfter", i)
+				}
+			}
+			st := s.Stats()
+			if st.Errors != 4 || fallbacks.Load() != 4 || st.FallbackAllowed+st.FallbackDenied+st.FallbackLocal != 4 {
+				t.Fatalf("stats %+v, fallback hook %d", st, fallbacks.Load())
+			}
+			p.down.Store(false)
+			if d, _ := s.Take(ctx, req("k")); d.Remaining != 7 {
+				t.Fatalf("primary back, got %+v", d)
+			}
+		})
+	}
+}
+
+func TestBreaker(t *testing.T) {
+	ctx := context.Background()
+	clk := &fakeNow{t: time.Unix(1e9, 0)}
+	p := &flaky{}
+	var hooked atomic.Int64
+	s := New(p, WithBreaker(3, time.Second), WithErrorHook(func(error) { hooked.Add(1) }))
+	s.now = clk.now
+	p.down.Store(true)
+	for i := 0; i < 10; i++ {
+		if d, err := s.Take(ctx, req("k")); err != nil || !d.Allowed {
+			t.Fatalf("fail open: %+v %v", d, err)
+		}
+	}
+	if got := p.calls.Load(); got != 3 {
+		t.Fatalf("primary called %d times, want 3 (the breaker opens after 3 failures)", got)
+	}
+	st := s.Stats()
+	if st.Breaker != Open || st.BreakerOpens != 1 || st.ShortCircuits != 7 || hooked.Load() != 3 {
+		t.Fatalf("stats %+v, hook %d", st, hooked.Load())
+	}
+	clk.add(time.Second)
+	s.Take(ctx, req("k")) // the probe fails: open again
+	if p.calls.Load() != 4 || s.Stats().Breaker != Open {
+		t.Fatalf("probe: calls %d, %+v", p.calls.Load(), s.Stats())
+	}
+	s.Take(ctx, req("k"))
+	if p.calls.Load() != 4 {
+		t.Fatal("called the primary during the cool-down")
+	}
+	p.down.Store(false)
+	clk.add(time.Second)
+	if d, _ := s.Take(ctx, req("k")); d.Remaining != 7 {
+		t.Fatalf("the probe should reach the primary: %+v", d)
+	}
+	if st := s.Stats(); st.Breaker != Closed || st.BreakerOpens != 1 {
+		t.Fatalf("after recovery: %+v", st)
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	p := &flaky{}
+	p.hang.Store(true)
+	s := New(p, WithTimeout(20*time.Millisecond), WithPolicy(Deny))
+	start := time.Now()
+	d, err := s.Take(context.Background(), req("k"))
+	if err != nil || d.Allowed {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if el := time.Since(start); el > 500*time.Millisecond {
+		t.Fatalf("took %v with a 20ms timeout", el)
+	}
+	if st := s.Stats(); st.Timeouts != 1 || st.Errors != 1 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+func TestCallerCancelIsNotAStoreError(t *testing.T) {
+	p := &flaky{}
+	p.hang.Store(true)
+	s := New(p, WithTimeout(time.Minute))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Take(ctx, req("k")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if st := s.Stats(); st.Errors != 0 || st.FallbackAllowed != 0 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+func TestLogIsRateLimited(t *testing.T) {
+	var buf bytes.Buffer
+	clk := &fakeNow{t: time.Unix(1e9, 0)}
+	p := &flaky{}
+	p.down.Store(true)
+	s := New(p, WithBreaker(0, 0), WithLogger(slog.New(slog.NewTextHandler(&buf, nil))), WithLogInterval(time.Minute))
+	s.now = clk.now
+	for i := 0; i < 100; i++ {
+		s.Take(context.Background(), req("k"))
+	}
+	clk.add(time.Minute)
+	s.Take(context.Background(), req("k"))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[1], "not_logged_since_last=99") {
+		t.Fatalf("log:\n%s", buf.String())
+	}
+}
+
+func TestRefundAfterLocalFallback(t *testing.T) {
+	ctx := context.Background()
+	p := &flaky{}
+	p.down.Store(true)
+	s := New(p, WithPolicy(Local), WithBreaker(0, 0))
+	defer s.Close()
+	var last ratekeeper.Decision
+	for i := 0; i < 4; i++ {
+		last, _ = s.Take(ctx, req("k"))
+	}
+	if d, _ := s.Take(ctx, req("k")); d.Allowed {
+		t.Fatal("local limit not applied")
+	}
+	if err := s.Refund(ctx, req("k"), last); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := s.Take(ctx, req("k")); !d.Allowed {
+		t.Fatal("the refund did not reach the local store")
+	}
+}
+
+func FuzzParsePolicy(f *testing.F) {
+	for _, s := range []string{"allow", "deny", "local", "", "Allow", "fail-open"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParsePolicy(s)
+		if err != nil {
+			if p != "" {
+				t.Fatalf("%q: error and policy %q", s, p)
+			}
+			return
+		}
+		if string(p) != s || (p != Allow && p != Deny && p != Local) {
+			t.Fatalf("%q parsed as %q", s, p)
+		}
+	})
+}

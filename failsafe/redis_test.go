@@ -1,0 +1,219 @@
+package failsafe_test
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/failsafe"
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/redisstore"
+)
+
+// watched is the Redis store, remembering when it last answered.
+type watched struct {
+	ratekeeper.Store
+	lastOK atomic.Int64 // unix ns
+}
+
+func (w *watched) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
+	d, err := w.Store.Take(ctx, req)
+	if err == nil {
+		w.lastOK.Store(time.Now().UnixNano())
+	}
+	return d, err
+}
+
+// call is one decision under load.
+type call struct {
+	start, end time.Time
+	allowed    bool
+	err        error
+}
+
+// TestRedisKilledUnderLoad kills redis-server under load from many
+// goroutines, then hangs it (SIGSTOP), and checks for each policy: no call
+// blocks longer than the timeout plus a margin, decisions while it is gone
+// follow the policy, decisions come from Redis again within a second of its
+// return, and no goroutine is left behind.
+func TestRedisKilledUnderLoad(t *testing.T) {
+	const (
+		timeout = 50 * time.Millisecond
+		margin  = 150 * time.Millisecond // scheduling on a loaded 2-core machine under -race
+	)
+	for _, tt := range []struct {
+		policy failsafe.Policy
+		limit  ratekeeper.Limit
+		// ok checks the decisions made while Redis was gone.
+		ok func(t *testing.T, allowed, refused int)
+	}{
+		{failsafe.Allow, ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1, Period: time.Hour},
+			func(t *testing.T, allowed, refused int) {
+				if refused > 0 {
+					t.Errorf("allow policy: %d refused while Redis was gone", refused)
+				}
+			}},
+		{failsafe.Deny, ratekeeper.Limit{Algorithm: ratekeeper.TokenBucket, Rate: 1000000, Period: time.Second},
+			func(t *testing.T, allowed, refused int) {
+				if allowed > 0 {
+					t.Errorf("deny policy: %d allowed while Redis was gone", allowed)
+				}
+			}},
+		{failsafe.Local, ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 10, Period: time.Hour},
+			func(t *testing.T, allowed, refused int) {
+				// 10 per hour over 2 instances: the local store allows 5
+				// per outage... and keeps its count across both outages.
+				if allowed > 5 {
+					t.Errorf("local policy: %d allowed while Redis was gone, want at most 5", allowed)
+				}
+			}},
+	} {
+		t.Run(string(tt.policy), func(t *testing.T) {
+			before := runtime.NumGoroutine()
+			srv := redistest.Start(t)
+			ctx := context.Background()
+			rs, err := redisstore.Open(ctx, srv.URL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &watched{Store: rs}
+			fs := failsafe.New(w, failsafe.WithTimeout(timeout), failsafe.WithPolicy(tt.policy),
+				failsafe.WithInstances(2), failsafe.WithBreaker(5, 100*time.Millisecond))
+			lim, err := ratekeeper.New(fs, tt.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			var (
+				mu    sync.Mutex
+				calls []call
+				stop  atomic.Bool
+				wg    sync.WaitGroup
+			)
+			for g := 0; g < 16; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var mine []call
+					for i := 0; i < 200000 && !stop.Load(); i++ {
+						c := call{start: time.Now()}
+						d, err := lim.Allow(ctx, "client")
+						c.end, c.allowed, c.err = time.Now(), d.Allowed, err
+						mine = append(mine, c)
+						// Pace the load (16 goroutines, up to ~16k calls/s), so
+						// that the test measures the store, not the scheduler of
+						// a 2-core machine running 16 spinning goroutines.
+						time.Sleep(time.Millisecond)
+					}
+					mu.Lock()
+					calls = append(calls, mine...)
+					mu.Unlock()
+				}()
+			}
+			waitFor := func(what string, d time.Duration, cond func() bool) time.Duration {
+				t.Helper()
+				start := time.Now()
+				for !cond() {
+					if time.Since(start) > d {
+						t.Fatalf("%s: not within %v", what, d)
+					}
+					time.Sleep(time.Millisecond)
+				}
+				return time.Since(start)
+			}
+			servedSince := func(at time.Time) func() bool {
+				return func() bool { return w.lastOK.Load() > at.UnixNano() }
+			}
+
+			began := time.Now()
+			waitFor("decisions from Redis", 5*time.Second, servedSince(time.Now()))
+			time.Sleep(200 * time.Millisecond) // load against a healthy server
+
+			var outages []outage
+			recover := func(kind string, back time.Time) {
+				d := waitFor("decisions from Redis after "+kind, time.Second, servedSince(back))
+				t.Logf("%s: decisions from Redis again %v after its return", kind, d.Round(time.Millisecond))
+			}
+
+			// Kill it, keep the load on, bring it back.
+			from := time.Now()
+			srv.Kill()
+			time.Sleep(500 * time.Millisecond)
+			outages = append(outages, outage{from, time.Now()})
+			srv.Restart()
+			recover("kill", time.Now())
+
+			// Hang it: calls now wait for the timeout, until the breaker opens.
+			from = time.Now()
+			srv.Pause()
+			time.Sleep(500 * time.Millisecond)
+			outages = append(outages, outage{from, time.Now()})
+			srv.Resume()
+			recover("pause", time.Now())
+
+			time.Sleep(100 * time.Millisecond)
+			stop.Store(true)
+			wg.Wait()
+
+			var worst, worstAt time.Duration
+			allowed, refused := 0, 0
+			for _, c := range calls {
+				if c.err != nil {
+					t.Fatalf("call error: %v", c.err)
+				}
+				if c.end.Sub(c.start) > worst {
+					worst = c.end.Sub(c.start)
+					worstAt = c.start.Sub(began)
+				}
+				for _, o := range outages {
+					// Decisions wholly inside an outage, after in-flight ones drained.
+					if c.start.After(o.from.Add(timeout+margin)) && c.end.Before(o.to) {
+						if c.allowed {
+							allowed++
+						} else {
+							refused++
+						}
+					}
+				}
+			}
+			st := fs.Stats()
+			t.Logf("%d calls, slowest %v (at %v; outages %v); during outages %d allowed, %d refused; stats %+v", len(calls), worst.Round(time.Millisecond), worstAt.Round(time.Millisecond), outagesSince(began, outages), allowed, refused, st)
+			if worst > timeout+margin {
+				t.Errorf("a call took %v, more than the timeout %v + %v", worst, timeout, margin)
+			}
+			if allowed+refused == 0 {
+				t.Fatal("no decisions during the outages")
+			}
+			tt.ok(t, allowed, refused)
+			if st.BreakerOpens < 2 || st.Breaker != failsafe.Closed {
+				t.Errorf("breaker: %+v", st)
+			}
+
+			fs.Close()
+			rs.Close()
+			srv.Kill()
+			deadline := time.Now().Add(5 * time.Second)
+			for runtime.NumGoroutine() > before {
+				if time.Now().After(deadline) {
+					buf := make([]byte, 1<<20)
+					t.Fatalf("goroutines: %d before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}
+
+type outage struct{ from, to time.Time }
+
+func outagesSince(t0 time.Time, os []outage) []string {
+	var s []string
+	for _, o := range os {
+		s = append(s, o.from.Sub(t0).Round(time.Millisecond).String()+"-"+o.to.Sub(t0).Round(time.Millisecond).String())
+	}
+	return s
+}

@@ -1,0 +1,171 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// batcher coalesces concurrent script runs into pipelines: each of a few
+// flushers takes whatever calls are queued, sends them in one round trip
+// and hands each caller its reply. A caller waits for its reply or its
+// context, whichever comes first, so a hung server never holds a caller past
+// its deadline (go-redis's own autopipeliner waits out the batch).
+type batcher struct {
+	client redis.UniversalClient
+	queue  chan *call
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// call is one script run waiting for its pipeline.
+type call struct {
+	ctx    context.Context
+	script *redis.Script
+	keys   []string
+	args   []any
+	cmd    *redis.Cmd
+	done   chan struct{} // closed when cmd holds the reply
+}
+
+const (
+	flushers = 4   // pipelines in flight at once
+	maxBatch = 256 // calls per pipeline
+)
+
+var errClosed = errors.New("redisstore: store is closed")
+
+func newBatcher(client redis.UniversalClient) *batcher {
+	b := &batcher{client: client, queue: make(chan *call, maxBatch*flushers), stop: make(chan struct{})}
+	b.wg.Add(flushers)
+	for range flushers {
+		go b.flusher()
+	}
+	return b
+}
+
+// close stops the flushers; calls still queued get errClosed.
+func (b *batcher) close() {
+	close(b.stop)
+	b.wg.Wait()
+	for {
+		select {
+		case c := <-b.queue:
+			c.cmd = redis.NewCmd(c.ctx)
+			c.cmd.SetErr(errClosed)
+			close(c.done)
+		default:
+			return
+		}
+	}
+}
+
+// run sends the script run in the next pipeline and waits for its reply.
+func (b *batcher) run(ctx context.Context, s *redis.Script, keys []string, args []any) *redis.Cmd {
+	c := &call{ctx: ctx, script: s, keys: keys, args: args, done: make(chan struct{})}
+	select {
+	case b.queue <- c:
+	case <-ctx.Done():
+		return errCmd(ctx, ctx.Err())
+	case <-b.stop:
+		return errCmd(ctx, errClosed)
+	}
+	select {
+	case <-c.done:
+		return c.cmd
+	case <-ctx.Done():
+		return errCmd(ctx, ctx.Err())
+	}
+}
+
+func errCmd(ctx context.Context, err error) *redis.Cmd {
+	cmd := redis.NewCmd(ctx)
+	cmd.SetErr(err)
+	return cmd
+}
+
+func (b *batcher) flusher() {
+	defer b.wg.Done()
+	batch := make([]*call, 0, maxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case c := <-b.queue:
+			batch = append(batch, c)
+		case <-b.stop:
+			return
+		}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case c := <-b.queue:
+				batch = append(batch, c)
+			default:
+				break drain
+			}
+		}
+		b.exec(batch)
+	}
+}
+
+// exec runs batch in one pipeline, then runs again with EVAL (which loads
+// the script) the calls the server answered NOSCRIPT.
+func (b *batcher) exec(batch []*call) {
+	// The pipeline lives as long as the latest caller waits; callers whose
+	// context is already done are not sent.
+	var deadline time.Time
+	bounded := true
+	live := batch[:0]
+	for _, c := range batch {
+		if err := c.ctx.Err(); err != nil {
+			c.cmd = errCmd(c.ctx, err)
+			close(c.done)
+			continue
+		}
+		if d, ok := c.ctx.Deadline(); ok {
+			if d.After(deadline) {
+				deadline = d
+			}
+		} else {
+			bounded = false
+		}
+		live = append(live, c)
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx := context.Background()
+	if bounded {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	pipe := b.client.Pipeline()
+	for _, c := range live {
+		c.cmd = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	var again []*call
+	for _, c := range live {
+		if err := c.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			again = append(again, c)
+			continue
+		}
+		close(c.done)
+	}
+	if len(again) == 0 {
+		return
+	}
+	pipe = b.client.Pipeline()
+	for _, c := range again {
+		c.cmd = c.script.Eval(ctx, pipe, c.keys, c.args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	for _, c := range again {
+		close(c.done)
+	}
+}
