@@ -20,6 +20,13 @@ type ClientIP struct {
 	IPv4Prefix, IPv6Prefix int
 }
 
+// Trusts reports whether r's TCP peer is a trusted proxy, whose forwarding
+// headers may be passed on.
+func (c ClientIP) Trusts(r *http.Request) bool {
+	p := parseHostPort(r.RemoteAddr)
+	return p.IsValid() && c.trusted(p)
+}
+
 // trusted reports whether a is one of the trusted proxies.
 func (c ClientIP) trusted(a netip.Addr) bool {
 	for _, p := range c.Trusted {

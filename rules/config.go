@@ -259,18 +259,31 @@ func Parse(name string, data []byte) (*Config, error) {
 	var c Config
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
+	var out []error
+	bad := map[string]bool{} // fields that did not decode
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // EOF: an empty file
-		return nil, yamlError(name, pos, err)
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return nil, yamlError(name, pos, err) // not YAML, or not a mapping
+		}
+		// yaml.v3 decodes what it can around type errors: report them
+		// and go on validating the rest.
+		for _, e := range yamlErrors(name, pos, te.Errors) {
+			out = append(out, e)
+			bad[e.Field] = true
+		}
 	}
 	_, errs := c.build()
-	if len(errs) == 0 {
-		return &c, nil
-	}
-	out := make([]error, len(errs))
-	for i, e := range errs {
+	for _, e := range errs {
+		if bad[e.Field] {
+			continue // its zero value is not the user's mistake
+		}
 		e.File = name
 		e.Line = pos.line(e.Field)
-		out[i] = e
+		out = append(out, e)
+	}
+	if len(out) == 0 {
+		return &c, nil
 	}
 	return nil, errors.Join(out...)
 }
@@ -285,7 +298,15 @@ func yamlError(name string, pos *positions, err error) error {
 	if errors.As(err, &te) {
 		msgs = te.Errors
 	}
-	out := make([]error, 0, len(msgs))
+	var out []error
+	for _, e := range yamlErrors(name, pos, msgs) {
+		out = append(out, e)
+	}
+	return errors.Join(out...)
+}
+
+func yamlErrors(name string, pos *positions, msgs []string) []*Error {
+	out := make([]*Error, 0, len(msgs))
 	for _, m := range msgs {
 		e := &Error{File: name, Err: errors.New(m)}
 		if g := yamlLine.FindStringSubmatch(m); g != nil {
@@ -297,7 +318,7 @@ func yamlError(name string, pos *positions, err error) error {
 		}
 		out = append(out, e)
 	}
-	return errors.Join(out...)
+	return out
 }
 
 // positions maps field paths of a YAML document to their lines.

@@ -3,9 +3,80 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"strings"
+
+	"github.com/ratekeeper/ratekeeper/rules"
 )
 
-func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("not built yet")
+// errInvalid makes check exit 1 after it printed the problems itself.
+var errInvalid = errors.New("the config is not valid")
+
+// runCheck is `ratekeeper check --config FILE`: validate the file and say
+// what each rule does.
+func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	config := fs.String("config", "", "the config `file` to check; required")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: ratekeeper check --config FILE\n\nValidates FILE and prints what each rule does. Exit status 1 if it is invalid.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *config == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return usageError{errors.New("--config FILE is required, and no arguments")}
+	}
+	c, err := rules.LoadFile(*config)
+	var set *rules.Set
+	if err == nil {
+		set, err = rules.Compile(c)
+	}
+	if err != nil {
+		var joined interface{ Unwrap() []error }
+		if errors.As(err, &joined) {
+			for _, e := range joined.Unwrap() {
+				fmt.Fprintln(stderr, e)
+			}
+		} else {
+			fmt.Fprintln(stderr, err)
+		}
+		return errInvalid
+	}
+	fmt.Fprintf(stdout, "%s: valid\n\n", *config)
+	printConfig(stdout, c, set)
+	return nil
+}
+
+func printConfig(w io.Writer, c *rules.Config, set *rules.Set) {
+	or := func(s, def string) string {
+		if s == "" {
+			return def
+		}
+		return s
+	}
+	fmt.Fprintf(w, "listen:     %s\n", or(c.Listen, "127.0.0.1:8080 (default)"))
+	fmt.Fprintf(w, "admin:      %s\n", or(c.AdminListen, "none"))
+	fmt.Fprintf(w, "upstream:   %s\n", or(c.Upstream, "(none: needed by ratekeeper proxy)"))
+	fmt.Fprintf(w, "store:      %s\n", c.Store)
+	ci := "the TCP peer (no trusted proxies)"
+	if len(c.ClientIP.TrustedProxies) > 0 {
+		ci = fmt.Sprintf("%s from trusted proxies %s, else the TCP peer", or(c.ClientIP.Header, "X-Forwarded-For"), strings.Join(c.ClientIP.TrustedProxies, ", "))
+	}
+	fmt.Fprintf(w, "client IP:  %s\n", ci)
+	if len(c.Access.Deny) > 0 {
+		fmt.Fprintf(w, "deny (403): %s\n", strings.Join(c.Access.Deny, ", "))
+	}
+	if len(c.Access.Allow) > 0 {
+		fmt.Fprintf(w, "exempt:     %s\n", strings.Join(c.Access.Allow, ", "))
+	}
+	fmt.Fprintf(w, "headers:    %s\n", or(c.Headers, "both"))
+	fmt.Fprintf(w, "\n%d rules (a request falls under every rule it matches; it passes only if all allow it):\n", len(set.Rules))
+	for i, r := range set.Rules {
+		fmt.Fprintf(w, "  %d. %s\n", i+1, r.Describe())
+	}
 }

@@ -1,0 +1,12 @@
+// Package gateway is ratekeeper's reverse proxy (ratekeeper proxy): it puts
+// the limits of a rules file in front of any HTTP API.
+//
+// It is an httputil.ReverseProxy behind the httplimit middleware: bodies
+// stream both ways, WebSocket upgrades pass through, and an unreachable
+// upstream is answered 502 with a problem+json body that says so. The rules
+// reload on SIGHUP (the command calls Reload) and when the file changes (the
+// file's size, mtime and content hash are polled): a file that does not
+// validate is logged and the rules in use keep serving. Counters live in the
+// store, keyed by rule name and limit, so unchanged rules keep them across a
+// reload. The admin listener serves /metrics, /healthz and /readyz.
+package gateway

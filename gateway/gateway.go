@@ -1,0 +1,382 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratekeeper/ratekeeper/httplimit"
+	"github.com/ratekeeper/ratekeeper/internal/metrics"
+	"github.com/ratekeeper/ratekeeper/internal/storeconfig"
+	"github.com/ratekeeper/ratekeeper/rules"
+)
+
+// Defaults for fields a config leaves empty.
+const (
+	DefaultListen          = "127.0.0.1:8080"
+	DefaultShutdownTimeout = 30 * time.Second
+	DefaultWatch           = 2 * time.Second
+	// Demo is the upstream that serves the built-in demo API.
+	Demo = "builtin:demo"
+)
+
+// Gateway is a running configuration of the proxy. Create it with New, run
+// it with Run, and call Reload to re-read the file.
+type Gateway struct {
+	path    string
+	logger  *slog.Logger
+	reg     *prometheus.Registry
+	metrics *metrics.Metrics
+	mw      *httplimit.Middleware
+	store   io.Closer
+	handler http.Handler
+
+	cfg   *rules.Config // the config being served; guarded by mu
+	file  startFields   // the file's start-only fields as last read
+	mu    sync.Mutex    // serialises reloads
+	fileK fileKey       // what the file looked like when last loaded
+
+	ready     atomic.Bool
+	addr      atomic.Pointer[net.Addr]
+	adminAddr atomic.Pointer[net.Addr]
+}
+
+// Options adjust a Gateway beyond its file; zero values keep the file's.
+type Options struct {
+	// Logger receives the gateway's logs; nil discards them.
+	Logger *slog.Logger
+	// Listen and AdminListen override the file's addresses.
+	Listen, AdminListen string
+	// Upstream overrides the file's upstream.
+	Upstream string
+	// Store, when its URL is set, overrides the file's store section.
+	Store storeconfig.Config
+}
+
+// New loads the config file at path and builds the gateway: the store, the
+// middleware and the proxy. It does not listen yet.
+func New(ctx context.Context, path string, o Options) (*Gateway, error) {
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	key, err := statFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := rules.LoadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	file := startOnly(cfg)
+	if o.Listen != "" {
+		cfg.Listen = o.Listen
+	}
+	if o.AdminListen != "" {
+		cfg.AdminListen = o.AdminListen
+	}
+	if o.Upstream != "" {
+		cfg.Upstream = o.Upstream
+	}
+	if o.Store.URL != "" {
+		cfg.Store = o.Store
+	}
+	set, err := rules.Compile(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Upstream == "" {
+		return nil, &rules.Error{File: path, Field: "upstream", Err: errors.New("is missing: the URL of the API to protect, or builtin:demo")}
+	}
+	g := &Gateway{path: path, logger: logger, cfg: cfg, file: file, fileK: key, reg: metrics.NewRegistry()}
+	g.metrics = metrics.New(g.reg)
+	store, closer, err := storeconfig.Open(ctx, cfg.Store, logger)
+	if err != nil {
+		return nil, err
+	}
+	g.store = closer
+	opts := []httplimit.Option{httplimit.WithLogger(logger), httplimit.WithMetrics(g.metrics)}
+	if cfg.Store.IsMemory() {
+		opts = append(opts, httplimit.WithClock(httplimit.SystemClock{}))
+	}
+	g.mw, err = httplimit.New(g.metrics.InstrumentStore(store), set, opts...)
+	if err != nil {
+		closer.Close()
+		return nil, err
+	}
+	up, err := g.upstream(cfg.Upstream)
+	if err != nil {
+		closer.Close()
+		return nil, err
+	}
+	g.handler = g.mw.Handler(up)
+	g.metrics.Loaded(len(set.Rules))
+	return g, nil
+}
+
+// Handler is the gateway's request path: the limits, then the upstream.
+func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// Addr is the address the gateway listens on, once Run has started.
+func (g *Gateway) Addr() net.Addr {
+	if a := g.addr.Load(); a != nil {
+		return *a
+	}
+	return nil
+}
+
+// AdminAddr is the admin listener's address, once Run has started (nil
+// without one).
+func (g *Gateway) AdminAddr() net.Addr {
+	if a := g.adminAddr.Load(); a != nil {
+		return *a
+	}
+	return nil
+}
+
+// upstream builds the proxy to the upstream, or the demo API.
+func (g *Gateway) upstream(s string) (http.Handler, error) {
+	if s == Demo {
+		return DemoHandler(), nil
+	}
+	target, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("upstream: %w", err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 1024
+	tr.MaxIdleConnsPerHost = 1024
+	tr.IdleConnTimeout = 90 * time.Second
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			// X-Forwarded-For from a trusted proxy is passed on with the
+			// peer appended; from anyone else it is dropped, so the upstream
+			// is not fooled either.
+			if g.mw.Rules().ClientIP().Trusts(pr.In) {
+				pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
+			}
+			pr.SetURL(target)
+			pr.SetXForwarded()
+		},
+		Transport: tr,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() != nil {
+				return // the client left: no one to answer
+			}
+			g.logger.WarnContext(r.Context(), "upstream unreachable", "upstream", target.Redacted(), "method", r.Method, "path", r.URL.Path, "err", err)
+			writeBadGateway(w, target.Redacted(), err)
+		},
+		ErrorLog: slog.NewLogLogger(g.logger.Handler(), slog.LevelWarn),
+	}
+	return rp, nil
+}
+
+// Run serves until ctx is done, then shuts down gracefully: it stops
+// accepting, lets requests in flight finish (up to shutdown_timeout), and
+// returns. It polls the file for changes meanwhile.
+func (g *Gateway) Run(ctx context.Context) error {
+	defer g.store.Close()
+	g.mu.Lock()
+	cfg := g.cfg
+	g.mu.Unlock()
+	listen := cfg.Listen
+	if listen == "" {
+		listen = DefaultListen
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	a := ln.Addr()
+	g.addr.Store(&a)
+	srv := &http.Server{
+		Handler:           g.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(g.logger.Handler(), slog.LevelDebug),
+	}
+	var admin *http.Server
+	errc := make(chan error, 2)
+	if cfg.AdminListen != "" {
+		aln, err := net.Listen("tcp", cfg.AdminListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("admin listen: %w", err)
+		}
+		aa := aln.Addr()
+		g.adminAddr.Store(&aa)
+		admin = &http.Server{Handler: metrics.AdminHandler(g.reg, g.readyErr), ReadHeaderTimeout: 10 * time.Second}
+		go func() { errc <- ignoreClosed(admin.Serve(aln)) }()
+	}
+	go func() { errc <- ignoreClosed(srv.Serve(ln)) }()
+	g.ready.Store(true)
+	g.logger.Info("gateway listening", "addr", a.String(), "admin", cfg.AdminListen, "upstream", cfg.Upstream, "store", cfg.Store.String(), "rules", len(g.mw.Rules().Rules))
+
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go g.watch(watchCtx, time.Duration(cfg.Watch))
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	g.ready.Store(false)
+	timeout := time.Duration(cfg.ShutdownTimeout)
+	if timeout == 0 {
+		timeout = DefaultShutdownTimeout
+	}
+	g.logger.Info("shutting down: finishing requests in flight", "timeout", timeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if admin != nil {
+		_ = admin.Shutdown(sctx)
+	}
+	if serveErr != nil {
+		return serveErr
+	}
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	g.logger.Info("gateway stopped")
+	return nil
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+func (g *Gateway) readyErr() error {
+	if !g.ready.Load() {
+		return errors.New("not serving")
+	}
+	return nil
+}
+
+// Reload re-reads the config file and, if it is valid, serves its rules
+// from the next request on. An invalid file changes nothing: the error is
+// logged, counted and returned. Listen addresses, the upstream and the store
+// are read at start only; a change to them is logged as needing a restart.
+func (g *Gateway) Reload() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	key, _ := statFile(g.path)
+	err := g.reloadLocked()
+	g.fileK = key // a bad file is not retried until it changes again
+	return err
+}
+
+func (g *Gateway) reloadLocked() error {
+	cfg, err := rules.LoadFile(g.path)
+	if err == nil {
+		var set *rules.Set
+		if set, err = rules.Compile(cfg); err == nil {
+			old, was, now := g.cfg, g.file, startOnly(cfg)
+			for _, f := range []struct{ name, was, now string }{
+				{"listen", was.listen, now.listen},
+				{"admin_listen", was.admin, now.admin},
+				{"upstream", was.upstream, now.upstream},
+				{"store", was.store, now.store},
+			} {
+				if f.was != f.now {
+					g.logger.Warn("config change needs a restart to take effect; keeping the old value", "field", f.name, "old", f.was, "new", f.now)
+				}
+			}
+			g.file = now
+			cfg.Listen, cfg.AdminListen, cfg.Upstream, cfg.Store = old.Listen, old.AdminListen, old.Upstream, old.Store
+			g.mw.SetRules(set)
+			g.cfg = cfg
+			g.metrics.Reload(true, len(set.Rules))
+			g.logger.Info("config reloaded", "file", g.path, "rules", len(set.Rules))
+			return nil
+		}
+	}
+	g.metrics.Reload(false, 0)
+	g.logger.Error("config reload failed; the previous rules keep serving", "file", g.path, "err", err)
+	return err
+}
+
+// startFields are the fields read at start only.
+type startFields struct{ listen, admin, upstream, store string }
+
+func startOnly(c *rules.Config) startFields {
+	return startFields{c.Listen, c.AdminListen, c.Upstream, c.Store.String()}
+}
+
+// fileKey is what the watcher compares: size and mtime cheaply, the hash
+// when they change.
+type fileKey struct {
+	size int64
+	mod  time.Time
+	sum  [32]byte
+}
+
+func statFile(path string) (fileKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fileKey{}, err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileKey{}, err
+	}
+	return fileKey{size: fi.Size(), mod: fi.ModTime(), sum: sha256.Sum256(b)}, nil
+}
+
+// watch polls the file every interval and reloads when its content changed.
+func (g *Gateway) watch(ctx context.Context, every time.Duration) {
+	if every < 0 {
+		return
+	}
+	if every == 0 {
+		every = DefaultWatch
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fi, err := os.Stat(g.path)
+		if err != nil {
+			continue // being replaced, perhaps; the next tick sees the new file
+		}
+		g.mu.Lock()
+		prev := g.fileK
+		g.mu.Unlock()
+		if fi.Size() == prev.size && fi.ModTime().Equal(prev.mod) {
+			continue
+		}
+		key, err := statFile(g.path)
+		if err != nil {
+			continue
+		}
+		if key.sum == prev.sum {
+			g.mu.Lock()
+			g.fileK = key
+			g.mu.Unlock()
+			continue
+		}
+		g.logger.Info("config file changed", "file", g.path)
+		_ = g.Reload()
+	}
+}
