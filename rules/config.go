@@ -260,7 +260,7 @@ func Parse(name string, data []byte) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var out []error
-	bad := map[string]bool{} // fields that did not decode
+	bad := map[string]bool{}                                          // fields that did not decode
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // EOF: an empty file
 		var te *yaml.TypeError
 		if !errors.As(err, &te) {
