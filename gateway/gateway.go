@@ -108,6 +108,9 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.store = closer
+	if stats, ok := storeconfig.FallbackStats(store); ok {
+		g.metrics.CollectFallback(stats)
+	}
 	opts := []httplimit.Option{httplimit.WithLogger(logger), httplimit.WithMetrics(g.metrics)}
 	if cfg.Store.IsMemory() {
 		opts = append(opts, httplimit.WithClock(httplimit.SystemClock{}))

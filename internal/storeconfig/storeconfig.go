@@ -2,7 +2,6 @@ package storeconfig
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -108,12 +107,10 @@ func (c Config) String() string {
 	return fmt.Sprintf("%s (timeout %v, on_error %s, instances %d)", redactURL(c.URL), c.Timeout, c.OnError, c.Instances)
 }
 
-// ErrRedisUnavailable is returned by Open for Redis URLs in builds without
-// the Redis store.
-var ErrRedisUnavailable = errors.New("redis store not available yet")
-
 // Open builds the store c describes. The Closer releases it (the memory
-// store's janitor, Redis connections); call it after the last decision.
+// store's janitor, Redis connections); call it after the last decision. A
+// Redis store must answer a PING now: Open fails rather than start a
+// server whose every decision would be the on_error policy's.
 func Open(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.Store, io.Closer, error) {
 	if err := c.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("store: %w", err)

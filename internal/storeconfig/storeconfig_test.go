@@ -3,6 +3,7 @@ package storeconfig
 import (
 	"context"
 	"flag"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,5 +52,13 @@ func TestFlags(t *testing.T) {
 	want := Config{URL: "redis://h:1", Timeout: 20 * time.Millisecond, OnError: "local", Instances: 4}
 	if c != want {
 		t.Fatalf("got %+v, want %+v", c, want)
+	}
+}
+
+func TestOpenRedisDown(t *testing.T) {
+	// Nothing listens on port 1: Open must fail clearly, naming the URL.
+	_, _, err := Open(context.Background(), Config{URL: "redis://127.0.0.1:1/0", Timeout: 100 * time.Millisecond}, nil)
+	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("err = %v", err)
 	}
 }
