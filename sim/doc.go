@@ -1,0 +1,18 @@
+// Package sim runs ratekeeper's real limiter on a virtual clock to show how
+// each algorithm shapes a workload: the engine behind `ratekeeper simulate`.
+//
+// A simulation is a Config: a limit (rate, period, burst), the algorithms to
+// compare, and a workload. Workers (KindWorkers) have items to do and pace
+// themselves on the limiter, either asking until allowed (Allow, then waiting
+// out RetryAfter) or reserving their slot (Reserve, then waiting out Delay,
+// as Limiter.Wait does); they may pause. Traffic (KindTraffic) is one-shot
+// requests from many seeded clients, bursty and steady, each decision judged
+// against an exact sliding window log.
+//
+// Every algorithm runs through ratekeeper.New over a Store (a fresh memory
+// store by default, or any Store such as Redis) with ratekeeper.WithClock set
+// to a virtual clock that jumps from one event to the next: nothing sleeps, so
+// ten simulated seconds take milliseconds, and the same Config gives the same
+// Result every time. Result writes the counts per tick as CSV, the summary as
+// a table or JSON, and the charts as SVG and PNG.
+package sim

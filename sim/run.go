@@ -1,0 +1,308 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/memstore"
+)
+
+// Option configures Run.
+type Option interface {
+	apply(*options)
+}
+
+type options struct {
+	store  ratekeeper.Store
+	prefix string
+	start  time.Time
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// WithStore runs every algorithm on s, with keys that start with prefix (so
+// that runs sharing a Redis server do not meet). Without it each algorithm
+// gets a fresh memory store.
+func WithStore(s ratekeeper.Store, prefix string) Option {
+	return optionFunc(func(o *options) { o.store, o.prefix = s, prefix })
+}
+
+// WithStart sets the instant the virtual clock starts from, rounded down to
+// a whole number of periods since the Unix epoch so that the simulation
+// starts with a window. Default DefaultStart. Results do not depend on it;
+// a Redis store wants it near the real time, for its keys' expiry.
+func WithStart(t time.Time) Option {
+	return optionFunc(func(o *options) { o.start = t })
+}
+
+// DefaultStart is where the virtual clock starts unless WithStart says
+// otherwise.
+var DefaultStart = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// Run simulates c with every algorithm it names, one after the other, and
+// measures what each let through. It returns an error for a bad Config or a
+// failing store; a refused request is not an error.
+func Run(ctx context.Context, c Config, opts ...Option) (*Result, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	o := options{start: DefaultStart}
+	for _, opt := range opts {
+		opt.apply(&o)
+	}
+	p := c.Period.Microseconds()
+	base := time.UnixMicro(o.start.UnixMicro() / p * p).UTC()
+
+	res := &Result{Config: c}
+	traces := make([]trace, len(c.Algorithms))
+	for i, a := range c.Algorithms {
+		clock := &virtualClock{base: base}
+		store, prefix := o.store, o.prefix+string(a)+":"
+		var closer io.Closer
+		if store == nil {
+			m := memstore.New(memstore.WithClock(clock), memstore.WithJanitorInterval(0))
+			store, prefix, closer = m, "", m
+		}
+		lim, err := ratekeeper.New(store, c.limit(a), ratekeeper.WithClock(clock))
+		if err != nil {
+			return nil, err
+		}
+		e := &engine{ctx: ctx, c: c, lim: lim, clock: clock, prefix: prefix}
+		if c.Kind == KindTraffic {
+			err = e.traffic()
+		} else {
+			err = e.workers()
+		}
+		if closer != nil {
+			closer.Close()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", a, err)
+		}
+		traces[i] = e.trace
+	}
+	res.measure(traces)
+	return res, nil
+}
+
+// trace is what one algorithm's run recorded.
+type trace struct {
+	done      []time.Duration   // when each item was done (request admitted)
+	perKey    [][]time.Duration // traffic: admissions per client, in order
+	items     int               // items to do, or requests offered
+	refused   int               // traffic: requests refused
+	decisions int               // calls to the limiter
+	wrongly   [2]int            // traffic: wrongly allowed, wrongly denied
+}
+
+// engine runs one algorithm's limiter through a workload, moving the
+// virtual clock from event to event.
+type engine struct {
+	ctx    context.Context
+	c      Config
+	lim    *ratekeeper.Limiter
+	clock  *virtualClock
+	prefix string
+	trace  trace
+}
+
+// event is a client's next call to the limiter. Events at one instant run
+// in the order they were scheduled, so clients take turns.
+type event struct {
+	at     time.Duration
+	seq    uint64
+	client int
+}
+
+// queue is a min-heap of events by (at, seq).
+type queue struct {
+	ev  []event
+	seq uint64
+}
+
+func (q *queue) less(i, j int) bool {
+	a, b := q.ev[i], q.ev[j]
+	return a.at < b.at || a.at == b.at && a.seq < b.seq
+}
+
+func (q *queue) push(at time.Duration, client int) {
+	q.ev = append(q.ev, event{at: at, seq: q.seq, client: client})
+	q.seq++
+	for i := len(q.ev) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !q.less(i, parent) {
+			break
+		}
+		q.ev[i], q.ev[parent] = q.ev[parent], q.ev[i]
+		i = parent
+	}
+}
+
+func (q *queue) pop() event {
+	top := q.ev[0]
+	last := len(q.ev) - 1
+	q.ev[0] = q.ev[last]
+	q.ev = q.ev[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < last && q.less(l, m) {
+			m = l
+		}
+		if r < last && q.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		q.ev[i], q.ev[m] = q.ev[m], q.ev[i]
+		i = m
+	}
+	return top
+}
+
+// check is called between events: it stops a cancelled run.
+func (e *engine) check() error {
+	if e.trace.decisions%1024 == 0 {
+		return e.ctx.Err()
+	}
+	return nil
+}
+
+// afterPauses moves t out of any pause it falls in.
+func (e *engine) afterPauses(t time.Duration) time.Duration {
+	for moved := true; moved; {
+		moved = false
+		for _, p := range e.c.Pauses {
+			if t >= p.At && t < p.end() {
+				t, moved = p.end(), true
+			}
+		}
+	}
+	return t
+}
+
+// workers runs c.Clients workers sharing one key until every item is done
+// or a safety horizon passes (items not done by then count as lost).
+func (e *engine) workers() error {
+	c := e.c
+	key := e.prefix + "workers"
+	left := make([]int, c.Clients)
+	for i := range left {
+		left[i] = c.Items / c.Clients
+		if i < c.Items%c.Clients {
+			left[i]++
+		}
+	}
+	e.trace.items = c.Items
+	e.trace.done = make([]time.Duration, 0, c.Items)
+	// However slow an algorithm is, the limit lets Rate through per Period:
+	// four times the expected span is far beyond any correct run.
+	horizon := 4*c.span() + 10*c.Period
+	maxDecisions := 1000*c.Items + 1_000_000
+	var q queue
+	for i := range left {
+		if left[i] > 0 {
+			q.push(c.Begin, i)
+		}
+	}
+	for len(q.ev) > 0 {
+		ev := q.pop()
+		t := e.afterPauses(ev.at)
+		if t > horizon || e.trace.decisions >= maxDecisions {
+			break
+		}
+		if t != ev.at {
+			q.push(t, ev.client)
+			continue
+		}
+		if err := e.check(); err != nil {
+			return err
+		}
+		e.clock.set(t)
+		e.trace.decisions++
+		var d ratekeeper.Decision
+		var err error
+		if c.Behaviour == WaitPacing {
+			d, err = e.lim.Reserve(e.ctx, key)
+		} else {
+			d, err = e.lim.Allow(e.ctx, key)
+		}
+		if err != nil {
+			return err
+		}
+		if !d.Allowed {
+			q.push(t+max(d.RetryAfter, time.Microsecond), ev.client)
+			continue
+		}
+		// Allowed: the item is done now, or, reserved, once its delay is
+		// waited out. A worker whose wait would end during a pause gives
+		// its place back and reserves again when the pause is over.
+		doneAt := t + d.Delay
+		if after := e.afterPauses(doneAt); after != doneAt {
+			if err := e.lim.Cancel(e.ctx, key, 1, d); err != nil {
+				return err
+			}
+			q.push(after, ev.client)
+			continue
+		}
+		e.trace.done = append(e.trace.done, doneAt)
+		if left[ev.client]--; left[ev.client] > 0 {
+			q.push(doneAt, ev.client)
+		}
+	}
+	return nil
+}
+
+// traffic runs c.Clients traffic clients, each with its own key, and judges
+// every decision against an exact sliding window log of what the algorithm
+// admitted for that key.
+func (e *engine) traffic() error {
+	c := e.c
+	gens := make([]*generator, c.Clients)
+	judges := make([]judge, c.Clients)
+	keys := make([]string, c.Clients)
+	e.trace.perKey = make([][]time.Duration, c.Clients)
+	var q queue
+	for i := range gens {
+		gens[i] = newGenerator(c, i)
+		keys[i] = fmt.Sprintf("%sclient-%d", e.prefix, i)
+		judges[i] = judge{window: c.Period, limit: c.Rate}
+		if t := gens[i].next(); t < c.Duration {
+			q.push(t, i)
+		}
+	}
+	for len(q.ev) > 0 {
+		ev := q.pop()
+		if err := e.check(); err != nil {
+			return err
+		}
+		t := ev.at
+		e.clock.set(t)
+		e.trace.decisions++
+		e.trace.items++
+		d, err := e.lim.Allow(e.ctx, keys[ev.client])
+		if err != nil {
+			return err
+		}
+		if w := judges[ev.client].judge(t, d.Allowed); w >= 0 {
+			e.trace.wrongly[w]++
+		}
+		if d.Allowed {
+			e.trace.done = append(e.trace.done, t)
+			e.trace.perKey[ev.client] = append(e.trace.perKey[ev.client], t)
+		} else {
+			e.trace.refused++
+		}
+		if next := gens[ev.client].next(); next < c.Duration {
+			q.push(next, ev.client)
+		}
+	}
+	slices.Sort(e.trace.done)
+	return nil
+}
