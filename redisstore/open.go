@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -41,21 +42,21 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 	case "redis", "rediss", "unix":
 		o, err := redis.ParseURL(rawURL)
 		if err != nil {
-			return nil, fmt.Errorf("redisstore: %s: %w", redact(rawURL), err)
+			return nil, fmt.Errorf("redisstore: %s: %w", redact(rawURL), bare(err))
 		}
 		o.Protocol = resp(o.Protocol)
 		return redis.NewClient(o), nil
 	case "redis+sentinel", "rediss+sentinel":
 		o, err := parseSentinel(strings.TrimSuffix(scheme, "+sentinel"), rest)
 		if err != nil {
-			return nil, fmt.Errorf("redisstore: %s: %w", redact(rawURL), err)
+			return nil, fmt.Errorf("redisstore: %s: %w", redact(rawURL), bare(err))
 		}
 		o.Protocol = resp(o.Protocol)
 		return redis.NewFailoverClient(o), nil
 	case "redis+cluster", "rediss+cluster":
 		o, err := parseCluster(strings.TrimSuffix(scheme, "+cluster"), rest)
 		if err != nil {
-			return nil, fmt.Errorf("redisstore: %s: %w", redact(rawURL), err)
+			return nil, fmt.Errorf("redisstore: %s: %w", redact(rawURL), bare(err))
 		}
 		o.Protocol = resp(o.Protocol)
 		return redis.NewClusterClient(o), nil
@@ -72,6 +73,16 @@ func resp(p int) int {
 		return 2
 	}
 	return p
+}
+
+// bare strips the URL (and so any password) that url.Parse puts in its
+// errors.
+func bare(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 // splitHosts takes "user:pass@h1:p1,h2:p2/path?query" apart.
