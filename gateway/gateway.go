@@ -226,7 +226,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	go func() { errc <- ignoreClosed(srv.Serve(ln)) }()
 	g.ready.Store(true)
-	g.logger.Info("gateway listening", "addr", a.String(), "admin", cfg.AdminListen, "upstream", cfg.Upstream, "store", cfg.Store.String(), "rules", len(g.mw.Rules().Rules))
+	adminAddr := ""
+	if aa := g.AdminAddr(); aa != nil {
+		adminAddr = aa.String()
+	}
+	g.logger.Info("gateway listening", "addr", a.String(), "admin", adminAddr, "upstream", cfg.Upstream, "store", cfg.Store.String(), "rules", len(g.mw.Rules().Rules))
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()

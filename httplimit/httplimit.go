@@ -364,7 +364,7 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch) ve
 		s.results[i] = d
 		if !d.Allowed {
 			metrics.Inc(c.rules[mt.Rule.Index].counters[cShadow])
-			m.logger.InfoContext(ctx, "shadow rule would refuse", "rule", mt.Rule.Name, "client_ip", v.ip, "method", r.Method, "path", r.URL.Path, "retry_after", d.RetryAfter)
+			m.logger.InfoContext(ctx, "shadow rule would refuse", "rule", mt.Rule.Name, "client_ip", v.ip, "method", r.Method, "path", r.URL.Path, "retry_after", d.RetryAfter.String())
 		} else {
 			metrics.Inc(c.rules[mt.Rule.Index].counters[cAllowed])
 		}
@@ -410,7 +410,7 @@ func (m *Middleware) refused(ctx context.Context, r *http.Request, v verdict, s 
 		}
 	}
 	s.shadow = s.shadow[:0] // shadow rules are not asked about a refused request
-	m.logger.DebugContext(ctx, "rate limited", "rule", s.matches[v.worst].Rule.Name, "client_ip", v.ip, "method", r.Method, "path", r.URL.Path, "retry_after", v.retry)
+	m.logger.DebugContext(ctx, "rate limited", "rule", s.matches[v.worst].Rule.Name, "client_ip", v.ip, "method", r.Method, "path", r.URL.Path, "retry_after", v.retry.String())
 	return v
 }
 
