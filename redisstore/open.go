@@ -32,7 +32,9 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 
 // NewClient returns the go-redis client for rawURL without connecting: a
 // *redis.Client for redis://, rediss://, unix:// and the Sentinel forms, a
-// *redis.ClusterClient for the Cluster forms.
+// *redis.ClusterClient for the Cluster forms. The client honours context
+// deadlines (ContextTimeoutEnabled) and speaks RESP2 unless the URL sets
+// protocol=3.
 func NewClient(rawURL string) (redis.UniversalClient, error) {
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
@@ -45,6 +47,7 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 			return nil, fmt.Errorf("redisstore: %s: %w", redact(rawURL), bare(err))
 		}
 		o.Protocol = resp(o.Protocol)
+		o.ContextTimeoutEnabled = true
 		return redis.NewClient(o), nil
 	case "redis+sentinel", "rediss+sentinel":
 		o, err := parseSentinel(strings.TrimSuffix(scheme, "+sentinel"), rest)
@@ -52,6 +55,7 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 			return nil, fmt.Errorf("redisstore: %s: %w", redact(rawURL), bare(err))
 		}
 		o.Protocol = resp(o.Protocol)
+		o.ContextTimeoutEnabled = true
 		return redis.NewFailoverClient(o), nil
 	case "redis+cluster", "rediss+cluster":
 		o, err := parseCluster(strings.TrimSuffix(scheme, "+cluster"), rest)
@@ -59,6 +63,7 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 			return nil, fmt.Errorf("redisstore: %s: %w", redact(rawURL), bare(err))
 		}
 		o.Protocol = resp(o.Protocol)
+		o.ContextTimeoutEnabled = true
 		return redis.NewClusterClient(o), nil
 	}
 	return nil, fmt.Errorf("redisstore: %s: unknown scheme %q (redis, rediss, unix, redis+sentinel, rediss+sentinel, redis+cluster, rediss+cluster)", redact(rawURL), scheme)

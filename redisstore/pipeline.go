@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,6 +21,13 @@ type batcher struct {
 	queue  chan *call
 	stop   chan struct{}
 	wg     sync.WaitGroup
+
+	// inflight counts the calls between run's start and its reply. A call
+	// that finds none in flight is alone: it goes straight to the client,
+	// sparing the hand-off to a flusher and back, if direct says the
+	// client honours context deadlines.
+	inflight atomic.Int32
+	direct   bool
 }
 
 // call is one script run waiting for its pipeline.
@@ -40,7 +48,7 @@ const (
 var errClosed = errors.New("redisstore: store is closed")
 
 func newBatcher(client redis.UniversalClient) *batcher {
-	b := &batcher{client: client, queue: make(chan *call, maxBatch*flushers), stop: make(chan struct{})}
+	b := &batcher{client: client, queue: make(chan *call, maxBatch*flushers), stop: make(chan struct{}), direct: honoursDeadlines(client)}
 	b.wg.Add(flushers)
 	for range flushers {
 		go b.flusher()
@@ -66,6 +74,15 @@ func (b *batcher) close() {
 
 // run sends the script run in the next pipeline and waits for its reply.
 func (b *batcher) run(ctx context.Context, s *redis.Script, keys []string, args []any) *redis.Cmd {
+	defer b.inflight.Add(-1)
+	if b.inflight.Add(1) == 1 && b.direct {
+		select {
+		case <-b.stop:
+			return errCmd(ctx, errClosed)
+		default:
+		}
+		return s.Run(ctx, b.client, keys, args...)
+	}
 	c := &call{ctx: ctx, script: s, keys: keys, args: args, done: make(chan struct{})}
 	select {
 	case b.queue <- c:
@@ -168,4 +185,16 @@ func (b *batcher) exec(batch []*call) {
 	for _, c := range again {
 		close(c.done)
 	}
+}
+
+// honoursDeadlines reports whether client bounds its commands by their
+// context's deadline.
+func honoursDeadlines(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
 }

@@ -86,7 +86,9 @@ func WithAutoPipeline(on bool) Option {
 // New returns a Store that keeps its state through client, which the
 // caller keeps owning: Close does not close it. client may be a
 // *redis.Client (standalone or from NewFailoverClient) or a
-// *redis.ClusterClient.
+// *redis.ClusterClient. Give it ContextTimeoutEnabled, so that a call on a
+// hung server returns at its context's deadline (pipelined calls do in any
+// case).
 func New(client redis.UniversalClient, opts ...Option) *Store {
 	return newStore(client, false, opts)
 }

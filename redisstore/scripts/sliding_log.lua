@@ -40,52 +40,47 @@ end
 local last, seq = newest()
 local t = math.max(now, last)
 
--- push logs n entries stamped t, dropping the expired and, past rate
--- entries, the oldest.
-local function push()
+-- push logs n entries stamped t, dropping the expired and, when refused
+-- requests are logged too, the oldest past rate entries. (An admitted
+-- request never needs the trim: the window held at most rate - n entries,
+-- and the expired ones are gone.)
+local function push(trim)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. fmt(t - period))
   local args = {}
   for i = 1, n do
-    args[#args + 1] = t
+    args[#args + 1] = fmt(t)
     args[#args + 1] = string.format('%016x', seq + i)
   end
   redis.call('ZADD', key, unpack(args))
-  redis.call('ZREMRANGEBYRANK', key, 0, -(rate + 1))
+  if trim then
+    redis.call('ZREMRANGEBYRANK', key, 0, -(rate + 1))
+  end
   save_ttl(t)
   last = t
 end
 
-local function count()
-  return redis.call('ZCOUNT', key, t - period, '+inf')
-end
-
-local function result(allowed, pending)
-  local c = count() + pending
-  local retry, reset = 0, 0
-  if allowed == 0 then
-    local k = c - (rate - n) - 1
-    local e = redis.call('ZRANGEBYSCORE', key, t - period, '+inf', 'WITHSCORES', 'LIMIT', k, 1)
-    retry = tonumber(e[2]) + period + 1 - now
-  end
-  if c > 0 then
-    local nw = last
-    if pending > 0 then nw = t end
-    reset = nw + period + 1 - now
-  end
-  return {allowed, clamp(rate - c, 0, rate), retry, reset, 0, t}
-end
+local c = redis.call('ZCOUNT', key, t - period, '+inf')
+local allowed = 0
+if c + n <= rate then allowed = 1 end
 
 if n > 0 and log_rejected then
-  local allowed = 0
-  if count() + n <= rate then allowed = 1 end
-  push()
-  return result(allowed, 0)
+  push(true)
+  c = redis.call('ZCOUNT', key, t - period, '+inf')
+elseif allowed == 1 and n > 0 then
+  push(false)
+  c = c + n
 end
 
-local allowed = 0
-if count() + n <= rate then allowed = 1 end
-if allowed == 1 and n > 0 then
-  push()
-  return result(1, 0)
+-- The decision on the log as it now stands, c entries in the window.
+local retry, reset = 0, 0
+if allowed == 0 then
+  -- The request fits once all but rate-n of the counted entries have left
+  -- the window: an entry stamped e leaves at e+period+1.
+  local k = c - (rate - n) - 1
+  local e = redis.call('ZRANGEBYSCORE', key, t - period, '+inf', 'WITHSCORES', 'LIMIT', k, 1)
+  retry = tonumber(e[2]) + period + 1 - now
 end
-return result(allowed, 0)
+if c > 0 then
+  reset = last + period + 1 - now
+end
+return {allowed, clamp(rate - c, 0, rate), retry, reset, 0, t}

@@ -1,0 +1,295 @@
+package bench
+
+// Redis benchmarks: decisions per second and p50/p99 latency at 1, 16, 64
+// and 256 concurrent callers, ratekeeper's Redis store (each algorithm) side
+// by side with go-redis/redis_rate and ulule/limiter's Redis store, and the
+// Redis server's CPU per decision. bench/run-redis.sh starts the server and
+// sets RK_BENCH_REDIS; without it these benchmarks skip.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/ulule/limiter/v3"
+	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/redisstore"
+)
+
+// callers are the concurrencies measured.
+var callers = []int{1, 16, 64, 256}
+
+// benchKeys is how many distinct client keys each implementation spreads
+// its decisions over.
+const benchKeys = 1000
+
+// benchRate is a limit high enough that nearly every decision is allowed,
+// the same work for every implementation.
+const benchRate = 1_000_000
+
+func redisURL(b *testing.B) string {
+	u := os.Getenv("RK_BENCH_REDIS")
+	if u == "" {
+		b.Skip("RK_BENCH_REDIS is not set: run bench/run-redis.sh")
+	}
+	return u
+}
+
+// decider makes one decision for key i.
+type decider func(ctx context.Context, i int) error
+
+// impl is one implementation under test; open builds it on a server.
+type impl struct {
+	name string
+	open func(b *testing.B, url string) (decider, func())
+}
+
+var keyNames = func() []string {
+	k := make([]string, benchKeys)
+	for i := range k {
+		k[i] = "bench:" + strconv.Itoa(i)
+	}
+	return k
+}()
+
+func ratekeeperImpl(a ratekeeper.Algorithm, opts ...redisstore.Option) func(b *testing.B, url string) (decider, func()) {
+	return func(b *testing.B, url string) (decider, func()) {
+		s, err := redisstore.Open(context.Background(), url, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lim, err := ratekeeper.New(s, ratekeeper.Limit{Algorithm: a, Rate: benchRate, Period: time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func(ctx context.Context, i int) error {
+			_, err := lim.Allow(ctx, keyNames[i])
+			return err
+		}, func() { s.Close() }
+	}
+}
+
+func redisRateImpl(b *testing.B, url string) (decider, func()) {
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.Protocol = 2
+	c := redis.NewClient(o)
+	l := redis_rate.NewLimiter(c)
+	limit := redis_rate.PerSecond(benchRate)
+	return func(ctx context.Context, i int) error {
+		_, err := l.Allow(ctx, keyNames[i], limit)
+		return err
+	}, func() { c.Close() }
+}
+
+func ululeImpl(b *testing.B, url string) (decider, func()) {
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.Protocol = 2
+	c := redis.NewClient(o)
+	store, err := ulredis.NewStoreWithOptions(c, limiter.StoreOptions{Prefix: "ulule", MaxRetry: 3})
+	if err != nil {
+		b.Fatal(err)
+	}
+	l := limiter.New(store, limiter.Rate{Period: time.Second, Limit: benchRate})
+	return func(ctx context.Context, i int) error {
+		_, err := l.Get(ctx, keyNames[i])
+		return err
+	}, func() { c.Close() }
+}
+
+// tokenScript is ratekeeper's token bucket script as redisstore runs it,
+// for the client comparison: the same script through other clients.
+func tokenScript(b *testing.B) string {
+	var src []string
+	for _, f := range []string{"prelude.lua", "bucket.lua"} {
+		s, err := os.ReadFile("../redisstore/scripts/" + f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		src = append(src, string(s))
+	}
+	return strings.Join(src, "\n")
+}
+
+// tokenArgs are the script's arguments for an Allow of the bench limit.
+var tokenArgs = []string{"m", "", "1", strconv.Itoa(benchRate), "1000000", "0", strconv.Itoa(benchRate), "0"}
+
+func scriptKey(i int) string { return "cmp:{" + keyNames[i] + "}:tb" }
+
+func rueidisImpl(b *testing.B, url string) (decider, func()) {
+	o, err := rueidis.ParseURL(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := rueidis.NewClient(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	script := rueidis.NewLuaScript(tokenScript(b))
+	return func(ctx context.Context, i int) error {
+		return script.Exec(ctx, c, []string{scriptKey(i)}, tokenArgs).Error()
+	}, c.Close
+}
+
+func goredisAutoPipelineImpl(b *testing.B, url string) (decider, func()) {
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.Protocol = 2
+	c := redis.NewClient(o)
+	ap, err := c.AutoPipeline()
+	if err != nil {
+		b.Fatal(err)
+	}
+	script := redis.NewScript(tokenScript(b))
+	args := make([]any, len(tokenArgs))
+	for i, a := range tokenArgs {
+		args[i] = a
+	}
+	return func(ctx context.Context, i int) error {
+		return script.Run(ctx, ap, []string{scriptKey(i)}, args...).Err()
+	}, func() { c.Close() }
+}
+
+var redisImpls = []impl{
+	{"redis_rate", redisRateImpl},
+	{"ulule", ululeImpl},
+	{"rk-token_bucket", ratekeeperImpl(ratekeeper.TokenBucket)},
+	{"rk-token_bucket-nopipeline", ratekeeperImpl(ratekeeper.TokenBucket, redisstore.WithAutoPipeline(false))},
+	{"rk-leaky_bucket", ratekeeperImpl(ratekeeper.LeakyBucket)},
+	{"rk-fixed_window", ratekeeperImpl(ratekeeper.FixedWindow)},
+	{"rk-sliding_log", ratekeeperImpl(ratekeeper.SlidingLog)},
+	{"rk-sliding_window", ratekeeperImpl(ratekeeper.SlidingWindow)},
+	{"tb-script-rueidis", rueidisImpl},
+	{"tb-script-goredis-autopipeline", goredisAutoPipelineImpl},
+}
+
+// BenchmarkRedis runs every implementation at every concurrency. Besides
+// ns/op (the inverse of throughput) it reports decisions/s, p50-µs and
+// p99-µs (each call's latency), and server-µs/op: the Redis server's CPU
+// time in commands per decision, from INFO commandstats.
+func BenchmarkRedis(b *testing.B) {
+	url := redisURL(b)
+	admin, err := redis.ParseURL(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ac := redis.NewClient(admin)
+	defer ac.Close()
+	for _, im := range redisImpls {
+		for _, c := range callers {
+			b.Run(fmt.Sprintf("impl=%s/callers=%d", im.name, c), func(b *testing.B) {
+				decide, closeFn := im.open(b, url)
+				defer closeFn()
+				load(b, ac, c, decide)
+			})
+		}
+	}
+}
+
+// load makes b.N decisions from c goroutines and reports the metrics.
+func load(b *testing.B, admin *redis.Client, c int, decide decider) {
+	ctx := context.Background()
+	// Warm up: connections, script cache.
+	for i := 0; i < 10; i++ {
+		if err := decide(ctx, i); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	lat := make([][]time.Duration, c)
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for g := 0; g < c; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mine := make([]time.Duration, 0, b.N/c+1)
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					break
+				}
+				t0 := time.Now()
+				if err := decide(ctx, int(i%benchKeys)); err != nil {
+					failed.Store(err)
+					break
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			lat[g] = mine
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err, ok := failed.Load().(error); ok {
+		b.Fatal(err)
+	}
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	q := func(p float64) float64 {
+		if len(all) == 0 {
+			return 0
+		}
+		return float64(all[min(len(all)-1, int(p*float64(len(all))))]) / float64(time.Microsecond)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
+	b.ReportMetric(q(0.50), "p50-µs")
+	b.ReportMetric(q(0.99), "p99-µs")
+	if us, ok := serverUsec(ctx, admin); ok && b.N > 0 {
+		b.ReportMetric(us/float64(b.N), "server-µs/op")
+	}
+}
+
+// serverUsec is the server's CPU time in the commands counted by INFO
+// commandstats since the reset, leaving out the bench's own admin commands.
+func serverUsec(ctx context.Context, admin *redis.Client) (float64, bool) {
+	info, err := admin.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, false
+	}
+	total := 0.0
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		switch name {
+		case "cmdstat_info", "cmdstat_config", "cmdstat_ping", "cmdstat_hello", "cmdstat_client":
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "usec="); ok {
+				u, _ := strconv.ParseFloat(v, 64)
+				total += u
+			}
+		}
+	}
+	return total, true
+}
