@@ -4,7 +4,7 @@ GO ?= go
 STATICCHECK = $(GO) tool -modfile=tools/go.mod staticcheck
 BENCHSTAT = $(GO) tool -modfile=tools/go.mod benchstat
 
-.PHONY: test test-deps lint bench build
+.PHONY: test test-deps lint bench build charts
 
 test: test-deps
 	$(GO) vet ./...
@@ -27,3 +27,12 @@ lint:
 
 bench:
 	cd bench && ./run.sh
+
+# make charts: regenerate docs/img (the charts in docs/algorithms.md) from the
+# simulator itself; a test fails when the committed CSVs no longer match.
+charts: build
+	bin/ratekeeper simulate pacing --out docs/img
+	bin/ratekeeper simulate pacing-with-pauses --out docs/img
+	bin/ratekeeper simulate boundary --out docs/img
+	bin/ratekeeper simulate accuracy --out docs/img
+	bin/ratekeeper simulate custom --worker wait --name pacing-wait --out docs/img

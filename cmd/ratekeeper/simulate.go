@@ -6,14 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/storeconfig"
+	"github.com/ratekeeper/ratekeeper/redisstore"
 	"github.com/ratekeeper/ratekeeper/sim"
 )
 
@@ -81,124 +80,32 @@ func (p *pauseList) Set(v string) error {
 }
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var f simulateFlags
-	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, simulateUsage)
-		fs.PrintDefaults()
-	}
-	fs.StringVar(&f.algorithms, "algorithms", "all", "comma-separated `list` of algorithms to compare: "+algorithmNames())
-	fs.IntVar(&f.rate, "rate", 0, "the limit's rate per period (default 1000; accuracy 100)")
-	fs.DurationVar(&f.period, "period", 0, "the limit's period (default 1s)")
-	fs.IntVar(&f.burst, "burst", 0, "the buckets' capacity (default: the rate)")
-	fs.IntVar(&f.items, "items", 0, "items the workers must do (default 10000; boundary: twice the rate)")
-	fs.IntVar(&f.clients, "clients", 0, "workers sharing one limit, or traffic clients with a limit each (default 1; boundary 20; accuracy 100)")
-	fs.StringVar(&f.worker, "worker", "", "how workers pace themselves: ask (Allow until allowed, waiting RetryAfter) or wait (Reserve and wait out Delay, as Limiter.Wait) (default ask)")
-	fs.DurationVar(&f.tick, "tick", 0, "width of a bar: items are counted per tick (default 100ms)")
-	fs.Var(&f.pauses, "pause", "pause the workers: they do nothing from AT for FOR, written `AT+FOR` such as 4s+1s; repeatable (replaces the scenario's pauses)")
-	fs.DurationVar(&f.duration, "duration", 0, "how long traffic clients send requests (accuracy; default 30s)")
-	fs.Uint64Var(&f.seed, "seed", 1, "seed of the traffic generator: the same seed gives the same output")
-	fs.StringVar(&f.out, "out", "", "write NAME.csv, NAME.svg and NAME.png into `DIR`")
-	fs.StringVar(&f.name, "name", "", "base name of the output files and title of the charts (default: the scenario)")
-	fs.BoolVar(&f.json, "json", false, "print the summary as JSON (one object per algorithm) instead of a table")
-	fs.StringVar(&f.store, "store", storeconfig.DefaultURL, "store `URL`: memory:// or a Redis URL (redis://host:port/db), decided at the virtual clock's instants")
-
-	// Flags may come before and after the scenario.
-	var positional []string
-	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return err
-			}
-			return usageError{err}
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		rest = fs.Args()[1:]
-	}
-	if len(positional) != 1 {
-		return usageError{fmt.Errorf("want one scenario (%s), got %d arguments", strings.Join(sim.Scenarios, ", "), len(positional))}
-	}
-	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-
-	algorithms, err := parseAlgorithms(f.algorithms)
+	f, cfg, err := parseSimulate(args, stderr)
 	if err != nil {
-		return usageError{err}
+		return err
 	}
-	cfg, err := sim.Scenario(positional[0], func(c *sim.Config) {
-		c.Algorithms = algorithms
-		c.Seed = f.seed
-		if set["rate"] {
-			c.Rate = f.rate
-		}
-		if set["period"] {
-			c.Period = f.period
-		}
-		if set["burst"] {
-			c.Burst = f.burst
-		}
-		if set["items"] {
-			c.Items = f.items
-		}
-		if set["clients"] {
-			c.Clients = f.clients
-		}
-		if set["worker"] {
-			c.Behaviour = sim.Behaviour(f.worker)
-		}
-		if set["tick"] {
-			c.Tick = f.tick
-		}
-		if set["pause"] {
-			c.Pauses = f.pauses
-		}
-		if set["duration"] {
-			c.Duration = f.duration
-		}
-		if set["name"] {
-			c.Name = f.name
-		}
-	})
-	if err != nil {
-		return usageError{err}
-	}
-	if err := cfg.Validate(); err != nil {
-		return usageError{err}
-	}
-
 	var opts []sim.Option
-	var storeErrs *errorLog
 	if sc := (storeconfig.Config{URL: f.store}); !sc.IsMemory() {
-		// Each decision is one round trip; a slow one is an error to
-		// report, never a decision to make up, so the failsafe denies and
-		// the run fails below.
-		// The first failure also stops the run.
-		sc.Timeout = 2 * time.Second
-		sc.OnError = "deny"
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		storeErrs = &errorLog{stop: cancel}
-		store, closer, err := storeconfig.Open(ctx, sc, slog.New(storeErrs))
+		if err := sc.Validate(); err != nil {
+			return usageError{fmt.Errorf("--store: %w", err)}
+		}
+		// The Redis store itself, not storeconfig's failsafe wrapper: a
+		// failing call must stop the run, not make up a decision. Redis
+		// expires keys on its own clock, so they live at least a minute
+		// whatever the virtual clock says; the prefix keeps this run's keys
+		// apart, and the virtual clock starts at the real time.
+		rs, err := redisstore.Open(ctx, sc.URL,
+			redisstore.WithMinTTL(time.Minute),
+			redisstore.WithAutoPipeline(false),
+			redisstore.WithPrefix(fmt.Sprintf("ratekeeper-sim:%d:", time.Now().UnixNano())))
 		if err != nil {
 			return err
 		}
-		defer closer.Close()
-		// Keys of this run only; the virtual clock starts at the real time
-		// so that the keys' expiry in Redis stays sensible.
-		opts = append(opts, sim.WithStore(store, fmt.Sprintf("ratekeeper-sim:%d:", time.Now().UnixNano())), sim.WithStart(time.Now()))
+		defer rs.Close()
+		opts = append(opts, sim.WithStore(rs, ""), sim.WithStart(time.Now()))
 	}
 
 	res, err := sim.Run(ctx, cfg, opts...)
-	if storeErrs != nil {
-		if n, first := storeErrs.get(); n > 0 {
-			return fmt.Errorf("the store failed during the simulation (%s), so its results are not shown", first)
-		}
-	}
 	if err != nil {
 		return err
 	}
@@ -254,40 +161,96 @@ func parseAlgorithms(v string) ([]ratekeeper.Algorithm, error) {
 	return out, nil
 }
 
-// errorLog is a slog.Handler that counts the records at level Warn and
-// above, which is how the store reports its failures, keeps the first, and
-// calls stop.
-type errorLog struct {
-	stop  func()
-	mu    sync.Mutex
-	n     int
-	first string
-}
-
-func (h *errorLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-
-func (h *errorLog) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.n == 0 {
-		var b strings.Builder
-		b.WriteString(r.Message)
-		r.Attrs(func(a slog.Attr) bool {
-			fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-			return true
-		})
-		h.first = b.String()
-		h.stop()
+// parseSimulate reads the command line: the scenario it names, changed by
+// the flags.
+func parseSimulate(args []string, stderr io.Writer) (simulateFlags, sim.Config, error) {
+	var f simulateFlags
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, simulateUsage)
+		fs.PrintDefaults()
 	}
-	h.n++
-	return nil
-}
+	fs.StringVar(&f.algorithms, "algorithms", "all", "comma-separated `list` of algorithms to compare: "+algorithmNames())
+	fs.IntVar(&f.rate, "rate", 0, "the limit's rate per period (default 1000; accuracy 100)")
+	fs.DurationVar(&f.period, "period", 0, "the limit's period (default 1s)")
+	fs.IntVar(&f.burst, "burst", 0, "the buckets' capacity (default: the rate)")
+	fs.IntVar(&f.items, "items", 0, "items the workers must do (default 10000; boundary: twice the rate)")
+	fs.IntVar(&f.clients, "clients", 0, "workers sharing one limit, or traffic clients with a limit each (default 1; boundary 20; accuracy 100)")
+	fs.StringVar(&f.worker, "worker", "", "how workers pace themselves: ask (Allow until allowed, waiting RetryAfter) or wait (Reserve and wait out Delay, as Limiter.Wait) (default ask)")
+	fs.DurationVar(&f.tick, "tick", 0, "width of a bar: items are counted per tick (default 100ms)")
+	fs.Var(&f.pauses, "pause", "pause the workers: they do nothing from AT for FOR, written `AT+FOR` such as 4s+1s; repeatable (replaces the scenario's pauses)")
+	fs.DurationVar(&f.duration, "duration", 0, "how long traffic clients send requests (accuracy; default 30s)")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the traffic generator: the same seed gives the same output")
+	fs.StringVar(&f.out, "out", "", "write NAME.csv, NAME.svg and NAME.png into `DIR`")
+	fs.StringVar(&f.name, "name", "", "base name of the output files and title of the charts (default: the scenario)")
+	fs.BoolVar(&f.json, "json", false, "print the summary as JSON (one object per algorithm) instead of a table")
+	fs.StringVar(&f.store, "store", storeconfig.DefaultURL, "store `URL`: memory:// or a Redis URL (redis://host:port/db), decided at the virtual clock's instants")
 
-func (h *errorLog) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *errorLog) WithGroup(string) slog.Handler      { return h }
+	// Flags may come before and after the scenario.
+	var positional []string
+	for rest := args; ; {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return f, sim.Config{}, err
+			}
+			return f, sim.Config{}, usageError{err}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	if len(positional) != 1 {
+		return f, sim.Config{}, usageError{fmt.Errorf("want one scenario (%s), got %d arguments", strings.Join(sim.Scenarios, ", "), len(positional))}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 
-func (h *errorLog) get() (int, string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.n, h.first
+	algorithms, err := parseAlgorithms(f.algorithms)
+	if err != nil {
+		return f, sim.Config{}, usageError{err}
+	}
+	cfg, err := sim.Scenario(positional[0], func(c *sim.Config) {
+		c.Algorithms = algorithms
+		c.Seed = f.seed
+		if set["rate"] {
+			c.Rate = f.rate
+		}
+		if set["period"] {
+			c.Period = f.period
+		}
+		if set["burst"] {
+			c.Burst = f.burst
+		}
+		if set["items"] {
+			c.Items = f.items
+		}
+		if set["clients"] {
+			c.Clients = f.clients
+		}
+		if set["worker"] {
+			c.Behaviour = sim.Behaviour(f.worker)
+		}
+		if set["tick"] {
+			c.Tick = f.tick
+		}
+		if set["pause"] {
+			c.Pauses = f.pauses
+		}
+		if set["duration"] {
+			c.Duration = f.duration
+		}
+		if set["name"] {
+			c.Name = f.name
+		}
+	})
+	if err != nil {
+		return f, sim.Config{}, usageError{err}
+	}
+	if err := cfg.Validate(); err != nil {
+		return f, sim.Config{}, usageError{err}
+	}
+	return f, cfg, nil
 }

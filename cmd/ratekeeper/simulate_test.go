@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/sim"
+)
+
+// simulateDocCharts are the charts docs/algorithms.md shows: `make charts`
+// runs `bin/ratekeeper simulate ARGS --out docs/img` for each.
+var simulateDocCharts = []struct {
+	name string
+	args []string
+}{
+	{"pacing", []string{"pacing"}},
+	{"pacing-with-pauses", []string{"pacing-with-pauses"}},
+	{"boundary", []string{"boundary"}},
+	{"accuracy", []string{"accuracy"}},
+	{"pacing-wait", []string{"custom", "--worker", "wait", "--name", "pacing-wait"}},
+}
+
+// simulate runs the command and returns its stdout, stderr and error.
+func simulate(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := runSimulate(context.Background(), args, &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+type simulateSummary struct {
+	Algorithm         string   `json:"algorithm"`
+	ItemsDone         int      `json:"items_done"`
+	ItemsLost         int      `json:"items_lost"`
+	SecondsToFinish   float64  `json:"seconds_to_finish"`
+	MaxPerTick        int      `json:"max_per_tick"`
+	MaxPerWindow      int      `json:"max_per_window"`
+	WronglyAllowedPct *float64 `json:"wrongly_allowed_pct"`
+	WronglyDeniedPct  *float64 `json:"wrongly_denied_pct"`
+}
+
+func simulateJSON(t *testing.T, args ...string) []simulateSummary {
+	t.Helper()
+	out, errOut, err := simulate(t, append(args, "--json")...)
+	if err != nil {
+		t.Fatalf("simulate %v: %v\n%s", args, err, errOut)
+	}
+	var s []simulateSummary
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("simulate %v: %v\n%s", args, err, out)
+	}
+	return s
+}
+
+// The committed charts' data must be what the command produces: rerun
+// `make charts` when the simulator or an algorithm changes. (The command's
+// own parsing makes the configs; only the CSVs are compared, so the charts
+// are not drawn here.)
+func TestSimulateCommittedCharts(t *testing.T) {
+	docs := filepath.Join("..", "..", "docs", "img")
+	makefile, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, c := range simulateDocCharts {
+		known[c.name+".csv"] = true
+		line := "bin/ratekeeper simulate " + strings.Join(c.args, " ") + " --out docs/img"
+		if !bytes.Contains(makefile, []byte(line)) {
+			t.Errorf("the Makefile's charts target does not run %q", line)
+		}
+		_, cfg, err := parseSimulate(append(c.args, "--out", "docs/img"), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Name != c.name {
+			t.Fatalf("simulate %v writes %s.csv, not %s.csv", c.args, cfg.Name, c.name)
+		}
+		res, err := sim.Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		if err := res.WriteCSV(&got); err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(filepath.Join(docs, c.name+".csv"))
+		if err != nil {
+			t.Fatalf("%v (run make charts)", err)
+		}
+		if !bytes.Equal(got.Bytes(), want) {
+			t.Errorf("docs/img/%s.csv no longer matches what `ratekeeper simulate %s` produces: run make charts", c.name, strings.Join(c.args, " "))
+		}
+		for _, ext := range []string{".svg", ".png"} {
+			if fi, err := os.Stat(filepath.Join(docs, c.name+ext)); err != nil || fi.Size() == 0 {
+				t.Errorf("docs/img/%s%s is missing: run make charts", c.name, ext)
+			}
+		}
+	}
+	csvs, _ := filepath.Glob(filepath.Join(docs, "*.csv"))
+	for _, f := range csvs {
+		if !known[filepath.Base(f)] {
+			t.Errorf("%s is not made by make charts (add it to simulateDocCharts and the Makefile, or delete it)", f)
+		}
+	}
+}
+
+// The files the command writes are the ones the library writes.
+func TestSimulateWritesFiles(t *testing.T) {
+	dir := t.TempDir()
+	if _, errOut, err := simulate(t, "boundary", "--out", dir); err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	_, cfg, err := parseSimulate([]string{"boundary"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sim.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ext, write := range map[string]func(io.Writer) error{".csv": res.WriteCSV, ".svg": res.WriteSVG, ".png": res.WritePNG} {
+		var want bytes.Buffer
+		if err := write(&want); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(dir, "boundary"+ext))
+		if err != nil || !bytes.Equal(got, want.Bytes()) {
+			t.Errorf("boundary%s: %d bytes written, want %d (%v)", ext, len(got), want.Len(), err)
+		}
+	}
+}
+
+func TestSimulateCommandLine(t *testing.T) {
+	// Flags before and after the scenario; the reference defaults.
+	s := simulateJSON(t, "--algorithms", "token_bucket,sliding_log", "pacing")
+	if len(s) != 2 || s[0].Algorithm != "token_bucket" || s[1].Algorithm != "sliding_log" {
+		t.Fatalf("summaries %+v", s)
+	}
+	for _, x := range s {
+		if x.ItemsDone != 10_000 || x.ItemsLost != 0 || x.WronglyAllowedPct != nil {
+			t.Errorf("%+v", x)
+		}
+	}
+	// Every flag applies: a custom run with two pauses and Wait pacing.
+	s = simulateJSON(t, "custom", "--algorithms", "leaky_bucket", "--rate", "50", "--period", "500ms", "--burst", "5",
+		"--items", "300", "--clients", "3", "--worker", "wait", "--tick", "50ms", "--pause", "1s+1s", "--pause", "3s+500ms")
+	// 300 items at 100/s, one slot every 10 ms: 3 s of work and 1.5 s of
+	// pauses.
+	if len(s) != 1 || s[0].ItemsDone != 300 || s[0].MaxPerTick > 6 || s[0].SecondsToFinish < 4.4 || s[0].SecondsToFinish > 4.6 {
+		t.Errorf("custom run: %+v", s)
+	}
+	// The table.
+	out, _, err := simulate(t, "boundary", "--algorithms", "fixed_window")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "fixed_window") || !strings.Contains(out, "2000") || strings.Contains(out, "wrote ") {
+		t.Errorf("table:\n%s", out)
+	}
+	// Accuracy reports the judge's verdicts.
+	s = simulateJSON(t, "accuracy", "--clients", "5", "--duration", "2s", "--seed", "7")
+	for _, x := range s {
+		if x.WronglyAllowedPct == nil || x.WronglyDeniedPct == nil {
+			t.Errorf("accuracy without the judge: %+v", x)
+		}
+	}
+}
+
+func TestSimulateErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "want one scenario"},
+		{[]string{"pacing", "boundary"}, "want one scenario"},
+		{[]string{"nope"}, "unknown scenario"},
+		{[]string{"pacing", "--algorithms", "token_bucket,nope"}, "unknown algorithm"},
+		{[]string{"pacing", "--pause", "4s"}, "AT+FOR"},
+		{[]string{"pacing", "--worker", "sleep"}, "worker"},
+		{[]string{"pacing", "--rate", "-1"}, "rate"},
+		{[]string{"pacing", "--bogus"}, "bogus"},
+		{[]string{"pacing", "--store", "foo://x"}, "unknown scheme"},
+	} {
+		_, _, err := simulate(t, tc.args...)
+		var u usageError
+		if err == nil || !errors.As(err, &u) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("simulate %q: error %v, want a usage error about %q", tc.args, err, tc.want)
+		}
+	}
+	if _, errOut, err := simulate(t, "-h"); !errors.Is(err, flag.ErrHelp) || !strings.Contains(errOut, "pacing-with-pauses") {
+		t.Errorf("-h: %v\n%s", err, errOut)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"simulate", "nope"}, &stdout, &stderr); code != 2 {
+		t.Errorf("exit code %d for a bad scenario", code)
+	}
+}
+
+// The Redis store, driven by the virtual clock, decides exactly as the
+// memory store: the same summaries for every worker behaviour and for
+// traffic.
+func TestSimulateRedisMatchesMemory(t *testing.T) {
+	url := redistest.Server(t)
+	for _, args := range [][]string{
+		{"pacing-with-pauses", "--items", "3000"},
+		{"boundary", "--worker", "wait"},
+		{"accuracy", "--clients", "8", "--duration", "3s"},
+	} {
+		mem := simulateJSON(t, args...)
+		red := simulateJSON(t, append(args, "--store", url)...)
+		if len(mem) != 5 || len(red) != len(mem) {
+			t.Fatalf("%v: %d and %d summaries", args, len(mem), len(red))
+		}
+		for i := range mem {
+			m, r := mem[i], red[i]
+			if m.ItemsDone != r.ItemsDone || m.SecondsToFinish != r.SecondsToFinish || m.MaxPerTick != r.MaxPerTick || m.MaxPerWindow != r.MaxPerWindow ||
+				(m.WronglyAllowedPct != nil) != (r.WronglyAllowedPct != nil) || m.WronglyAllowedPct != nil && *m.WronglyAllowedPct != *r.WronglyAllowedPct {
+				t.Errorf("%v %s: memory %+v, redis %+v", args, m.Algorithm, m, r)
+			}
+		}
+	}
+}
