@@ -37,7 +37,7 @@ func BenchmarkDecide(b *testing.B) {
 			if n == 50 {
 				yaml = fiftyRules()
 			}
-			mw, err := New(store, mustSet(b, yaml), WithClock(SystemClock{}))
+			mw, err := New(store, mustSet(b, yaml))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -71,7 +71,7 @@ func BenchmarkDecide(b *testing.B) {
 func BenchmarkHandler(b *testing.B) {
 	store := memstore.New()
 	defer store.Close()
-	mw, err := New(store, mustSet(b, fiftyRules()), WithClock(SystemClock{}))
+	mw, err := New(store, mustSet(b, fiftyRules()))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -56,10 +56,12 @@ func WithHeaders(h rules.HeaderStyle) Option {
 	return optionFunc(func(m *Middleware) { m.headers = &h })
 }
 
-// WithClock decides every request at c.Now(), read once per request,
-// instead of at the store's own clock. Use it with the memory store, whose
-// clock would otherwise be read once per rule; never with Redis, whose
-// server clock keeps many gateways in agreement. Tests pass a fake clock.
+// WithClock decides every request at c.Now(), read once per request before
+// the store is asked, instead of at the store's own clock. It is for tests
+// on a fake clock: with a real clock, a request delayed between reading the
+// time and reaching the store would be decided at a stale instant, which
+// the buckets count against it. The default (the store's clock, read under
+// its lock; Redis's server time) needs no care.
 func WithClock(c ratekeeper.Clock) Option {
 	return optionFunc(func(m *Middleware) { m.clock = c })
 }
@@ -311,14 +313,7 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch) ve
 	s.decs = append(s.decs, make([]ratekeeper.Decision, len(s.reqs))...)
 	s.results = append(s.results, make([]ratekeeper.Decision, len(s.matches))...)
 	if len(s.reqs) > 0 {
-		var ok bool
-		var err error
-		if len(s.reqs) == 1 { // one rule: all or nothing is just Take
-			s.decs[0], err = m.store.Take(ctx, s.reqs[0])
-			ok = s.decs[0].Allowed
-		} else {
-			ok, err = ratekeeper.TakeAll(ctx, m.store, s.reqs, s.decs)
-		}
+		ok, err := ratekeeper.TakeAll(ctx, m.store, s.reqs, s.decs)
 		if err != nil {
 			// Fail open: the store's own policy (failsafe) decides when it
 			// can; an error that still reaches here must not take the API
@@ -443,9 +438,3 @@ func mostRestrictive(s *scratch) int {
 	}
 	return best
 }
-
-// SystemClock is the system's clock, for WithClock.
-type SystemClock struct{}
-
-// Now is time.Now.
-func (SystemClock) Now() time.Time { return time.Now() }
