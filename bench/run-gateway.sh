@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The gateway benchmark: wrk against the same upstream, side by side in one
+# run, on loopback only:
+#   direct     wrk -> upstream
+#   rk-1       wrk -> ratekeeper proxy (1 rule, memory store) -> upstream
+#   rk-50      wrk -> ratekeeper proxy (50 rules, 3 match)    -> upstream
+#   nginx      wrk -> nginx with limit_req at the same limit  -> upstream
+# Rounds alternate the contenders so that machine noise spreads over all.
+# Then the middleware's decision alone (go test -bench, benchstat).
+# Env: ROUNDS (3), DURATION (10s), CONNS (64), THREADS (2), COUNT (6).
+# Output: bench/results/gateway.txt and bench/results/gateway-go.txt.
+set -euo pipefail
+cd "$(dirname "$0")"
+ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-10s} CONNS=${CONNS:-64} THREADS=${THREADS:-2} COUNT=${COUNT:-6}
+
+need=()
+command -v wrk >/dev/null 2>&1 || need+=(wrk)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
+if [ ${#need[@]} -gt 0 ]; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
+  echo "run-gateway: installing ${need[*]}" >&2
+  $sudo apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+
+mkdir -p results
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+(cd .. && go build -o "$tmp/ratekeeper" ./cmd/ratekeeper)
+go build -o "$tmp/upstream" ./gateway/upstream
+sed "s#@DIR@#$tmp#g" gateway/nginx.conf.in > "$tmp/nginx.conf"
+
+"$tmp/upstream" -listen 127.0.0.1:18081 & pids+=($!)
+"$tmp/ratekeeper" proxy --config gateway/one-rule.yaml --log-level warn & pids+=($!)
+"$tmp/ratekeeper" proxy --config gateway/fifty-rules.yaml --log-level warn & pids+=($!)
+"$NGINX" -p "$tmp" -c "$tmp/nginx.conf" & pids+=($!)
+
+declare -A port=([direct]=18081 [rk-1]=18082 [rk-50]=18083 [nginx]=18084)
+order=(direct rk-1 rk-50 nginx)
+for name in "${order[@]}"; do
+  for _ in $(seq 100); do
+    curl -fs -o /dev/null "http://127.0.0.1:${port[$name]}/v1/items/7" && break
+    sleep 0.1
+  done
+  code=$(curl -s -o /dev/null -w '%{http_code}' -H 'X-User-ID: alice' "http://127.0.0.1:${port[$name]}/v1/items/7")
+  [ "$code" = 200 ] || { echo "run-gateway: $name answers $code" >&2; exit 1; }
+done
+
+out=results/gateway.txt
+{
+  echo "# gateway benchmark $(date -u +%FT%TZ), $(nproc) cores, wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS rounds"
+  echo "# round contender requests/s p50_ms p99_ms"
+} > "$out"
+to_ms() { # wrk latency like 1.23ms, 800.00us, 1.02s -> ms
+  awk -v v="$1" 'BEGIN{ if (v ~ /us$/) {sub(/us$/,"",v); print v/1000} else if (v ~ /ms$/) {sub(/ms$/,"",v); print v+0} else if (v ~ /s$/) {sub(/s$/,"",v); print v*1000} else print v }'
+}
+for r in $(seq "$ROUNDS"); do
+  for name in "${order[@]}"; do
+    res=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -H 'X-User-ID: alice' "http://127.0.0.1:${port[$name]}/v1/items/7")
+    rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$res")
+    p50=$(to_ms "$(awk '$1=="50%" {print $2}' <<<"$res")")
+    p99=$(to_ms "$(awk '$1=="99%" {print $2}' <<<"$res")")
+    non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$res")
+    [ -z "$non2xx" ] || echo "run-gateway: $name had $non2xx non-2xx responses" >&2
+    echo "$r $name $rps $p50 $p99" | tee -a "$out"
+  done
+done
+
+# Medians per contender, and the ratios the targets are about.
+awk '
+  !/^#/ { rps[$2] = rps[$2] " " $3; p99[$2] = p99[$2] " " $5 }
+  function median(s,   a, n, i, j, t) {
+    n = split(s, a, " ")
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+    return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  }
+  END {
+    printf "\n%-8s %12s %10s %14s\n", "median", "requests/s", "p99 ms", "added p99 ms"
+    d = median(p99["direct"])
+    split("direct rk-1 rk-50 nginx", names, " ")
+    for (i = 1; i <= 4; i++) { n = names[i]; printf "%-8s %12.0f %10.2f %14.2f\n", n, median(rps[n]), median(p99[n]), median(p99[n]) - d }
+    printf "\nthroughput vs nginx: rk-1 %.2fx, rk-50 %.2fx\n", median(rps["rk-1"]) / median(rps["nginx"]), median(rps["rk-50"]) / median(rps["nginx"])
+  }' "$out" | tee -a "$out"
+
+# The middleware's decision alone: rule matching + the memory store.
+(cd .. && go test -run '^$' -bench 'Decide|Handler' -benchmem -count "$COUNT" ./httplimit/) > results/gateway-go.txt
+(cd .. && go tool -modfile=tools/go.mod benchstat bench/results/gateway-go.txt) | tee -a "$out"
