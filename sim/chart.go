@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -240,7 +241,7 @@ func (r *Result) drawPanels(c draw.Canvas) error {
 	end := float64(r.Ticks) * tick
 	ymax := cfg.perTick() * 1.5
 	for _, o := range r.Outcomes {
-		ymax = max(ymax, float64(slices_max(o.Counts))*1.12)
+		ymax = max(ymax, float64(slices.Max(o.Counts))*1.12)
 	}
 	plots := make([][]*plot.Plot, len(r.Outcomes))
 	for i, o := range r.Outcomes {
@@ -273,14 +274,6 @@ func (r *Result) drawPanels(c draw.Canvas) error {
 		plots[i][0].Draw(canvases[i][0])
 	}
 	return nil
-}
-
-func slices_max(xs []int) int {
-	m := 0
-	for _, x := range xs {
-		m = max(m, x)
-	}
-	return m
 }
 
 // styleAxes gives p the charts' fonts, tidy ticks and a light grid.
@@ -443,7 +436,7 @@ func (r *Result) drawAccuracy(c draw.Canvas) error {
 	bd.Color, bd.LineStyle.Width, bd.Offset = deniedColor, 0, w/2+1
 	p1.Add(ba, bd)
 	p1.NominalX(names...)
-	p1.Y.Min, p1.Y.Max = 0, max(1, slices_maxf(allowed), slices_maxf(denied))*1.25
+	p1.Y.Min, p1.Y.Max = 0, max(1, slices.Max(allowed), slices.Max(denied))*1.25
 	if err := addValueLabels(p1, allowed, -w/2-1, "%.2f%%"); err != nil {
 		return err
 	}
@@ -468,7 +461,7 @@ func (r *Result) drawAccuracy(c draw.Canvas) error {
 		p2.Add(b)
 	}
 	p2.NominalX(names...)
-	p2.Y.Min, p2.Y.Max = 0, max(120, slices_maxf(window)*1.2)
+	p2.Y.Min, p2.Y.Max = 0, max(120, slices.Max(window)*1.2)
 	p2.Add(&hline{y: 100, style: rateStyle, extend: w})
 	labels := make([]string, n)
 	for i, o := range r.Outcomes {
@@ -484,14 +477,6 @@ func (r *Result) drawAccuracy(c draw.Canvas) error {
 	p1.Draw(canvases[0][0])
 	p2.Draw(canvases[1][0])
 	return nil
-}
-
-func slices_maxf(xs []float64) float64 {
-	m := 0.0
-	for _, x := range xs {
-		m = max(m, x)
-	}
-	return m
 }
 
 func addValueLabels(p *plot.Plot, vs plotter.Values, dx vg.Length, format string) error {

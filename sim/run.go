@@ -35,15 +35,12 @@ func WithStore(s ratekeeper.Store, prefix string) Option {
 
 // WithStart sets the instant the virtual clock starts from, rounded down to
 // a whole number of periods since the Unix epoch so that the simulation
-// starts with a window. Default DefaultStart. Results do not depend on it;
-// a Redis store wants it near the real time, for its keys' expiry.
+// starts with a window. Default 2026-01-01 UTC. Results do not depend on
+// it; a Redis store wants it near the real time, for its keys' expiry.
 func WithStart(t time.Time) Option {
 	return optionFunc(func(o *options) { o.start = t })
 }
 
-// DefaultStart is where the virtual clock starts unless WithStart says
-// otherwise.
-var DefaultStart = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
 
 // Run simulates c with every algorithm it names, one after the other, and
 // measures what each let through. It returns an error for a bad Config or a
@@ -52,7 +49,7 @@ func Run(ctx context.Context, c Config, opts ...Option) (*Result, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	o := options{start: DefaultStart}
+	o := options{start: time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)}
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
