@@ -41,7 +41,6 @@ func WithStart(t time.Time) Option {
 	return optionFunc(func(o *options) { o.start = t })
 }
 
-
 // Run simulates c with every algorithm it names, one after the other, and
 // measures what each let through. It returns an error for a bad Config or a
 // failing store; a refused request is not an error.
