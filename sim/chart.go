@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"fmt"
 	"image/color"
 	"io"
@@ -108,14 +109,21 @@ func writeFile(name string, write func(io.Writer) error) error {
 	return f.Close()
 }
 
-// WriteSVG draws the chart as SVG.
+// WriteSVG draws the chart as SVG. The text names Liberation Sans, which
+// the layout was measured with, and then its metric twins Arial and
+// Helvetica for viewers without it.
 func (r *Result) WriteSVG(w io.Writer) error {
 	width, height := r.chartSize()
 	c := vgsvg.New(width, height)
 	if err := r.draw(draw.New(c)); err != nil {
 		return err
 	}
-	_, err := c.WriteTo(w)
+	var b bytes.Buffer
+	if _, err := c.WriteTo(&b); err != nil {
+		return err
+	}
+	_, err := w.Write(bytes.ReplaceAll(b.Bytes(), []byte("font-family:Liberation Sans;"),
+		[]byte("font-family:'Liberation Sans',Arial,Helvetica,sans-serif;")))
 	return err
 }
 
@@ -138,6 +146,7 @@ func (r *Result) chartSize() (vg.Length, vg.Length) {
 }
 
 func (r *Result) draw(dc draw.Canvas) error {
+	dc.FillPolygon(color.White, rect(dc.Min.X, dc.Min.Y, dc.Max.X, dc.Max.Y))
 	top := dc.Max.Y
 	header := dc
 	header.Min.Y = top - headerH
@@ -159,7 +168,7 @@ func (r *Result) drawTitle(c draw.Canvas) {
 	desc := withAlign(sans(titleSize-2.5, false), draw.XLeft, draw.YTop)
 	x, y := c.Min.X+pad, c.Max.Y-pad
 	c.FillText(name, vg.Point{X: x, Y: y}, r.Config.Name)
-	x += name.Width(r.Config.Name) + 0.12*vg.Inch
+	x += name.Width(r.Config.Name) + 0.2*vg.Inch
 	c.FillText(desc, vg.Point{X: x, Y: y - 2}, r.Config.String())
 }
 
@@ -177,7 +186,7 @@ func drawLegend(c draw.Canvas, x, y vg.Length, entries []legendEntry) {
 		e.swatch(c, x, x+sw, y)
 		x += sw + 5
 		c.FillText(st, vg.Point{X: x, Y: y}, e.text)
-		x += st.Width(e.text) + 0.3*vg.Inch
+		x += st.Width(e.text) + 0.35*vg.Inch
 	}
 }
 
@@ -248,7 +257,7 @@ func (r *Result) drawPanels(c draw.Canvas) error {
 		p := plot.New()
 		styleAxes(p)
 		s := o.Summary
-		p.Title.Text = fmt.Sprintf("%s: done after %.3f s · at most %s per tick, %s in any %v",
+		p.Title.Text = fmt.Sprintf("%s: done in %.3f s · at most %s per tick, %s in any %v",
 			o.Algorithm, s.SecondsToFinish, thousands(s.MaxPerTick), thousands(s.MaxPerWindow), cfg.Period)
 		if s.ItemsLost > 0 {
 			p.Title.Text += fmt.Sprintf(" · %s LOST", thousands(s.ItemsLost))
