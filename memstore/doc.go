@@ -15,4 +15,12 @@
 // flood a few clients may get more than their limit: the store stays within
 // its memory and keeps deciding, which is the trade a server under attack
 // wants. Store.Evictions counts these forced evictions.
+//
+// Without WithClock, the store reads the time as the monotonic clock
+// anchored to the wall clock: one clock read per decision where time.Now
+// takes two. A step of the wall clock (an NTP correction, an operator
+// setting the date) therefore reaches the store at the janitor's next sweep,
+// which re-anchors when the two clocks have drifted apart by more than a
+// millisecond; without a janitor the store keeps the anchor New took.
+// Slewing, the usual NTP adjustment, moves both clocks alike.
 package memstore

@@ -23,8 +23,9 @@ type Store struct {
 	seed     maphash.Seed
 	shards   []shard
 	mask     uint64
-	perShard int // 0: no cap
-	clock    ratekeeper.Clock
+	perShard int              // 0: no cap
+	clock    ratekeeper.Clock // nil: the system clock, read through anchor
+	anchor   atomic.Pointer[anchor]
 	interval time.Duration
 
 	evictions atomic.Uint64
@@ -49,7 +50,24 @@ type shard struct {
 	sliding map[string]*slidingEntry
 	logs    map[string]*logEntry
 	n       int
-	_       [64]byte
+	// The limit this shard converted last and its parameters: a store
+	// serves a few limits, and comparing costs less than converting.
+	lastLimit  ratekeeper.Limit
+	lastParams algo.Limit
+	lastOK     bool
+	_          [64]byte
+}
+
+// params is algo.Params(key, *l), remembered for the next request with the
+// same limit. The caller holds sh.mu.
+func (sh *shard) params(key string, l *ratekeeper.Limit) algo.Limit {
+	if l.Stagger { // the parameters depend on the key
+		return algo.Params(key, *l)
+	}
+	if !sh.lastOK || *l != sh.lastLimit {
+		sh.lastLimit, sh.lastParams, sh.lastOK = *l, algo.Params(key, *l), true
+	}
+	return sh.lastParams
 }
 
 // slidingEntry keeps when the counter goes idle, which its state alone does
@@ -102,19 +120,33 @@ func WithJanitorInterval(d time.Duration) Option {
 }
 
 // WithClock sets the clock for requests that bring no time of their own
-// (Request.Now zero) and for the janitor. Default: the system clock. A store
-// whose Limiters run on a fake clock should be given the same clock.
+// (Request.Now zero) and for the janitor. Default: the system clock, read as
+// the monotonic clock anchored to the wall clock (see the package doc). A
+// store whose Limiters run on a fake clock should be given the same clock.
 func WithClock(clk ratekeeper.Clock) Option {
 	return optionFunc(func(c *config) { c.clock = clk })
 }
 
-type systemClock struct{}
+// anchor ties the monotonic clock to the wall clock: the system time is
+// wall + (monotonic time since mono). Reading it costs one monotonic clock
+// read, where time.Now reads the wall clock too.
+type anchor struct {
+	mono time.Time // carries a monotonic reading
+	wall int64     // its wall time, ns since the Unix epoch
+}
 
-func (systemClock) Now() time.Time { return time.Now() }
+func newAnchor() *anchor {
+	t := time.Now()
+	return &anchor{mono: t, wall: t.UnixNano()}
+}
+
+// maxDrift is how far the wall clock may step away from the anchored
+// monotonic clock before the janitor re-anchors.
+const maxDrift = time.Millisecond
 
 // New returns an empty Store and starts its janitor.
 func New(opts ...Option) *Store {
-	c := config{shards: 256, maxKeys: DefaultMaxKeys, clock: systemClock{}, interval: time.Minute}
+	c := config{shards: 256, maxKeys: DefaultMaxKeys, interval: time.Minute}
 	for _, o := range opts {
 		o.apply(&c)
 	}
@@ -131,6 +163,7 @@ func New(opts ...Option) *Store {
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
+	s.anchor.Store(newAnchor())
 	if c.maxKeys > 0 {
 		s.perShard = max(1, (c.maxKeys+n-1)/n)
 	}
@@ -178,20 +211,39 @@ func (s *Store) shardIndex(key string) int {
 	return int(maphash.String(s.seed, key) & s.mask)
 }
 
+// now is t in µs, or the store's clock if t is zero.
 func (s *Store) now(t time.Time) int64 {
-	if t.IsZero() {
-		t = s.clock.Now()
+	if !t.IsZero() {
+		return t.UnixMicro()
 	}
-	return t.UnixMicro()
+	if s.clock != nil {
+		return s.clock.Now().UnixMicro()
+	}
+	a := s.anchor.Load()
+	return (a.wall + int64(time.Since(a.mono))) / 1000
+}
+
+// reanchor follows a step of the system's wall clock (an NTP correction, an
+// operator setting the time) that the monotonic clock does not see.
+func (s *Store) reanchor() {
+	if s.clock != nil {
+		return
+	}
+	a := s.anchor.Load()
+	fresh := newAnchor()
+	est := a.wall + int64(fresh.mono.Sub(a.mono))
+	if d := time.Duration(fresh.wall - est); d > maxDrift || d < -maxDrift {
+		s.anchor.Store(fresh)
+	}
 }
 
 // Take decides req under its shard's lock.
 func (s *Store) Take(_ context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
 	now := s.now(req.Now)
-	p := algo.Params(req.Key, req.Limit)
 	sh := &s.shards[s.shardIndex(req.Key)]
 	sh.mu.Lock()
-	r := sh.take(s, req, p, now, true)
+	p := sh.params(req.Key, &req.Limit)
+	r := sh.take(s, &req, &p, now, true)
 	sh.mu.Unlock()
 	return algo.Decision(r), nil
 }
@@ -215,25 +267,30 @@ func (s *Store) TakeAll(_ context.Context, reqs []ratekeeper.Request, out []rate
 		}
 	}()
 	ok := true
-	for i, req := range reqs {
-		p := algo.Params(req.Key, req.Limit)
-		r := s.shards[idx[i]].take(s, req, p, s.now(req.Now), false)
+	for i := range reqs {
+		req := &reqs[i]
+		sh := &s.shards[idx[i]]
+		p := sh.params(req.Key, &req.Limit)
+		r := sh.take(s, req, &p, s.now(req.Now), false)
 		out[i] = algo.Decision(r)
 		ok = ok && r.Allowed
 	}
 	if !ok {
 		return false, nil
 	}
-	for i, req := range reqs {
-		p := algo.Params(req.Key, req.Limit)
-		out[i] = algo.Decision(s.shards[idx[i]].take(s, req, p, s.now(req.Now), true))
+	for i := range reqs {
+		req := &reqs[i]
+		sh := &s.shards[idx[i]]
+		p := sh.params(req.Key, &req.Limit)
+		out[i] = algo.Decision(sh.take(s, req, &p, s.now(req.Now), true))
 	}
 	return true, nil
 }
 
 // take applies req to the shard, which the caller has locked. With commit
 // false it only says what it would decide.
-func (sh *shard) take(s *Store, req ratekeeper.Request, p algo.Limit, now int64, commit bool) algo.Result {
+func (sh *shard) take(s *Store, req *ratekeeper.Request, lp *algo.Limit, now int64, commit bool) algo.Result {
+	p := *lp
 	n := int64(req.N)
 	commit = commit && n > 0
 	var r algo.Result
@@ -440,6 +497,7 @@ func (s *Store) janitor() {
 		case <-s.stop:
 			return
 		case <-t.C:
+			s.reanchor()
 			s.Sweep()
 		}
 	}
@@ -449,7 +507,7 @@ func (s *Store) janitor() {
 // clock. The janitor calls it; tests and callers with their own schedule may
 // too.
 func (s *Store) Sweep() {
-	now := s.clock.Now().UnixMicro()
+	now := s.now(time.Time{})
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
