@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -498,4 +499,38 @@ func FuzzWorkers(f *testing.F) {
 			t.Fatalf("CV is NaN")
 		}
 	})
+}
+
+// BenchmarkPacing is the reference experiment, all five algorithms: ten
+// simulated seconds each.
+func BenchmarkPacing(b *testing.B) {
+	c := scenario(b, "pacing", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		run(b, c)
+	}
+}
+
+// BenchmarkPacingFiles adds what the command writes: CSV, SVG and PNG.
+func BenchmarkPacingFiles(b *testing.B) {
+	c := scenario(b, "pacing", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		r := run(b, c)
+		for _, w := range []func(io.Writer) error{r.WriteCSV, r.WriteSVG, r.WritePNG} {
+			if err := w(io.Discard); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// BenchmarkAccuracy is the accuracy scenario: 30 simulated seconds of 100
+// clients, about 180,000 judged decisions per algorithm.
+func BenchmarkAccuracy(b *testing.B) {
+	c := scenario(b, "accuracy", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		run(b, c)
+	}
 }
