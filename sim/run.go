@@ -69,11 +69,11 @@ func Run(ctx context.Context, c Config, opts ...Option) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		e := &engine{ctx: ctx, c: c, lim: lim, clock: clock, prefix: prefix}
+		e := &engine{c: c, lim: lim, clock: clock, prefix: prefix}
 		if c.Kind == KindTraffic {
-			err = e.traffic()
+			err = e.traffic(ctx)
 		} else {
-			err = e.workers()
+			err = e.workers(ctx)
 		}
 		if closer != nil {
 			closer.Close()
@@ -100,7 +100,6 @@ type trace struct {
 // engine runs one algorithm's limiter through a workload, moving the
 // virtual clock from event to event.
 type engine struct {
-	ctx    context.Context
 	c      Config
 	lim    *ratekeeper.Limiter
 	clock  *virtualClock
@@ -163,9 +162,9 @@ func (q *queue) pop() event {
 }
 
 // check is called between events: it stops a cancelled run.
-func (e *engine) check() error {
+func (e *engine) check(ctx context.Context) error {
 	if e.trace.decisions%1024 == 0 {
-		return e.ctx.Err()
+		return ctx.Err()
 	}
 	return nil
 }
@@ -185,7 +184,7 @@ func (e *engine) afterPauses(t time.Duration) time.Duration {
 
 // workers runs c.Clients workers sharing one key until every item is done
 // or a safety horizon passes (items not done by then count as lost).
-func (e *engine) workers() error {
+func (e *engine) workers(ctx context.Context) error {
 	c := e.c
 	key := e.prefix + "workers"
 	left := make([]int, c.Clients)
@@ -217,7 +216,7 @@ func (e *engine) workers() error {
 			q.push(t, ev.client)
 			continue
 		}
-		if err := e.check(); err != nil {
+		if err := e.check(ctx); err != nil {
 			return err
 		}
 		e.clock.set(t)
@@ -225,9 +224,9 @@ func (e *engine) workers() error {
 		var d ratekeeper.Decision
 		var err error
 		if c.Behaviour == WaitPacing {
-			d, err = e.lim.Reserve(e.ctx, key)
+			d, err = e.lim.Reserve(ctx, key)
 		} else {
-			d, err = e.lim.Allow(e.ctx, key)
+			d, err = e.lim.Allow(ctx, key)
 		}
 		if err != nil {
 			return err
@@ -241,7 +240,7 @@ func (e *engine) workers() error {
 		// its place back and reserves again when the pause is over.
 		doneAt := t + d.Delay
 		if after := e.afterPauses(doneAt); after != doneAt {
-			if err := e.lim.Cancel(e.ctx, key, 1, d); err != nil {
+			if err := e.lim.Cancel(ctx, key, 1, d); err != nil {
 				return err
 			}
 			q.push(after, ev.client)
@@ -258,7 +257,7 @@ func (e *engine) workers() error {
 // traffic runs c.Clients traffic clients, each with its own key, and judges
 // every decision against an exact sliding window log of what the algorithm
 // admitted for that key.
-func (e *engine) traffic() error {
+func (e *engine) traffic(ctx context.Context) error {
 	c := e.c
 	gens := make([]*generator, c.Clients)
 	judges := make([]judge, c.Clients)
@@ -275,14 +274,14 @@ func (e *engine) traffic() error {
 	}
 	for len(q.ev) > 0 {
 		ev := q.pop()
-		if err := e.check(); err != nil {
+		if err := e.check(ctx); err != nil {
 			return err
 		}
 		t := ev.at
 		e.clock.set(t)
 		e.trace.decisions++
 		e.trace.items++
-		d, err := e.lim.Allow(e.ctx, keys[ev.client])
+		d, err := e.lim.Allow(ctx, keys[ev.client])
 		if err != nil {
 			return err
 		}
