@@ -4,6 +4,7 @@
 #   direct     wrk -> upstream
 #   rk-1       wrk -> ratekeeper proxy (1 rule, memory store) -> upstream
 #   rk-50      wrk -> ratekeeper proxy (50 rules, 3 match)    -> upstream
+#   go-rp      wrk -> plain httputil.ReverseProxy, no limits  -> upstream
 #   nginx      wrk -> nginx with limit_req at the same limit  -> upstream
 # Rounds alternate the contenders so that machine noise spreads over all.
 # Then the middleware's decision alone (go test -bench, benchstat).
@@ -36,15 +37,17 @@ trap cleanup EXIT
 
 (cd .. && go build -o "$tmp/ratekeeper" ./cmd/ratekeeper)
 go build -o "$tmp/upstream" ./gateway/upstream
+go build -o "$tmp/plainproxy" ./gateway/plainproxy
 sed "s#@DIR@#$tmp#g" gateway/nginx.conf.in > "$tmp/nginx.conf"
 
 "$tmp/upstream" -listen 127.0.0.1:18081 & pids+=($!)
 "$tmp/ratekeeper" proxy --config gateway/one-rule.yaml --log-level warn & pids+=($!)
 "$tmp/ratekeeper" proxy --config gateway/fifty-rules.yaml --log-level warn & pids+=($!)
+"$tmp/plainproxy" -listen 127.0.0.1:18085 & pids+=($!)
 "$NGINX" -p "$tmp" -c "$tmp/nginx.conf" & pids+=($!)
 
-declare -A port=([direct]=18081 [rk-1]=18082 [rk-50]=18083 [nginx]=18084)
-order=(direct rk-1 rk-50 nginx)
+declare -A port=([direct]=18081 [rk-1]=18082 [rk-50]=18083 [go-rp]=18085 [nginx]=18084)
+order=(direct rk-1 rk-50 go-rp nginx)
 for name in "${order[@]}"; do
   for _ in $(seq 100); do
     curl -fs -o /dev/null "http://127.0.0.1:${port[$name]}/v1/items/7" && break
@@ -85,9 +88,10 @@ awk '
   END {
     printf "\n%-8s %12s %10s %14s\n", "median", "requests/s", "p99 ms", "added p99 ms"
     d = median(p99["direct"])
-    split("direct rk-1 rk-50 nginx", names, " ")
-    for (i = 1; i <= 4; i++) { n = names[i]; printf "%-8s %12.0f %10.2f %14.2f\n", n, median(rps[n]), median(p99[n]), median(p99[n]) - d }
-    printf "\nthroughput vs nginx: rk-1 %.2fx, rk-50 %.2fx\n", median(rps["rk-1"]) / median(rps["nginx"]), median(rps["rk-50"]) / median(rps["nginx"])
+    split("direct rk-1 rk-50 go-rp nginx", names, " ")
+    for (i = 1; i <= 5; i++) { n = names[i]; printf "%-8s %12.0f %10.2f %14.2f\n", n, median(rps[n]), median(p99[n]), median(p99[n]) - d }
+    printf "\nthroughput vs nginx: rk-1 %.2fx, rk-50 %.2fx, go-rp %.2fx\n", median(rps["rk-1"]) / median(rps["nginx"]), median(rps["rk-50"]) / median(rps["nginx"]), median(rps["go-rp"]) / median(rps["nginx"])
+    printf "throughput vs go-rp: rk-1 %.2fx, rk-50 %.2fx\n", median(rps["rk-1"]) / median(rps["go-rp"]), median(rps["rk-50"]) / median(rps["go-rp"])
   }' "$out" | tee -a "$out"
 
 # The middleware's decision alone: rule matching + the memory store.

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/memstore"
+	"github.com/ratekeeper/ratekeeper/rules"
 )
 
 // fiftyRules is a realistic rules file: 48 per-endpoint rules, a per-user
@@ -94,3 +96,55 @@ type discard struct{ h http.Header }
 func (d *discard) Header() http.Header         { return d.h }
 func (d *discard) Write(p []byte) (int, error) { return len(p), nil }
 func (d *discard) WriteHeader(int)             {}
+
+// BenchmarkDecideParts splits BenchmarkDecide/rules=50: "match" is the
+// rules' part (client IP, matching, keys), "store" the memory store's
+// all-or-nothing take of the same three keys.
+func BenchmarkDecideParts(b *testing.B) {
+	set := mustSet(b, fiftyRules())
+	reqs := make([]*http.Request, 1024)
+	for i := range reqs {
+		r := httptest.NewRequest("GET", fmt.Sprintf("/v1/items/%d", i%48), nil)
+		r.RemoteAddr = fmt.Sprintf("192.0.%d.%d:5000", i/256, i%256)
+		r.Header.Set("X-User-ID", fmt.Sprint("user-", i))
+		reqs[i] = r
+	}
+	b.Run("match", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			var ms []rules.Match
+			var buf []byte
+			i := 0
+			for pb.Next() {
+				r := reqs[i&1023]
+				ms, buf = set.AppendMatches(ms[:0], buf, r, set.ClientIP().Addr(r))
+				if len(ms) != 3 {
+					b.Fatal(len(ms))
+				}
+				i++
+			}
+		})
+	})
+	b.Run("store", func(b *testing.B) {
+		store := memstore.New()
+		defer store.Close()
+		batches := make([][]ratekeeper.Request, 1024)
+		for i, r := range reqs {
+			for _, m := range set.Match(nil, r, set.ClientIP().Addr(r)) {
+				batches[i] = append(batches[i], ratekeeper.Request{Key: m.Key, Limit: m.Rule.Limit, N: 1})
+			}
+		}
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			out := make([]ratekeeper.Decision, 3)
+			ctx := context.Background()
+			i := 0
+			for pb.Next() {
+				if ok, _ := ratekeeper.TakeAll(ctx, store, batches[i&1023], out); !ok {
+					b.Fatal("refused")
+				}
+				i++
+			}
+		})
+	})
+}
