@@ -18,7 +18,8 @@ const (
 	// limiter, losing none: the pacing experiments.
 	KindWorkers Kind = "workers"
 	// KindTraffic is one-shot requests from many clients, each with its own
-	// key, bursty and steady, judged against an exact sliding window log.
+	// key (quiet, steady and bursty), judged against an exact sliding
+	// window log.
 	KindTraffic Kind = "traffic"
 )
 
@@ -122,9 +123,9 @@ var Scenarios = []string{"pacing", "pacing-with-pauses", "boundary", "accuracy",
 //   - boundary: 20 workers sharing one limit start together 100 ms before a
 //     window's edge (at 900 ms) with twice the limit's items between them, so
 //     a fixed window admits 2x its limit within one window-length.
-//   - accuracy: 100 clients, steady and bursty, each limited to 100 per
-//     second, for 30 s; every decision is judged against the exact sliding
-//     window log.
+//   - accuracy: 100 clients (quiet, steady and bursty), each limited to
+//     100 per second, for 30 s; every decision is judged against the exact
+//     sliding window log.
 //   - custom: pacing, to be changed by set.
 func Scenario(name string, set func(*Config)) (Config, error) {
 	c := Config{

@@ -6,8 +6,8 @@
 // themselves on the limiter, either asking until allowed (Allow, then waiting
 // out RetryAfter) or reserving their slot (Reserve, then waiting out Delay,
 // as Limiter.Wait does); they may pause. Traffic (KindTraffic) is one-shot
-// requests from many seeded clients, bursty and steady, each decision judged
-// against an exact sliding window log.
+// requests from many seeded clients (quiet, steady and bursty), each decision
+// judged against an exact sliding window log.
 //
 // Every algorithm runs through ratekeeper.New over a Store (a fresh memory
 // store by default, or any Store such as Redis) with ratekeeper.WithClock set
