@@ -1,0 +1,50 @@
+package storeconfig
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/metrics"
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
+)
+
+// TestOpenRedis opens a real redis-server through the config, decides on
+// it, and reads the failsafe counters through the metrics collector.
+func TestOpenRedis(t *testing.T) {
+	in := redistest.Start(t)
+	s, closer, err := Open(context.Background(), Config{URL: in.URL(), Timeout: 200 * time.Millisecond, OnError: "deny"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	lim := ratekeeper.Limit{Algorithm: ratekeeper.SlidingLog, Rate: 1, Period: time.Hour}
+	if d, err := s.Take(context.Background(), ratekeeper.Request{Key: "storeconfig-k", Limit: lim, N: 1}); err != nil || !d.Allowed {
+		t.Fatalf("first take: %+v %v", d, err)
+	}
+	if d, _ := s.Take(context.Background(), ratekeeper.Request{Key: "storeconfig-k", Limit: lim, N: 1}); d.Allowed {
+		t.Fatal("second take allowed: counters not in Redis")
+	}
+	stats, ok := FallbackStats(s)
+	if !ok {
+		t.Fatal("a Redis store is not failsafe-wrapped")
+	}
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	m.CollectFallback(stats)
+	// With Redis gone, on_error: deny refuses, and the collector counts it.
+	in.Kill()
+	if d, err := s.Take(context.Background(), ratekeeper.Request{Key: "storeconfig-other", Limit: lim, N: 1}); err != nil || d.Allowed {
+		t.Fatalf("with Redis down and on_error deny: %+v %v", d, err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "ratekeeper_store_fallback_decisions_total"); err != nil || n != 3 {
+		t.Fatalf("fallback series %d %v", n, err)
+	}
+	if st := stats(); st.Denied < 1 || st.Errors < 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
