@@ -117,10 +117,11 @@ func TestSimulateCommittedCharts(t *testing.T) {
 // The files the command writes are the ones the library writes.
 func TestSimulateWritesFiles(t *testing.T) {
 	dir := t.TempDir()
-	if _, errOut, err := simulate(t, "boundary", "--out", dir); err != nil {
+	args := []string{"boundary", "--algorithms", "fixed_window,sliding_log"}
+	if _, errOut, err := simulate(t, append(args, "--out", dir)...); err != nil {
 		t.Fatalf("%v\n%s", err, errOut)
 	}
-	_, cfg, err := parseSimulate([]string{"boundary"}, io.Discard)
+	_, cfg, err := parseSimulate(args, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
