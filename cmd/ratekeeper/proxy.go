@@ -9,11 +9,15 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/ratekeeper/ratekeeper/gateway"
 	"github.com/ratekeeper/ratekeeper/internal/storeconfig"
 )
+
+// proxyGCPercent is the proxy's GC target when GOGC is not set.
+const proxyGCPercent = 400
 
 // runProxy is `ratekeeper proxy`: the gateway in front of an HTTP API.
 func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -43,6 +47,12 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	logger, err := newLogger(stderr, *logLevel, *logFmt)
 	if err != nil {
 		return usageError{err}
+	}
+	if os.Getenv("GOGC") == "" {
+		// The proxy allocates a few KiB per request and keeps little: a
+		// larger GC target bought about a fifth more throughput in
+		// bench/run-gateway.sh. GOGC (and GOMEMLIMIT) still decide if set.
+		debug.SetGCPercent(proxyGCPercent)
 	}
 	o := gateway.Options{Logger: logger, Listen: *listen, AdminListen: *admin, Upstream: *upstream}
 	storeSet := false
