@@ -79,7 +79,7 @@ done
 
 # Medians per contender, and the ratios the targets are about.
 awk '
-  !/^#/ { rps[$2] = rps[$2] " " $3; p99[$2] = p99[$2] " " $5 }
+  /^[0-9]/ { rps[$2] = rps[$2] " " $3; p99[$2] = p99[$2] " " $5 }
   function median(s,   a, n, i, j, t) {
     n = split(s, a, " ")
     for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
@@ -93,6 +93,17 @@ awk '
     printf "\nthroughput vs nginx: rk-1 %.2fx, rk-50 %.2fx, go-rp %.2fx\n", median(rps["rk-1"]) / median(rps["nginx"]), median(rps["rk-50"]) / median(rps["nginx"]), median(rps["go-rp"]) / median(rps["nginx"])
     printf "throughput vs go-rp: rk-1 %.2fx, rk-50 %.2fx\n", median(rps["rk-1"]) / median(rps["go-rp"]), median(rps["rk-50"]) / median(rps["go-rp"])
   }' "$out" | tee -a "$out"
+
+# Latency without queueing: one connection, one request at a time. At 64
+# connections a saturated proxy's latency is its queue (64 / throughput).
+{
+  echo
+  echo "# one connection (wrk -t1 -c1 -d$DURATION): contender requests/s p50_ms p99_ms"
+  for name in "${order[@]}"; do
+    res=$(wrk -t1 -c1 -d"$DURATION" --latency -H 'X-User-ID: alice' "http://127.0.0.1:${port[$name]}/v1/items/7")
+    echo "c1 $name $(awk '/^Requests\/sec:/ {print $2}' <<<"$res") $(to_ms "$(awk '$1=="50%" {print $2}' <<<"$res")") $(to_ms "$(awk '$1=="99%" {print $2}' <<<"$res")")"
+  done
+} | tee -a "$out"
 
 # The middleware's decision alone: rule matching + the memory store.
 (cd .. && go test -run '^$' -bench 'Decide|Handler' -benchmem -count "$COUNT" ./httplimit/) > results/gateway-go.txt
