@@ -6,7 +6,7 @@
 # all alike), then summarised with benchstat.
 #
 # Writes results/memory.txt (raw go test output, benchstat's input) and
-# results/memory.benchstat.txt (the summary, also printed).
+# results/memory-benchstat.txt (the summary, also printed).
 # Usage: bench/run-memory.sh   (env: COUNT=6 BENCHTIME=1s BENCH=regexp)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -15,7 +15,7 @@ count=${COUNT:-6}
 benchtime=${BENCHTIME:-1s}
 bench=${BENCH:-^BenchmarkMemory}
 raw=results/memory.txt
-summary=results/memory.benchstat.txt
+summary=results/memory-benchstat.txt
 benchstat=(go tool -modfile=../tools/go.mod benchstat)
 
 # targets prints the issue's targets as ratios of medians over the rounds.
