@@ -106,5 +106,5 @@ awk '
 } | tee -a "$out"
 
 # The middleware's decision alone: rule matching + the memory store.
-(cd .. && go test -run '^$' -bench 'Decide|Handler' -benchmem -count "$COUNT" ./httplimit/) > results/gateway-go.txt
+(cd .. && go test -run '^$' -bench 'Decide|Handler' -benchmem -cpu 1,2 -count "$COUNT" ./httplimit/) > results/gateway-go.txt
 (cd .. && go tool -modfile=tools/go.mod benchstat bench/results/gateway-go.txt) | tee -a "$out"
