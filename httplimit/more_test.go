@@ -1,0 +1,116 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/metrics"
+	"github.com/ratekeeper/ratekeeper/rules"
+)
+
+// plainStore hides the memory store's BatchStore, as the Redis store does,
+// so the middleware takes the take-and-refund path.
+type plainStore struct{ s ratekeeper.Store }
+
+func (p plainStore) Take(ctx context.Context, r ratekeeper.Request) (ratekeeper.Decision, error) {
+	return p.s.Take(ctx, r)
+}
+func (p plainStore) Refund(ctx context.Context, r ratekeeper.Request, d ratekeeper.Decision) error {
+	return p.s.Refund(ctx, r, d)
+}
+
+func TestAllOrNothingWithoutBatchStore(t *testing.T) {
+	f := newFixture(t, `
+rules:
+  - name: per-ip
+    key: [ip]
+    limit: {algorithm: token_bucket, rate: 3, period: 1h}
+  - name: per-user
+    key: [header:X-User]
+    limit: {algorithm: fixed_window, rate: 1, period: 1h}
+`)
+	mw, err := New(plainStore{f.store}, f.mw.Rules(), WithClock(f.clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.h = mw.Handler(ok)
+	if w := f.do("GET", "/", "192.0.2.1", "X-User", "u"); w.Code != 200 {
+		t.Fatal(w.Code)
+	}
+	for range 5 {
+		if w := f.do("GET", "/", "192.0.2.1", "X-User", "u"); w.Code != 429 {
+			t.Fatal(w.Code)
+		}
+	}
+	// per-ip was refunded each time: two of its three are left.
+	if w := f.do("GET", "/", "192.0.2.1", "X-User", "v"); w.Code != 200 || w.Header().Get(HeaderRemaining) != "0" {
+		t.Fatalf("%d remaining %q", w.Code, w.Header().Get(HeaderRemaining))
+	}
+	if w := f.do("GET", "/", "192.0.2.1", "X-User", "w"); w.Code != 200 {
+		t.Fatal(w.Code)
+	}
+	if w := f.do("GET", "/", "192.0.2.1", "X-User", "x"); w.Code != 429 {
+		t.Fatal(w.Code)
+	}
+}
+
+type brokenStore struct{}
+
+func (brokenStore) Take(context.Context, ratekeeper.Request) (ratekeeper.Decision, error) {
+	return ratekeeper.Decision{}, errors.New("store down")
+}
+func (brokenStore) Refund(context.Context, ratekeeper.Request, ratekeeper.Decision) error {
+	return errors.New("store down")
+}
+
+// TestStoreErrorFailsOpen: an error from the store lets the request through
+// without rate limit headers, and is counted.
+func TestStoreErrorFailsOpen(t *testing.T) {
+	f := newFixture(t, postsYAML)
+	mw, err := New(brokenStore{}, f.mw.Rules(), WithMetrics(f.mt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.h = mw.Handler(ok)
+	w := f.do("POST", "/v1/posts", "192.0.2.1", "X-User-ID", "a")
+	if w.Code != 200 || w.Header().Get(HeaderLimit) != "" {
+		t.Fatalf("%d %v", w.Code, w.Header())
+	}
+	if got := f.count("posts-per-user", metrics.Error); got != 1 {
+		t.Errorf("error count %v", got)
+	}
+}
+
+func TestHeaderStyles(t *testing.T) {
+	for _, c := range []struct {
+		style        string
+		legacy, ietf bool
+	}{
+		{style: "both", legacy: true, ietf: true},
+		{style: "legacy", legacy: true},
+		{style: "ietf", ietf: true},
+		{style: "none"},
+	} {
+		f := newFixture(t, "headers: "+c.style+"\n"+postsYAML)
+		for range 3 {
+			f.do("POST", "/v1/posts", "192.0.2.1", "X-User-ID", "a")
+		}
+		w := f.do("POST", "/v1/posts", "192.0.2.1", "X-User-ID", "a")
+		h := w.Header()
+		if (h.Get(HeaderLimit) != "") != c.legacy || (h.Get(HeaderPolicy) != "") != c.ietf || (h.Get(HeaderRateLimit) != "") != c.ietf {
+			t.Errorf("%s: %v", c.style, h)
+		}
+		if w.Code != 429 || h.Get("Retry-After") == "" {
+			t.Errorf("%s: %d without Retry-After", c.style, w.Code)
+		}
+	}
+	// WithHeaders overrides the file.
+	f := newFixture(t, "headers: legacy\n"+postsYAML)
+	mw, _ := New(f.store, f.mw.Rules(), WithHeaders(rules.HeadersIETF))
+	f.h = mw.Handler(ok)
+	if h := f.do("POST", "/v1/posts", "192.0.2.1", "X-User-ID", "a").Header(); h.Get(HeaderLimit) != "" || h.Get(HeaderPolicy) == "" {
+		t.Errorf("override: %v", h)
+	}
+}
