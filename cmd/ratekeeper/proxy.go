@@ -64,13 +64,15 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if storeSet {
 		o.Store = store.WithDefaults()
 	}
+	// Catch SIGHUP from now on: one that arrives while the gateway starts
+	// waits in the channel instead of killing the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	g, err := gateway.New(ctx, *config, o)
 	if err != nil {
 		return err
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go func() {
 		for {
 			select {
