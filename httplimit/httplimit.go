@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -157,7 +158,14 @@ func (m *Middleware) SetRules(set *rules.Set) {
 			ri.counters[j] = m.metrics.DecisionCounter(rl.Name, res)
 		}
 	}
-	m.current.Store(c)
+	old := m.current.Swap(c)
+	if old != nil {
+		for _, rl := range old.set.Rules {
+			if !slices.ContainsFunc(set.Rules, func(r *rules.Rule) bool { return r.Name == rl.Name }) {
+				m.metrics.ForgetRule(rl.Name)
+			}
+		}
+	}
 }
 
 // Rules returns the rules set in use.

@@ -487,6 +487,9 @@ rules:
 	if c := p.do("GET", "/").StatusCode; c != 200 {
 		t.Errorf("after removing the rule: %d", c)
 	}
+	if v := p.metric(`ratekeeper_decisions_total{result="allowed",rule="a"}`); v != -1 {
+		t.Errorf("the removed rule's series is still exported (%v)", v)
+	}
 }
 
 func TestE2EUpstreamDown(t *testing.T) {

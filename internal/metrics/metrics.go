@@ -106,6 +106,15 @@ func (m *Metrics) DecisionCounter(rule, result string) prometheus.Counter {
 	return m.decisions.WithLabelValues(rule, result)
 }
 
+// ForgetRule drops the decision series of a rule that no longer exists
+// (after a reload), so that dashboards do not show it forever.
+func (m *Metrics) ForgetRule(rule string) {
+	if m == nil {
+		return
+	}
+	m.decisions.DeletePartialMatch(prometheus.Labels{"rule": rule})
+}
+
 // Inc increments c unless it is nil (from a nil *Metrics).
 func Inc(c prometheus.Counter) {
 	if c != nil {

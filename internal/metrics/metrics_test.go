@@ -36,6 +36,10 @@ func TestDecisionsAndReloads(t *testing.T) {
 	if got := testutil.ToFloat64(m.rules); got != 3 {
 		t.Errorf("rules = %v", got)
 	}
+	m.ForgetRule("r")
+	if n := testutil.CollectAndCount(m.decisions); n != 0 {
+		t.Errorf("%d series left after ForgetRule", n)
+	}
 	var nilM *Metrics
 	nilM.Decision("x", Allowed) // must not panic
 	Inc(nilM.DecisionCounter("x", Allowed))
