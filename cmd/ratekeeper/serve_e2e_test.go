@@ -1,0 +1,475 @@
+package main
+
+// Interoperability tests: they run `ratekeeper serve` as a separate process
+// (the binary built by binary(), in proxy_e2e_test.go) and talk to it over
+// loopback with the gRPC client generated from go-control-plane's protos,
+// as Envoy would, and over its HTTP JSON API.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
+)
+
+// rlsProc is a running `ratekeeper serve`.
+type rlsProc struct {
+	t                *testing.T
+	cmd              *exec.Cmd
+	grpc, http, admn string
+	client           rlsv3.RateLimitServiceClient
+	conn             *grpc.ClientConn
+	mu               sync.Mutex
+	logs             bytes.Buffer
+	done             chan struct{}
+	err              error
+}
+
+// startServe runs `ratekeeper serve --config config` on free loopback ports.
+func startServe(t *testing.T, config string, args ...string) *rlsProc {
+	t.Helper()
+	p := &rlsProc{t: t, done: make(chan struct{})}
+	args = append([]string{"serve", "--config", config, "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+		"--admin-listen", "127.0.0.1:0", "--watch", "50ms", "--log-format", "json", "--log-level", "debug"}, args...)
+	p.cmd = exec.Command(binary(t), args...)
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan [3]string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.logs.WriteString(line + "\n")
+			p.mu.Unlock()
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "rate limit service listening" {
+				ready <- [3]string{fmt.Sprint(m["grpc"]), fmt.Sprint(m["http"]), fmt.Sprint(m["admin"])}
+			}
+		}
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if p.conn != nil {
+			p.conn.Close()
+		}
+		p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("serve logs:\n%s", p.Logs())
+		}
+	})
+	select {
+	case a := <-ready:
+		p.grpc, p.http, p.admn = a[0], a[1], a[2]
+	case <-p.done:
+		t.Fatalf("serve exited before listening: %v\n%s", p.err, p.Logs())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve did not listen within 60s\n%s", p.Logs())
+	}
+	p.conn, err = grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.client = rlsv3.NewRateLimitServiceClient(p.conn)
+	return p
+}
+
+func (p *rlsProc) Logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logs.String()
+}
+
+func ctx10s(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// ask calls ShouldRateLimit.
+func (p *rlsProc) ask(domain string, hits uint32, ds ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitResponse {
+	p.t.Helper()
+	resp, err := p.client.ShouldRateLimit(ctx10s(p.t), &rlsv3.RateLimitRequest{Domain: domain, Descriptors: ds, HitsAddend: hits})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return resp
+}
+
+func (p *rlsProc) metrics() string {
+	p.t.Helper()
+	resp, err := http.Get("http://" + p.admn + "/metrics")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func rd(kv ...string) *ratelimitv3.RateLimitDescriptor {
+	d := &ratelimitv3.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return d
+}
+
+func summary(r *rlsv3.RateLimitResponse) string {
+	s := []string{r.OverallCode.String()}
+	for _, st := range r.Statuses {
+		s = append(s, st.Code.String())
+	}
+	return strings.Join(s, " ")
+}
+
+// e2eConfig uses years and weeks so that no window ends during a test (a
+// year window is [k·365d, (k+1)·365d) from the epoch).
+const e2eConfig = `domain: e2e
+descriptors:
+  - key: fixed
+    rate_limit: {unit: year, requests_per_unit: 5}
+  - key: shadow
+    shadow_mode: true
+    rate_limit: {unit: year, requests_per_unit: 2}
+  - key: free
+    rate_limit: {unlimited: true}
+  - key: path
+    value: /api/*
+    rate_limit: {unit: year, requests_per_unit: 3}
+  - key: team
+    value: a
+    descriptors:
+      - key: user
+        rate_limit: {name: per_user, unit: year, requests_per_unit: 4}
+  - key: vip
+    descriptors:
+      - key: user
+        rate_limit:
+          unit: year
+          requests_per_unit: 6
+          replaces: [{name: per_user}]
+  - key: bucket
+    rate_limit: {unit: day, requests_per_unit: 1, algorithm: token_bucket, burst: 7}
+  - key: leaky
+    rate_limit: {unit: day, requests_per_unit: 1, algorithm: leaky_bucket, burst: 4}
+  - key: log
+    rate_limit: {unit: week, requests_per_unit: 3, algorithm: sliding_log}
+  - key: slide
+    rate_limit: {unit: week, requests_per_unit: 8, algorithm: sliding_window}
+`
+
+func writeConfig(t *testing.T, dir, name, s string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// passes counts the requests answered OK before the first OVER_LIMIT (at
+// most 100).
+func (p *rlsProc) passes(domain string, d *ratelimitv3.RateLimitDescriptor) int {
+	p.t.Helper()
+	for i := range 100 {
+		if r := p.ask(domain, 0, d); r.OverallCode != rlsv3.RateLimitResponse_OK {
+			return i
+		}
+	}
+	return 100
+}
+
+func TestServeInterop(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, "e2e.yaml", e2eConfig)
+	p := startServe(t, dir, "--response-headers")
+
+	t.Run("exact count and fields", func(t *testing.T) {
+		for i := range 5 {
+			r := p.ask("e2e", 0, rd("fixed", "k1"))
+			st := r.Statuses[0]
+			if r.OverallCode != rlsv3.RateLimitResponse_OK || st.LimitRemaining != uint32(4-i) ||
+				st.CurrentLimit.GetRequestsPerUnit() != 5 || st.CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_YEAR ||
+				st.DurationUntilReset.AsDuration() <= 0 || st.DurationUntilReset.AsDuration() > 365*24*time.Hour {
+				t.Fatalf("request %d: %v", i+1, r)
+			}
+		}
+		r := p.ask("e2e", 0, rd("fixed", "k1"))
+		if summary(r) != "OVER_LIMIT OVER_LIMIT" || r.Statuses[0].LimitRemaining != 0 {
+			t.Fatalf("6th: %v", r)
+		}
+		hdr := map[string]string{}
+		for _, h := range r.ResponseHeadersToAdd {
+			hdr[h.Key] = h.Value
+		}
+		if hdr["RateLimit-Limit"] != "5, 5;w=31536000" || hdr["RateLimit-Remaining"] != "0" || hdr["RateLimit-Reset"] == "" || hdr["Retry-After"] == "" {
+			t.Fatalf("headers: %v", hdr)
+		}
+	})
+	t.Run("hits_addend", func(t *testing.T) {
+		if r := p.ask("e2e", 3, rd("fixed", "k2")); r.Statuses[0].LimitRemaining != 2 {
+			t.Fatalf("request-level 3: %v", r)
+		}
+		d := rd("fixed", "k2")
+		d.HitsAddend = wrapperspb.UInt64(2)
+		if r := p.ask("e2e", 3, d); r.OverallCode != rlsv3.RateLimitResponse_OK || r.Statuses[0].LimitRemaining != 0 {
+			t.Fatalf("descriptor-level 2: %v", r)
+		}
+		if r := p.ask("e2e", 0, rd("fixed", "k2")); r.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+			t.Fatalf("past the limit: %v", r)
+		}
+	})
+	t.Run("shadow", func(t *testing.T) {
+		for i := range 4 {
+			if r := p.ask("e2e", 0, rd("shadow", "s")); summary(r) != "OK OK" {
+				t.Fatalf("shadow request %d: %v", i+1, r)
+			}
+		}
+		if !strings.Contains(p.metrics(), `ratekeeper_rls_over_limit_total{descriptor="e2e.shadow"} 2`) {
+			t.Fatal("shadow over-limit not counted")
+		}
+	})
+	t.Run("unlimited", func(t *testing.T) {
+		for range 20 {
+			r := p.ask("e2e", 0, rd("free", "x"))
+			if r.OverallCode != rlsv3.RateLimitResponse_OK || r.Statuses[0].LimitRemaining != math.MaxUint32 || r.Statuses[0].CurrentLimit != nil {
+				t.Fatalf("unlimited: %v", r)
+			}
+		}
+	})
+	t.Run("wildcards", func(t *testing.T) {
+		if n := p.passes("e2e", rd("path", "/api/users")); n != 3 {
+			t.Fatalf("/api/users: %d passed, want 3", n)
+		}
+		if n := p.passes("e2e", rd("path", "/api/posts")); n != 3 {
+			t.Fatalf("/api/posts (its own count): %d passed, want 3", n)
+		}
+		if r := p.ask("e2e", 0, rd("path", "/static/x")); r.Statuses[0].CurrentLimit != nil {
+			t.Fatalf("/static/x matched: %v", r)
+		}
+	})
+	t.Run("replaces", func(t *testing.T) {
+		both := func() *rlsv3.RateLimitResponse {
+			return p.ask("e2e", 0, rd("team", "a", "user", "u1"), rd("vip", "yes", "user", "u1"))
+		}
+		for i := range 6 {
+			if r := both(); summary(r) != "OK OK OK" || r.Statuses[0].CurrentLimit != nil {
+				t.Fatalf("request %d: %v", i+1, r)
+			}
+		}
+		if r := both(); summary(r) != "OVER_LIMIT OK OVER_LIMIT" {
+			t.Fatalf("7th: %v", r)
+		}
+		if n := p.passes("e2e", rd("team", "a", "user", "u1")); n != 4 {
+			t.Fatalf("the replaced limit was used: %d passed alone, want 4", n)
+		}
+	})
+	t.Run("every algorithm", func(t *testing.T) {
+		for key, want := range map[string]int{"bucket": 7, "leaky": 4, "log": 3, "slide": 8} {
+			if n := p.passes("e2e", rd(key, "x")); n != want {
+				t.Errorf("%s: %d passed, want %d", key, n, want)
+			}
+		}
+	})
+	t.Run("errors", func(t *testing.T) {
+		_, err := p.client.ShouldRateLimit(ctx10s(t), &rlsv3.RateLimitRequest{Domain: "e2e"})
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("no descriptors: %v", err)
+		}
+	})
+	t.Run("health and reflection", func(t *testing.T) {
+		h, err := healthpb.NewHealthClient(p.conn).Check(ctx10s(t), &healthpb.HealthCheckRequest{Service: "envoy.service.ratelimit.v3.RateLimitService"})
+		if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("health: %v %v", h, err)
+		}
+		stream, err := reflectionpb.NewServerReflectionClient(p.conn).ServerReflectionInfo(ctx10s(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, s := range resp.GetListServicesResponse().GetService() {
+			names = append(names, s.Name)
+		}
+		if !slices.Contains(names, "envoy.service.ratelimit.v3.RateLimitService") || !slices.Contains(names, "grpc.health.v1.Health") {
+			t.Fatalf("reflection lists %v", names)
+		}
+	})
+	t.Run("http", func(t *testing.T) {
+		post := func(path, body string) (int, string) {
+			resp, err := http.Post("http://"+p.http+path, "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		code, body := post("/v1/check", `{"domain":"e2e","descriptors":[{"entries":[{"key":"fixed","value":"h"}],"hits_addend":4}]}`)
+		if code != 200 || !strings.Contains(body, `"limit_remaining":1`) {
+			t.Fatalf("/v1/check: %d %s", code, body)
+		}
+		code, body = post("/json", `{"domain":"e2e","descriptors":[{"entries":[{"key":"fixed","value":"h"}]}]}`)
+		if code != 200 || !strings.Contains(body, `"overallCode":"OK"`) {
+			t.Fatalf("/json: %d %s", code, body)
+		}
+		// gRPC and HTTP share the counts.
+		if r := p.ask("e2e", 0, rd("fixed", "h")); r.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+			t.Fatalf("gRPC after HTTP: %v", r)
+		}
+		code, body = post("/json", `{"domain":"e2e","descriptors":[{"entries":[{"key":"fixed","value":"h"}]}]}`)
+		if code != 429 || !strings.Contains(body, `"OVER_LIMIT"`) {
+			t.Fatalf("/json over the limit: %d %s", code, body)
+		}
+	})
+	t.Run("metrics", func(t *testing.T) {
+		m := p.metrics()
+		for _, want := range []string{
+			`ratekeeper_decisions_total{result="allowed",rule="e2e.fixed"}`,
+			`ratekeeper_decisions_total{result="limited",rule="e2e.fixed"}`,
+			`ratekeeper_store_duration_seconds_count{op="take"}`,
+		} {
+			if !strings.Contains(m, want) {
+				t.Errorf("metrics lack %s", want)
+			}
+		}
+	})
+}
+
+func TestServeReload(t *testing.T) {
+	dir := t.TempDir()
+	file := writeConfig(t, dir, "e2e.yaml", e2eConfig)
+	p := startServe(t, file)
+	if n := p.passes("e2e", rd("fixed", "r")); n != 5 {
+		t.Fatalf("%d passed, want 5", n)
+	}
+	// A larger limit: the next window's count goes on from the same counter.
+	writeConfig(t, dir, "e2e.yaml", strings.Replace(e2eConfig, "requests_per_unit: 5}", "requests_per_unit: 8}", 1))
+	waitFor(t, "the reload", func() bool {
+		return p.ask("e2e", 0, rd("fixed", "other")).Statuses[0].CurrentLimit.GetRequestsPerUnit() == 8
+	})
+	if n := p.passes("e2e", rd("fixed", "r")); n != 3 {
+		t.Fatalf("after the reload: %d passed, want 3 (8 - 5)", n)
+	}
+	// An invalid file keeps the old configuration serving.
+	writeConfig(t, dir, "e2e.yaml", e2eConfig+"  - key: broken\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+	waitFor(t, "the failed reload", func() bool {
+		return strings.Contains(p.metrics(), `ratekeeper_config_reloads_total{result="failure"} 1`)
+	})
+	if !strings.Contains(p.Logs(), "e2e.yaml:") || !strings.Contains(p.Logs(), "rate_limit.unit") {
+		t.Fatalf("the failure does not name file, line and field")
+	}
+	if r := p.ask("e2e", 0, rd("fixed", "new")); r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 8 {
+		t.Fatalf("after an invalid reload: %v", r)
+	}
+	// SIGHUP reloads too (here: the same valid file again).
+	writeConfig(t, dir, "e2e.yaml", e2eConfig)
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reload", func() bool {
+		return p.ask("e2e", 0, rd("fixed", "other2")).Statuses[0].CurrentLimit.GetRequestsPerUnit() == 5
+	})
+}
+
+func TestServeReferenceExamples(t *testing.T) {
+	p := startServe(t, "../../rls/testdata/reference", "--http-listen", "-")
+	if r := p.ask("edge_proxy_per_ip", 0, rd("remote_address", "50.0.0.5")); summary(r) != "OVER_LIMIT OVER_LIMIT" || r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 0 {
+		t.Fatalf("blocked address: %v", r)
+	}
+	if r := p.ask("internal", 0, rd("ldap", "x"), rd("azure", "y")); summary(r) != "OK OK OK" || r.Statuses[0].LimitRemaining != math.MaxUint32 || r.Statuses[1].CurrentLimit.GetRequestsPerUnit() != 100 {
+		t.Fatalf("internal: %v", r)
+	}
+	if r := p.ask("example4", 0, rd("key", "value")); r.Statuses[0].CurrentLimit != nil {
+		t.Fatalf("example4 at the wrong depth: %v", r)
+	}
+	if r := p.ask("messaging", 0, rd("message_type", "marketing", "to_number", "1")); r.Statuses[0].CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_DAY {
+		t.Fatalf("messaging: %v", r)
+	}
+}
+
+func TestServeBadConfig(t *testing.T) {
+	dir := t.TempDir()
+	bad := writeConfig(t, dir, "bad.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: 5\n      algorithm: magic\n")
+	out, err := exec.Command(binary(t), "serve", "--config", bad, "--grpc-listen", "127.0.0.1:0", "--http-listen", "-", "--admin-listen", "-").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "bad.yaml:7: descriptors[0].rate_limit.algorithm") {
+		t.Fatalf("err %v, output:\n%s", err, out)
+	}
+	out, err = exec.Command(binary(t), "serve").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "--config") {
+		t.Fatalf("no --config: %v\n%s", err, out)
+	}
+}
+
+// TestServeRedisAllOrNothing runs two processes on one redis-server: the
+// counts are shared, exactly, and a refused request takes nothing.
+func TestServeRedisAllOrNothing(t *testing.T) {
+	url := redistest.Server(t)
+	dir := t.TempDir()
+	writeConfig(t, dir, "e2e.yaml", e2eConfig)
+	a := startServe(t, dir, "--store", url, "--all-or-nothing")
+	b := startServe(t, dir, "--store", url, "--all-or-nothing")
+	n := 0
+	for i := range 10 {
+		p := a
+		if i%2 == 1 {
+			p = b
+		}
+		if p.ask("e2e", 0, rd("fixed", "shared")).OverallCode == rlsv3.RateLimitResponse_OK {
+			n++
+		}
+	}
+	if n != 5 {
+		t.Fatalf("%d passed across two processes, want 5", n)
+	}
+	// fixed:shared is exhausted: a request with it and another descriptor
+	// takes nothing from the other.
+	for range 3 {
+		r := b.ask("e2e", 0, rd("fixed", "shared"), rd("slide", "other"))
+		if summary(r) != "OVER_LIMIT OVER_LIMIT OK" {
+			t.Fatalf("%v", r)
+		}
+	}
+	if r := a.ask("e2e", 0, rd("slide", "other")); r.Statuses[0].LimitRemaining != 7 {
+		t.Fatalf("the refused requests took quota: remaining %d, want 7", r.Statuses[0].LimitRemaining)
+	}
+}

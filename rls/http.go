@@ -1,0 +1,201 @@
+package rls
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// maxBody bounds a JSON request.
+const maxBody = 1 << 20
+
+// HTTPHandler serves the JSON API:
+//
+//   - POST /v1/check: ratekeeper's JSON (CheckRequest, CheckResponse);
+//   - POST /json: the reference service's endpoint, a RateLimitRequest in
+//     the proto3 JSON mapping, answered with a RateLimitResponse likewise;
+//   - GET /healthcheck: 200 while serving (the reference service's path).
+//
+// Both decision endpoints answer 200 when the request may pass, 429 when
+// it is over the limit, 400 for a bad request and 503 when the store fails.
+func (s *Service) HTTPHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/check", s.serveCheck)
+	mux.HandleFunc("POST /json", s.serveJSON)
+	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "OK\n")
+	})
+	return mux
+}
+
+// CheckRequest is the body of POST /v1/check.
+type CheckRequest struct {
+	// Domain names the configuration's domain.
+	Domain string `json:"domain"`
+	// Descriptors are checked together.
+	Descriptors []CheckDescriptor `json:"descriptors"`
+	// HitsAddend is the cost of the request (0 means 1), for descriptors
+	// that do not set their own.
+	HitsAddend uint32 `json:"hits_addend,omitempty"`
+}
+
+// CheckDescriptor is one descriptor of a CheckRequest.
+type CheckDescriptor struct {
+	// Entries are the descriptor's key/value pairs, outermost first.
+	Entries []CheckEntry `json:"entries"`
+	// HitsAddend, when set, is this descriptor's cost instead of the
+	// request's.
+	HitsAddend *uint64 `json:"hits_addend,omitempty"`
+}
+
+// CheckEntry is one key/value pair.
+type CheckEntry struct {
+	// Key is the entry's key.
+	Key string `json:"key"`
+	// Value is the entry's value.
+	Value string `json:"value"`
+}
+
+// CheckResponse is the answer of POST /v1/check.
+type CheckResponse struct {
+	// OverallCode is "OK" or "OVER_LIMIT".
+	OverallCode string `json:"overall_code"`
+	// Statuses has one status per descriptor, in order.
+	Statuses []CheckStatus `json:"statuses"`
+	// Headers are the rate limit headers, when the service adds them.
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// CheckStatus is the answer for one descriptor.
+type CheckStatus struct {
+	// Code is "OK" or "OVER_LIMIT".
+	Code string `json:"code"`
+	// CurrentLimit is the limit that applied; absent when none did.
+	CurrentLimit *CheckLimit `json:"current_limit,omitempty"`
+	// LimitRemaining is how many more requests would pass now
+	// (4294967295 for an unlimited descriptor).
+	LimitRemaining uint32 `json:"limit_remaining"`
+	// DurationUntilReset is, in seconds, how long until the limit is
+	// replenished when allowed, or until the request would pass when over.
+	DurationUntilReset float64 `json:"duration_until_reset"`
+}
+
+// CheckLimit is a limit as configured.
+type CheckLimit struct {
+	// Name is the limit's name, if it has one.
+	Name string `json:"name,omitempty"`
+	// RequestsPerUnit is the number of requests per unit.
+	RequestsPerUnit uint32 `json:"requests_per_unit"`
+	// Unit is SECOND, MINUTE, HOUR, DAY, WEEK, MONTH or YEAR.
+	Unit string `json:"unit"`
+}
+
+func (s *Service) serveCheck(w http.ResponseWriter, r *http.Request) {
+	var in CheckRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		httpError(w, http.StatusBadRequest, fmt.Errorf("body: %w", err))
+		return
+	}
+	req := &rlsv3.RateLimitRequest{Domain: in.Domain, HitsAddend: in.HitsAddend}
+	for _, d := range in.Descriptors {
+		pd := &ratelimitv3.RateLimitDescriptor{}
+		for _, e := range d.Entries {
+			pd.Entries = append(pd.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: e.Key, Value: e.Value})
+		}
+		if d.HitsAddend != nil {
+			pd.HitsAddend = wrapperspb.UInt64(*d.HitsAddend)
+		}
+		req.Descriptors = append(req.Descriptors, pd)
+	}
+	resp, err := s.Decide(r.Context(), req)
+	if err != nil {
+		decideError(w, err)
+		return
+	}
+	out := CheckResponse{OverallCode: resp.OverallCode.String(), Statuses: make([]CheckStatus, len(resp.Statuses))}
+	for i, st := range resp.Statuses {
+		cs := CheckStatus{Code: st.Code.String(), LimitRemaining: st.LimitRemaining, DurationUntilReset: st.DurationUntilReset.AsDuration().Seconds()}
+		if l := st.CurrentLimit; l != nil {
+			cs.CurrentLimit = &CheckLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: l.Unit.String()}
+		}
+		out.Statuses[i] = cs
+	}
+	for _, h := range resp.ResponseHeadersToAdd {
+		if out.Headers == nil {
+			out.Headers = map[string]string{}
+		}
+		out.Headers[h.Key] = h.Value
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeDecision(w, resp, "application/json", b)
+}
+
+func (s *Service) serveJSON(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		httpError(w, http.StatusBadRequest, fmt.Errorf("body: %w", err))
+		return
+	}
+	var req rlsv3.RateLimitRequest
+	if err := protojson.Unmarshal(body, &req); err != nil {
+		httpError(w, http.StatusBadRequest, fmt.Errorf("body: %w", err))
+		return
+	}
+	resp, err := s.Decide(r.Context(), &req)
+	if err != nil {
+		decideError(w, err)
+		return
+	}
+	b, err := protojson.Marshal(resp)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeDecision(w, resp, "application/json", b)
+}
+
+// writeDecision writes b with 200, or 429 when over the limit, and the
+// rate limit headers the response carries.
+func writeDecision(w http.ResponseWriter, resp *rlsv3.RateLimitResponse, ctype string, b []byte) {
+	h := w.Header()
+	h.Set("Content-Type", ctype)
+	for _, hv := range resp.ResponseHeadersToAdd {
+		h.Set(hv.Key, hv.Value)
+	}
+	code := http.StatusOK
+	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+		code = http.StatusTooManyRequests
+	}
+	w.WriteHeader(code)
+	w.Write(b)
+}
+
+func decideError(w http.ResponseWriter, err error) {
+	if errors.Is(err, ErrInvalid) {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	httpError(w, http.StatusServiceUnavailable, err)
+}
+
+func httpError(w http.ResponseWriter, code int, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	b, _ := json.Marshal(map[string]string{"error": strings.TrimSpace(err.Error())})
+	w.Write(b)
+}

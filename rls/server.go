@@ -1,0 +1,338 @@
+package rls
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/ratekeeper/ratekeeper/internal/metrics"
+	"github.com/ratekeeper/ratekeeper/internal/storeconfig"
+)
+
+// Defaults of ServerOptions.
+const (
+	DefaultGRPCListen      = "127.0.0.1:8081"
+	DefaultHTTPListen      = "127.0.0.1:8080"
+	DefaultAdminListen     = "127.0.0.1:9090"
+	DefaultWatch           = 2 * time.Second
+	DefaultShutdownTimeout = 10 * time.Second
+)
+
+// ServerOptions configure a Server. Zero values take the defaults.
+type ServerOptions struct {
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
+	// GRPCListen, HTTPListen and AdminListen are the listeners' addresses;
+	// "-" turns the HTTP or admin listener off.
+	GRPCListen, HTTPListen, AdminListen string
+	// Store configures the store (memory by default).
+	Store storeconfig.Config
+	// AllOrNothing: see WithAllOrNothing.
+	AllOrNothing bool
+	// ResponseHeaders: see WithResponseHeaders.
+	ResponseHeaders bool
+	// Watch is how often the configuration is polled for changes; negative
+	// turns polling off (Reload still works).
+	Watch time.Duration
+	// ShutdownTimeout bounds the graceful shutdown.
+	ShutdownTimeout time.Duration
+}
+
+// Server runs a Service on its gRPC, HTTP and admin listeners and reloads
+// its configuration. Create it with NewServer, run it with Run.
+type Server struct {
+	path    string
+	o       ServerOptions
+	logger  *slog.Logger
+	reg     *prometheus.Registry
+	metrics *metrics.Metrics
+	svc     *Service
+	store   io.Closer
+
+	mu  sync.Mutex // serialises reloads
+	sum [sha256.Size]byte
+
+	ready                   atomic.Bool
+	grpcAddr, httpAddr, adm atomic.Pointer[net.Addr]
+}
+
+// NewServer loads the configuration at path (a file or a directory) and
+// opens the store. It does not listen yet.
+func NewServer(ctx context.Context, path string, o ServerOptions) (*Server, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.GRPCListen == "" {
+		o.GRPCListen = DefaultGRPCListen
+	}
+	if o.HTTPListen == "" {
+		o.HTTPListen = DefaultHTTPListen
+	}
+	if o.AdminListen == "" {
+		o.AdminListen = DefaultAdminListen
+	}
+	if o.Watch == 0 {
+		o.Watch = DefaultWatch
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	sum, _ := contentSum(path)
+	c, err := Load(path)
+	if err != nil {
+		return nil, err
+	}
+	rules, err := Compile(c)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{path: path, o: o, logger: o.Logger, reg: metrics.NewRegistry(), sum: sum}
+	s.metrics = metrics.New(s.reg)
+	store, closer, err := storeconfig.Open(ctx, o.Store, o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	s.store = closer
+	if stats, ok := storeconfig.FallbackStats(store); ok {
+		s.metrics.CollectFallback(stats)
+	}
+	s.svc = NewService(s.metrics.InstrumentStore(store), rules,
+		WithAllOrNothing(o.AllOrNothing),
+		WithResponseHeaders(o.ResponseHeaders),
+		WithLogger(o.Logger),
+		WithMetrics(s.metrics, s.reg))
+	s.metrics.Loaded(rules.Len())
+	return s, nil
+}
+
+// Service is the server's Service.
+func (s *Server) Service() *Service { return s.svc }
+
+// GRPCAddr is the gRPC listener's address once Run listens, else nil.
+func (s *Server) GRPCAddr() net.Addr { return load(&s.grpcAddr) }
+
+// HTTPAddr is the HTTP listener's address once Run listens, else nil.
+func (s *Server) HTTPAddr() net.Addr { return load(&s.httpAddr) }
+
+// AdminAddr is the admin listener's address once Run listens, else nil.
+func (s *Server) AdminAddr() net.Addr { return load(&s.adm) }
+
+func load(p *atomic.Pointer[net.Addr]) net.Addr {
+	if a := p.Load(); a != nil {
+		return *a
+	}
+	return nil
+}
+
+// Run listens and serves until ctx is done, then stops gracefully: the
+// health service turns NOT_SERVING, calls in flight finish (up to the
+// shutdown timeout), and the store closes.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.store.Close()
+	var lns []net.Listener
+	closeAll := func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}
+	listen := func(addr string, to *atomic.Pointer[net.Addr], what string) (net.Listener, error) {
+		if addr == "-" {
+			return nil, nil
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("%s listen: %w", what, err)
+		}
+		a := ln.Addr()
+		to.Store(&a)
+		lns = append(lns, ln)
+		return ln, nil
+	}
+	gln, err := listen(s.o.GRPCListen, &s.grpcAddr, "grpc")
+	if err != nil {
+		return err
+	}
+	hln, err := listen(s.o.HTTPListen, &s.httpAddr, "http")
+	if err != nil {
+		return err
+	}
+	aln, err := listen(s.o.AdminListen, &s.adm, "admin")
+	if err != nil {
+		return err
+	}
+
+	gs := grpc.NewServer()
+	rlsv3.RegisterRateLimitServiceServer(gs, s.svc)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+
+	errc := make(chan error, 3)
+	go func() { errc <- gs.Serve(gln) }()
+	var servers []*http.Server
+	serveHTTP := func(ln net.Listener, h http.Handler) {
+		if ln == nil {
+			return
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+			ErrorLog: slog.NewLogLogger(s.logger.Handler(), slog.LevelDebug)}
+		servers = append(servers, srv)
+		go func() {
+			err := srv.Serve(ln)
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			errc <- err
+		}()
+	}
+	serveHTTP(hln, s.svc.HTTPHandler())
+	serveHTTP(aln, metrics.AdminHandler(s.reg, s.readyErr))
+	s.ready.Store(true)
+	str := func(a net.Addr) string {
+		if a == nil {
+			return "off"
+		}
+		return a.String()
+	}
+	s.logger.Info("rate limit service listening", "grpc", str(s.GRPCAddr()), "http", str(s.HTTPAddr()), "admin", str(s.AdminAddr()),
+		"config", s.path, "domains", s.svc.Rules().Domains(), "store", s.o.Store.String(), "all_or_nothing", s.o.AllOrNothing)
+
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go s.watch(wctx)
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	s.ready.Store(false)
+	hs.Shutdown()
+	s.logger.Info("shutting down: finishing calls in flight", "timeout", s.o.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.ShutdownTimeout)
+	defer cancel()
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	for _, srv := range servers {
+		_ = srv.Shutdown(sctx)
+	}
+	select {
+	case <-stopped:
+	case <-sctx.Done():
+		gs.Stop()
+	}
+	if serveErr != nil {
+		return serveErr
+	}
+	s.logger.Info("rate limit service stopped")
+	return nil
+}
+
+func (s *Server) readyErr() error {
+	if !s.ready.Load() {
+		return errors.New("not serving")
+	}
+	return nil
+}
+
+// Reload re-reads the configuration and, if it is valid, serves it from
+// the next request on. An invalid configuration changes nothing: the error
+// is logged, counted and returned, and the previous rules keep serving.
+func (s *Server) Reload() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sum, _ := contentSum(s.path)
+	s.sum = sum // a bad configuration is not retried until it changes again
+	c, err := Load(s.path)
+	if err == nil {
+		var rules *Rules
+		if rules, err = Compile(c); err == nil {
+			s.svc.SetRules(rules)
+			s.metrics.Reload(true, rules.Len())
+			s.logger.Info("config reloaded", "config", s.path, "domains", rules.Domains(), "limits", rules.Len())
+			return nil
+		}
+	}
+	s.metrics.Reload(false, 0)
+	s.logger.Error("config reload failed; the previous rules keep serving", "config", s.path, "err", err)
+	return err
+}
+
+// watch polls the configuration and reloads when its content changed.
+func (s *Server) watch(ctx context.Context) {
+	if s.o.Watch < 0 {
+		return
+	}
+	t := time.NewTicker(s.o.Watch)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		sum, err := contentSum(s.path)
+		if err != nil {
+			continue // being replaced, perhaps: the next tick sees it
+		}
+		s.mu.Lock()
+		same := sum == s.sum
+		s.mu.Unlock()
+		if !same {
+			s.logger.Info("config changed", "config", s.path)
+			_ = s.Reload()
+		}
+	}
+}
+
+// contentSum hashes the configuration: the file, or the names and contents
+// of the directory's YAML files.
+func contentSum(path string) ([sha256.Size]byte, error) {
+	var zero [sha256.Size]byte
+	fi, err := os.Stat(path)
+	if err != nil {
+		return zero, err
+	}
+	h := sha256.New()
+	files := []string{path}
+	if fi.IsDir() {
+		files, err = filepath.Glob(filepath.Join(path, "*.y*ml"))
+		if err != nil {
+			return zero, err
+		}
+		sort.Strings(files)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return zero, err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", f, len(b))
+		h.Write(b)
+	}
+	var out [sha256.Size]byte
+	copy(out[:], h.Sum(nil))
+	return out, nil
+}

@@ -1,0 +1,512 @@
+package rls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/metrics"
+)
+
+// ErrInvalid marks a request the service cannot answer: no domain, no
+// descriptors, or an empty descriptor. gRPC answers it with
+// InvalidArgument and HTTP with 400.
+var ErrInvalid = errors.New("invalid request")
+
+// Service answers rate limit requests with Rules and a Store. It
+// implements envoy.service.ratelimit.v3.RateLimitService; Decide is the
+// same answer for other transports. Its methods are safe for concurrent
+// use, SetRules included.
+type Service struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+
+	store        ratekeeper.Store
+	cur          atomic.Pointer[served]
+	allOrNothing bool
+	headers      bool
+	logger       *slog.Logger
+	metrics      *metrics.Metrics
+	overLimit    *prometheus.CounterVec
+	now          func() time.Time
+}
+
+// served is a Rules with the metrics of each of its rules looked up once.
+type served struct {
+	rules    *Rules
+	counters []ruleCounters
+}
+
+type ruleCounters struct {
+	allowed, limited, shadow prometheus.Counter
+}
+
+// Option configures a Service.
+type Option interface{ apply(*Service) }
+
+type optionFunc func(*Service)
+
+func (f optionFunc) apply(s *Service) { f(s) }
+
+// WithAllOrNothing makes a request that is over the limit on one
+// descriptor use no quota on the others (shadow-mode descriptors excepted:
+// they are decided on their own). Off by default, as in the reference
+// service, where every descriptor within its limit counts the request even
+// when another refuses it.
+func WithAllOrNothing(on bool) Option {
+	return optionFunc(func(s *Service) { s.allOrNothing = on })
+}
+
+// WithResponseHeaders adds RateLimit-Limit, RateLimit-Remaining and
+// RateLimit-Reset (and Retry-After when over the limit) to
+// response_headers_to_add, from the descriptor with the least remaining.
+// Off by default.
+func WithResponseHeaders(on bool) Option {
+	return optionFunc(func(s *Service) { s.headers = on })
+}
+
+// WithLogger sets the logger; the default discards.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(s *Service) { s.logger = l })
+}
+
+// WithMetrics counts decisions by rule and result in m, and registers on
+// reg ratekeeper_rls_over_limit_total{descriptor}: over-limit answers per
+// rule, labelled with the request's values where detailed_metric asks.
+func WithMetrics(m *metrics.Metrics, reg prometheus.Registerer) Option {
+	return optionFunc(func(s *Service) {
+		s.metrics = m
+		s.overLimit = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekeeper_rls_over_limit_total",
+			Help: "Descriptors answered over the limit (shadow mode included), by descriptor: the configured path, or the request's values where detailed_metric is set.",
+		}, []string{"descriptor"})
+		reg.MustRegister(s.overLimit)
+	})
+}
+
+// WithNow sets the clock for what the service computes itself (the reset
+// of a limit of zero requests); decisions come from the store's clock.
+func WithNow(now func() time.Time) Option {
+	return optionFunc(func(s *Service) { s.now = now })
+}
+
+// NewService returns a Service answering with rules from store.
+func NewService(store ratekeeper.Store, rules *Rules, opts ...Option) *Service {
+	s := &Service{store: store, logger: slog.New(slog.DiscardHandler), now: time.Now}
+	for _, o := range opts {
+		o.apply(s)
+	}
+	s.SetRules(rules)
+	return s
+}
+
+// SetRules serves rules from the next request on.
+func (s *Service) SetRules(rules *Rules) {
+	sv := &served{rules: rules, counters: make([]ruleCounters, len(rules.rules))}
+	if s.metrics != nil {
+		for i, r := range rules.rules {
+			sv.counters[i] = ruleCounters{
+				allowed: s.metrics.DecisionCounter(r.stat, metrics.Allowed),
+				limited: s.metrics.DecisionCounter(r.stat, metrics.Limited),
+				shadow:  s.metrics.DecisionCounter(r.stat, metrics.ShadowLimited),
+			}
+		}
+	}
+	s.cur.Store(sv)
+}
+
+// Rules returns the rules being served.
+func (s *Service) Rules() *Rules { return s.cur.Load().rules }
+
+// ShouldRateLimit implements the gRPC method: Decide, with errors as gRPC
+// statuses (InvalidArgument, or Unavailable when the store fails).
+func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	resp, err := s.Decide(ctx, req)
+	if err != nil {
+		switch {
+		case errors.Is(err, ErrInvalid):
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		case errors.Is(err, context.Canceled):
+			return nil, status.Error(codes.Canceled, err.Error())
+		case errors.Is(err, context.DeadlineExceeded):
+			return nil, status.Error(codes.DeadlineExceeded, err.Error())
+		}
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return resp, nil
+}
+
+// slot is one descriptor of a request while it is decided.
+type slot struct {
+	r     *rule
+	n     int
+	key   string
+	stat  string // detailed metrics label, or ""
+	kind  slotKind
+	d     ratekeeper.Decision
+	over  bool
+	reset time.Duration
+}
+
+type slotKind uint8
+
+const (
+	noLimit   slotKind = iota // no rule, or replaced: OK without a limit
+	unlimited                 // OK, remaining MaxUint32
+	denyAll                   // requests_per_unit 0
+	tooMany                   // cost above capacity: refused, asked without taking
+	take                      // asks the store
+)
+
+// Decide answers req: a status per descriptor, in order, and the overall
+// code. A refusal is an answer; errors are for bad requests (ErrInvalid)
+// and store failures.
+func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	domain := req.GetDomain()
+	if domain == "" {
+		return nil, fmt.Errorf("%w: the domain must not be empty", ErrInvalid)
+	}
+	descs := req.GetDescriptors()
+	if len(descs) == 0 {
+		return nil, fmt.Errorf("%w: the descriptor list must not be empty", ErrInvalid)
+	}
+	cur := s.cur.Load()
+	rules := cur.rules
+	_, known := rules.domains[domain]
+	slots := make([]slot, len(descs))
+	var (
+		entries  []Entry
+		path     []*node
+		replaced map[string]bool
+	)
+	for i, d := range descs {
+		if len(d.GetEntries()) == 0 {
+			return nil, fmt.Errorf("%w: descriptor %d has no entries", ErrInvalid, i)
+		}
+		entries = entries[:0]
+		for _, e := range d.GetEntries() {
+			entries = append(entries, Entry{Key: e.GetKey(), Value: e.GetValue()})
+		}
+		var r *rule
+		r, path = rules.match(domain, entries, path)
+		sl := &slots[i]
+		sl.n = hits(req, d)
+		if ov := d.GetLimit(); ov != nil && known {
+			r = override(r, domain, ov)
+		}
+		sl.r = r
+		if r == nil {
+			continue
+		}
+		for _, name := range r.replaces {
+			if replaced == nil {
+				replaced = map[string]bool{}
+			}
+			replaced[name] = true
+		}
+		if r.unlimit || r.rpu == 0 {
+			continue
+		}
+		if len(path) == len(entries) {
+			sl.key = counterKey(domain, entries, path)
+		} else {
+			sl.key = "rls:override:" + domain + detailedStat("", entries)
+		}
+		if ov := d.GetLimit(); ov != nil && known {
+			sl.key += "|" + strconv.FormatUint(uint64(ov.GetRequestsPerUnit()), 10) + "/" + ov.GetUnit().String()
+		}
+		if r.detailed {
+			sl.stat = detailedStat(domain, entries)
+		}
+	}
+	for i := range slots {
+		sl := &slots[i]
+		switch r := sl.r; {
+		case r == nil:
+			sl.kind = noLimit
+		case r.name != "" && replaced[r.name]:
+			sl.kind = noLimit
+			sl.r = nil
+		case r.unlimit:
+			sl.kind = unlimited
+		case r.rpu == 0:
+			sl.kind = denyAll
+			sl.over = true
+			p := r.period.Microseconds()
+			now := s.now().UnixMicro()
+			sl.reset = time.Duration(p-now%p) * time.Microsecond
+		case sl.n > r.limit.Capacity():
+			sl.kind = tooMany
+		default:
+			sl.kind = take
+		}
+	}
+	if err := s.decide(ctx, slots); err != nil {
+		return nil, err
+	}
+	return s.respond(cur, slots), nil
+}
+
+// hits is a descriptor's cost: its own hits_addend, else the request's;
+// zero means one.
+func hits(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) int {
+	n := uint64(req.GetHitsAddend())
+	if h := d.GetHitsAddend(); h != nil {
+		n = h.GetValue()
+	}
+	if d.GetIsNegativeHits() {
+		return 0 // giving quota back is not supported: asked without taking
+	}
+	if n == 0 {
+		return 1
+	}
+	if n > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int(n)
+}
+
+// override is the limit a descriptor brings with it, which the reference
+// service applies instead of the configured one: the same algorithm (fixed
+// window without a configured one), the request's rate and unit.
+func override(r *rule, domain string, ov *ratelimitv3.RateLimitDescriptor_RateLimitOverride) *rule {
+	d := unitDuration(rlsv3.RateLimitResponse_RateLimit_Unit(ov.GetUnit()))
+	if d == 0 {
+		return r
+	}
+	o := &rule{id: -1, stat: domain + ".override", unit: rlsv3.RateLimitResponse_RateLimit_Unit(ov.GetUnit()), period: d, rpu: ov.GetRequestsPerUnit()}
+	alg := ratekeeper.FixedWindow
+	if r != nil {
+		o.stat, o.name, o.replaces, o.shadow, o.detailed = r.stat, r.name, r.replaces, r.shadow, r.detailed
+		if !r.unlimit && r.rpu > 0 {
+			alg = r.limit.Algorithm
+		}
+	}
+	if o.rpu > 0 {
+		o.limit = ratekeeper.Limit{Algorithm: alg, Rate: int(o.rpu), Period: d}
+		if o.limit.Validate() != nil {
+			o.limit.Algorithm = ratekeeper.FixedWindow
+		}
+	}
+	return o
+}
+
+// decide asks the store for the slots that need it.
+func (s *Service) decide(ctx context.Context, slots []slot) error {
+	if !s.allOrNothing {
+		for i := range slots {
+			sl := &slots[i]
+			switch sl.kind {
+			case take, tooMany:
+				n := sl.n
+				if sl.kind == tooMany {
+					n = 0
+				}
+				d, err := s.store.Take(ctx, ratekeeper.Request{Key: sl.key, Limit: sl.r.limit, N: n})
+				if err != nil {
+					return fmt.Errorf("store: %w", err)
+				}
+				sl.d = d
+				sl.over = !d.Allowed || sl.kind == tooMany
+			}
+		}
+		return nil
+	}
+	// All or nothing: the enforced descriptors go to the store together;
+	// shadow ones on their own, since their refusal refuses nothing.
+	var (
+		reqs   []ratekeeper.Request
+		doomed bool // a descriptor refuses whatever the store says
+		byKey  = map[string]int{}
+	)
+	for i := range slots {
+		sl := &slots[i]
+		if sl.r == nil || sl.r.shadow {
+			continue
+		}
+		switch sl.kind {
+		case denyAll, tooMany:
+			doomed = true
+		case take:
+			if j, ok := byKey[sl.key]; ok { // the same descriptor twice: one request for the sum
+				reqs[j].N += sl.n
+				continue
+			}
+			byKey[sl.key] = len(reqs)
+			reqs = append(reqs, ratekeeper.Request{Key: sl.key, Limit: sl.r.limit, N: sl.n})
+		}
+	}
+	for j := range reqs {
+		if reqs[j].N > reqs[j].Limit.Capacity() {
+			doomed = true
+		}
+	}
+	out := make([]ratekeeper.Decision, len(reqs))
+	if doomed { // nothing may take: ask each without taking
+		for j, q := range reqs {
+			over := q.N > q.Limit.Capacity()
+			q.N = 0
+			d, err := s.store.Take(ctx, q)
+			if err != nil {
+				return fmt.Errorf("store: %w", err)
+			}
+			d.Allowed = !over
+			out[j] = d
+		}
+	} else if len(reqs) > 0 {
+		all, err := ratekeeper.TakeAll(ctx, s.store, reqs, out)
+		if err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		if !all {
+			// The allowed ones took nothing, but their decisions say what
+			// taking would have left: a BatchStore decides them all as if
+			// taking, ratekeeper.TakeAll's fallback those before the first
+			// refusal (and asks the later ones without taking).
+			_, batch := s.store.(ratekeeper.BatchStore)
+			refused := false
+			for j := range out {
+				refused = refused || !out[j].Allowed
+				if out[j].Allowed && (batch || !refused) {
+					out[j].Remaining = min(out[j].Remaining+reqs[j].N, out[j].Limit)
+				}
+			}
+		}
+	}
+	for i := range slots {
+		sl := &slots[i]
+		switch {
+		case sl.r == nil || (sl.kind != take && sl.kind != tooMany):
+		case !sl.r.shadow && sl.kind == take:
+			sl.d = out[byKey[sl.key]]
+			sl.over = !sl.d.Allowed
+		default: // shadow descriptors, and enforced ones costing too much
+			n := sl.n
+			if sl.kind == tooMany {
+				n = 0
+			}
+			d, err := s.store.Take(ctx, ratekeeper.Request{Key: sl.key, Limit: sl.r.limit, N: n})
+			if err != nil {
+				return fmt.Errorf("store: %w", err)
+			}
+			sl.d = d
+			sl.over = !d.Allowed || sl.kind == tooMany
+		}
+	}
+	return nil
+}
+
+// respond builds the response from decided slots and counts the metrics.
+func (s *Service) respond(cur *served, slots []slot) *rlsv3.RateLimitResponse {
+	resp := &rlsv3.RateLimitResponse{
+		OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(slots)),
+	}
+	best := -1 // the limited status with the least remaining, for headers
+	for i := range slots {
+		sl := &slots[i]
+		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		resp.Statuses[i] = st
+		switch sl.kind {
+		case noLimit:
+			continue
+		case unlimited:
+			st.LimitRemaining = math.MaxUint32
+			continue
+		}
+		r := sl.r
+		st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: r.name, RequestsPerUnit: r.rpu, Unit: r.unit}
+		reset := sl.reset
+		if sl.kind != denyAll {
+			st.LimitRemaining = uint32(sl.d.Remaining)
+			if sl.over {
+				st.LimitRemaining = 0
+				reset = sl.d.RetryAfter
+				if reset == 0 {
+					reset = sl.d.ResetAfter
+				}
+			} else {
+				reset = sl.d.ResetAfter
+			}
+		}
+		st.DurationUntilReset = durationpb.New(reset)
+		if sl.over && !r.shadow {
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		s.count(cur, sl)
+		if best < 0 || st.LimitRemaining < resp.Statuses[best].LimitRemaining {
+			best = i
+		}
+	}
+	if s.headers && best >= 0 {
+		resp.ResponseHeadersToAdd = headers(resp, resp.Statuses[best])
+	}
+	return resp
+}
+
+func (s *Service) count(cur *served, sl *slot) {
+	if s.metrics == nil {
+		return
+	}
+	r := sl.r
+	result := metrics.Allowed
+	if sl.over {
+		result = metrics.Limited
+		if r.shadow {
+			result = metrics.ShadowLimited
+		}
+		label := r.stat
+		if sl.stat != "" {
+			label = sl.stat
+		}
+		s.overLimit.WithLabelValues(label).Inc()
+	}
+	if r.id < 0 {
+		s.metrics.Decision(r.stat, result)
+		return
+	}
+	c := cur.counters[r.id]
+	switch result {
+	case metrics.Allowed:
+		metrics.Inc(c.allowed)
+	case metrics.Limited:
+		metrics.Inc(c.limited)
+	default:
+		metrics.Inc(c.shadow)
+	}
+}
+
+// headers renders the RateLimit header fields of st (IETF draft form, as
+// Envoy's reference service sends them).
+func headers(resp *rlsv3.RateLimitResponse, st *rlsv3.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
+	l := st.CurrentLimit
+	window := int64(unitDuration(l.Unit) / time.Second)
+	reset := ceilSeconds(st.DurationUntilReset.AsDuration())
+	h := []*corev3.HeaderValue{
+		{Key: "RateLimit-Limit", Value: strconv.FormatUint(uint64(l.RequestsPerUnit), 10) + ", " + strconv.FormatUint(uint64(l.RequestsPerUnit), 10) + ";w=" + strconv.FormatInt(window, 10)},
+		{Key: "RateLimit-Remaining", Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
+		{Key: "RateLimit-Reset", Value: strconv.FormatInt(reset, 10)},
+	}
+	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+		h = append(h, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(max(reset, 1), 10)})
+	}
+	return h
+}
+
+func ceilSeconds(d time.Duration) int64 {
+	return int64((d + time.Second - 1) / time.Second)
+}
