@@ -129,7 +129,7 @@ func tokenScript(b *testing.B) string {
 }
 
 // tokenArgs are the script's arguments for an Allow of the bench limit.
-var tokenArgs = []string{"m", "", "1", strconv.Itoa(benchRate), "1000000", "0", strconv.Itoa(benchRate), "0"}
+var tokenArgs = []string{"m", "", "1", strconv.Itoa(benchRate), "1000000", "0", strconv.Itoa(benchRate)}
 
 func scriptKey(i int) string { return "cmp:{" + keyNames[i] + "}:tb" }
 

@@ -178,7 +178,11 @@ func (s *Store) args(op string, req ratekeeper.Request, x8 int64) []any {
 			x7 = 1
 		}
 	}
-	return []any{op, nowArg(req.Now), req.N, p.Rate, p.Period, s.leastMS, x7, x8}
+	args := []any{op, nowArg(req.Now), req.N, p.Rate, p.Period, s.leastMS, x7, x8}
+	if op != "r" && op != "c" {
+		args = args[:7] // a decision needs no ARGV[8]: less for the server to read
+	}
+	return args
 }
 
 // Take decides req in one script run.

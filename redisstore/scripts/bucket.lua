@@ -1,6 +1,7 @@
 -- bucket.lua: the token bucket and the leaky bucket (internal/algo/bucket.go).
--- State: the string "tail:frac", the instant tail + frac/rate µs at which
--- the bucket is next full of tokens (empty of water). ARGV[7] is the
+-- State: tail and frac packed as two little-endian doubles (struct '<d<d'),
+-- the instant tail + frac/rate µs at which the bucket is next full of tokens
+-- (empty of water). ARGV[7] is the
 -- capacity (burst); for op c, ARGV[8] is the slot (at + delay) of the
 -- cancelled request.
 local burst = tonumber(ARGV[7])
@@ -8,95 +9,76 @@ local burst = tonumber(ARGV[7])
 local tail, frac = 0, 0
 local s = redis.call('GET', key)
 if s then
-  local a, b = string.match(s, '^(%-?%d+):(%d+)$')
-  tail, frac = tonumber(a), tonumber(b)
-end
-
-local function save()
-  redis.call('SET', key, fmt(tail) .. ':' .. fmt(frac), 'PX', ttl(tail + 1, now, least))
+  tail, frac = struct.unpack('<d<d', s)
 end
 
 if op == 'r' or op == 'c' then
   local f = frac - n * period
-  local q = fdiv(f, rate)
+  local q = floor(f / rate)
   local bt, bf = tail + q, f - q * rate
-  if s and not (op == 'c' and (bt > tonumber(ARGV[8]) or (bt == tonumber(ARGV[8]) and bf > 0))) then
-    tail, frac = bt, bf
-    save()
+  local slot = tonumber(ARGV[8])
+  if s and not (op == 'c' and (bt > slot or (bt == slot and bf > 0))) then
+    redis.call('SET', key, struct.pack('<d<d', bt, bf), 'PX', ttl(bt + 1))
   end
   return 0
 end
 
-local function drained(t, f)
-  return t < now or (t == now and f == 0)
-end
+-- room is how many requests' worth of water the bucket may hold: burst for
+-- the meter and the debt, one more for the queue, whose head is not waiting.
+local room = burst
+if op == 'q' then room = burst + 1 end
 
-local function level(t, f)
-  if t < now then return 0 end
-  local gap = t - now
-  if gap > fdiv(burst * period, rate) + 1 then
-    return (burst + 1) * period + 1
+-- The bucket as it stands: drained (all of its water gone by now), the water
+-- level in ticks of 1/rate µs, and how long until it is empty.
+local drained = tail < now or (tail == now and frac == 0)
+
+-- decide answers from the state tail, frac: allowed (0/1), retry, delay.
+local function answer(allowed, retry, delay)
+  local level, empty = 0, 0
+  if tail >= now then
+    local gap = tail - now
+    if gap > floor(burst * period / rate) + 1 then
+      level = (burst + 1) * period + 1
+    else
+      level = gap * rate + frac
+    end
   end
-  return gap * rate + f
-end
-
-local function until_empty(t, f)
-  if drained(t, f) then return 0 end
-  local d = t - now
-  if f > 0 then d = d + 1 end
-  return d
-end
-
-local function fits(m, room)
-  return fdiv((room - m) * period - frac, rate)
-end
-
-local function remaining(lv, room)
-  return clamp(fdiv(room * period - lv, period), 0, burst)
-end
-
--- pour starts the water at now if the bucket has drained, adds n requests
--- on top, and stores the result.
-local function pour()
-  if drained(tail, frac) then
-    tail, frac = now, 0
+  if not (tail < now or (tail == now and frac == 0)) then
+    empty = tail - now
+    if frac > 0 then empty = empty + 1 end
   end
-  local f = frac + n * period
-  tail, frac = tail + fdiv(f, rate), f % rate
-  save()
-end
-
-if op == 'q' then
-  if n == 0 then
-    return {1, remaining(level(tail, frac), burst + 1), 0, until_empty(tail, frac), 0, now}
-  end
-  local q = fits(n, burst + 1)
-  if tail - now > q then
-    return {0, 0, tail - now - q, until_empty(tail, frac), 0, now}
-  end
-  local delay = 0
-  if not drained(tail, frac) then
-    delay = until_empty(tail, frac)
-  end
-  pour()
-  return {1, remaining(level(tail, frac), burst + 1), 0, until_empty(tail, frac), delay, now}
+  local rem = floor((room * period - level) / period)
+  if rem < 0 then rem = 0 elseif rem > burst then rem = burst end
+  if allowed == 0 and op == 'q' then rem = 0 end
+  return {allowed, rem, retry, empty, delay, now}
 end
 
 if n == 0 then
-  return {1, remaining(level(tail, frac), burst), 0, until_empty(tail, frac), 0, now}
+  return answer(1, 0, 0)
 end
 
+if op ~= 'd' then
+  -- The meter and the queue refuse a request that would overflow room.
+  local q = floor(((room - n) * period - frac) / rate)
+  if tail - now > q then
+    return answer(0, tail - now - q, 0)
+  end
+end
+
+-- Pour n requests' worth of water on top of what is there (or at now).
+local delay = 0
+if drained then
+  tail, frac = now, 0
+elseif op == 'q' then
+  delay = tail - now
+  if frac > 0 then delay = delay + 1 end
+end
+local f = frac + n * period
+tail, frac = tail + floor(f / rate), f % rate
+redis.call('SET', key, struct.pack('<d<d', tail, frac), 'PX', ttl(tail + 1))
 if op == 'd' then
-  pour()
-  local delay = tail - now - fits(0, burst)
+  -- Debt: proceed once the water is back under burst.
+  delay = tail - now - floor((burst * period - frac) / rate)
   if delay < 0 then delay = 0 end
-  return {1, remaining(level(tail, frac), burst), 0, until_empty(tail, frac), delay, now}
 end
-
--- op m: the meter.
-local q = fits(n, burst)
-if tail - now > q then
-  return {0, remaining(level(tail, frac), burst), tail - now - q, until_empty(tail, frac), 0, now}
-end
-pour()
-return {1, remaining(level(tail, frac), burst), 0, until_empty(tail, frac), 0, now}
+return answer(1, 0, delay)

@@ -1,18 +1,13 @@
 -- sliding_window.lua: the sliding window counter (internal/algo/window.go).
--- State: the string "end:prev:cur", the end of the current fixed window and
--- the counts of it and of the one before. ARGV[7] is the windows' offset;
+-- State: the end of the current fixed window and the counts of it and of the
+-- one before, packed as three little-endian doubles (struct '<d<d<d'). ARGV[7] is the windows' offset;
 -- for op r, ARGV[8] is the instant the refunded request was counted at.
 local offset = tonumber(ARGV[7])
-
-local function window_end(t)
-  return fdiv(t - offset, period) * period + offset + period
-end
 
 local wend, prev, cur = 0, 0, 0
 local s = redis.call('GET', key)
 if s then
-  local a, b, c = string.match(s, '^(%-?%d+):(%d+):(%d+)$')
-  wend, prev, cur = tonumber(a), tonumber(b), tonumber(c)
+  wend, prev, cur = struct.unpack('<d<d<d', s)
 end
 
 local function save()
@@ -22,12 +17,13 @@ local function save()
   elseif prev > 0 then
     idle = wend
   end
-  redis.call('SET', key, fmt(wend) .. ':' .. fmt(prev) .. ':' .. fmt(cur), 'PX', ttl(idle, now, least))
+  redis.call('SET', key, struct.pack('<d<d<d', wend, prev, cur), 'PX', ttl(idle))
 end
 
 if op == 'r' or op == 'c' then
+  -- Refund in whichever of the two windows counted the request.
   if s then
-    local e = window_end(tonumber(ARGV[8]))
+    local e = floor((tonumber(ARGV[8]) - offset) / period) * period + offset + period
     if e == wend then
       cur = math.max(0, cur - n)
       save()
@@ -39,31 +35,38 @@ if op == 'r' or op == 'c' then
   return 0
 end
 
-local e = window_end(now)
+local e = floor((now - offset) / period) * period + offset + period
 if e == wend + period then
   wend, prev, cur = e, cur, 0
 elseif e > wend then
   wend, prev, cur = e, 0, 0
 end
 
--- wait is the least time from elapsed el of the current window until the
--- estimate is at most a.
-local function wait(el, a)
+-- el is how far into the current window now is (0 if the clock is behind
+-- it); lag is how far behind.
+local el = now - (wend - period)
+if el < 0 then el = 0 elseif el > period - 1 then el = period - 1 end
+local lag = wend - period - now
+if lag < 0 then lag = 0 end
+
+-- wait is the least time from el until the estimate is at most a: first
+-- within this window, as the previous window's weight decays, else in the
+-- next one, where this window's count becomes the previous.
+local function wait(a)
   if cur <= a then
     local b = a - cur
     if prev <= b then return 0 end
-    local x = period - fdiv((b + 1) * period - 1, prev)
+    -- floor(prev·(W-x)/W) <= b  <=>  prev·(W-x) <= (b+1)·W - 1
+    local x = period - floor(((b + 1) * period - 1) / prev)
     if x <= el then return 0 end
     if x < period then return x - el end
     return period - el
   end
-  local x = period - fdiv((a + 1) * period - 1, cur)
+  local x = period - floor(((a + 1) * period - 1) / cur)
   return period - el + x
 end
 
-local el = clamp(now - (wend - period), 0, period - 1)
-local lag = math.max(0, wend - period - now)
-local est = fdiv(prev * (period - el), period) + cur
+local est = floor(prev * (period - el) / period) + cur
 local allowed, retry, reset = 0, 0, 0
 if est + n <= rate then
   allowed = 1
@@ -73,7 +76,9 @@ if est + n <= rate then
     save()
   end
 else
-  retry = lag + wait(el, rate - n)
+  retry = lag + wait(rate - n)
 end
-if est > 0 then reset = lag + wait(el, 0) end
-return {allowed, clamp(rate - est, 0, rate), retry, reset, 0, now}
+if est > 0 then reset = lag + wait(0) end
+local rem = rate - est
+if rem < 0 then rem = 0 end
+return {allowed, rem, retry, reset, 0, now}
