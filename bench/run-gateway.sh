@@ -6,13 +6,17 @@
 #   rk-50      wrk -> ratekeeper proxy (50 rules, 3 match)    -> upstream
 #   go-rp      wrk -> plain httputil.ReverseProxy, no limits  -> upstream
 #   nginx      wrk -> nginx with limit_req at the same limit  -> upstream
+# Each contender gets wrk at full speed (closed loop: throughput, and the
+# latency of a saturated queue) and gateway/load at a fixed RATE over CONNS
+# connections (open loop: the latency each contender adds below saturation).
 # Rounds alternate the contenders so that machine noise spreads over all.
 # Then the middleware's decision alone (go test -bench, benchstat).
-# Env: ROUNDS (3), DURATION (10s), CONNS (64), THREADS (2), COUNT (6).
+# Env: ROUNDS (3), DURATION (10s), CONNS (64), THREADS (2), RATE (2000),
+# COUNT (6).
 # Output: bench/results/gateway.txt and bench/results/gateway-go.txt.
 set -euo pipefail
 cd "$(dirname "$0")"
-ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-10s} CONNS=${CONNS:-64} THREADS=${THREADS:-2} COUNT=${COUNT:-6}
+ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-10s} CONNS=${CONNS:-64} THREADS=${THREADS:-2} RATE=${RATE:-2000} COUNT=${COUNT:-6}
 
 need=()
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
@@ -38,6 +42,7 @@ trap cleanup EXIT
 (cd .. && go build -o "$tmp/ratekeeper" ./cmd/ratekeeper)
 go build -o "$tmp/upstream" ./gateway/upstream
 go build -o "$tmp/plainproxy" ./gateway/plainproxy
+go build -o "$tmp/load" ./gateway/load
 sed "s#@DIR@#$tmp#g" gateway/nginx.conf.in > "$tmp/nginx.conf"
 
 "$tmp/upstream" -listen 127.0.0.1:18081 & pids+=($!)
@@ -60,7 +65,7 @@ done
 out=results/gateway.txt
 {
   echo "# gateway benchmark $(date -u +%FT%TZ), $(nproc) cores, wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS rounds"
-  echo "# round contender requests/s p50_ms p99_ms"
+  echo "# round contender wrk_requests/s wrk_p50_ms wrk_p99_ms | load at $RATE/s over $CONNS conns: p50_ms p99_ms"
 } > "$out"
 to_ms() { # wrk latency like 1.23ms, 800.00us, 1.02s -> ms
   awk -v v="$1" 'BEGIN{ if (v ~ /us$/) {sub(/us$/,"",v); print v/1000} else if (v ~ /ms$/) {sub(/ms$/,"",v); print v+0} else if (v ~ /s$/) {sub(/s$/,"",v); print v*1000} else print v }'
@@ -73,23 +78,27 @@ for r in $(seq "$ROUNDS"); do
     p99=$(to_ms "$(awk '$1=="99%" {print $2}' <<<"$res")")
     non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$res")
     [ -z "$non2xx" ] || echo "run-gateway: $name had $non2xx non-2xx responses" >&2
-    echo "$r $name $rps $p50 $p99" | tee -a "$out"
+    res=$("$tmp/load" -url "http://127.0.0.1:${port[$name]}/v1/items/7" -rate "$RATE" -conns "$CONNS" -duration "$DURATION")
+    lp50=$(sed -E 's/.*p50 ([0-9.]+) ms.*/\1/' <<<"$res")
+    lp99=$(sed -E 's/.*p99 ([0-9.]+) ms.*/\1/' <<<"$res")
+    grep -q "failed 0," <<<"$res" || echo "run-gateway: $name: $res" >&2
+    echo "$r $name $rps $p50 $p99 $lp50 $lp99" | tee -a "$out"
   done
 done
 
 # Medians per contender, and the ratios the targets are about.
 awk '
-  /^[0-9]/ { rps[$2] = rps[$2] " " $3; p99[$2] = p99[$2] " " $5 }
+  /^[0-9]/ { rps[$2] = rps[$2] " " $3; p99[$2] = p99[$2] " " $5; lp50[$2] = lp50[$2] " " $6; lp99[$2] = lp99[$2] " " $7 }
   function median(s,   a, n, i, j, t) {
     n = split(s, a, " ")
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
     return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
   }
   END {
-    printf "\n%-8s %12s %10s %14s\n", "median", "requests/s", "p99 ms", "added p99 ms"
-    d = median(p99["direct"])
+    printf "\n%-8s %12s %10s | %10s %10s %12s %12s\n", "median", "wrk req/s", "wrk p99", "load p50", "load p99", "added p50", "added p99"
+    d50 = median(lp50["direct"]); d99 = median(lp99["direct"])
     split("direct rk-1 rk-50 go-rp nginx", names, " ")
-    for (i = 1; i <= 5; i++) { n = names[i]; printf "%-8s %12.0f %10.2f %14.2f\n", n, median(rps[n]), median(p99[n]), median(p99[n]) - d }
+    for (i = 1; i <= 5; i++) { n = names[i]; printf "%-8s %12.0f %10.2f | %10.3f %10.3f %12.3f %12.3f\n", n, median(rps[n]), median(p99[n]), median(lp50[n]), median(lp99[n]), median(lp50[n]) - d50, median(lp99[n]) - d99 }
     printf "\nthroughput vs nginx: rk-1 %.2fx, rk-50 %.2fx, go-rp %.2fx\n", median(rps["rk-1"]) / median(rps["nginx"]), median(rps["rk-50"]) / median(rps["nginx"]), median(rps["go-rp"]) / median(rps["nginx"])
     printf "throughput vs go-rp: rk-1 %.2fx, rk-50 %.2fx\n", median(rps["rk-1"]) / median(rps["go-rp"]), median(rps["rk-50"]) / median(rps["go-rp"])
   }' "$out" | tee -a "$out"
