@@ -62,7 +62,7 @@ type Options struct {
 	Listen, AdminListen string
 	// Upstream overrides the file's upstream.
 	Upstream string
-	// Store, when its URL is set, overrides the file's store section.
+	// Store's non-zero fields override the file's store section.
 	Store storeconfig.Config
 }
 
@@ -92,7 +92,16 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 		cfg.Upstream = o.Upstream
 	}
 	if o.Store.URL != "" {
-		cfg.Store = o.Store
+		cfg.Store.URL = o.Store.URL
+	}
+	if o.Store.Timeout != 0 {
+		cfg.Store.Timeout = o.Store.Timeout
+	}
+	if o.Store.OnError != "" {
+		cfg.Store.OnError = o.Store.OnError
+	}
+	if o.Store.Instances != 0 {
+		cfg.Store.Instances = o.Store.Instances
 	}
 	set, err := rules.Compile(cfg)
 	if err != nil {

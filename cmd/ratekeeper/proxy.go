@@ -55,15 +55,20 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		debug.SetGCPercent(proxyGCPercent)
 	}
 	o := gateway.Options{Logger: logger, Listen: *listen, AdminListen: *admin, Upstream: *upstream}
-	storeSet := false
+	// Store flags given on the command line override the file's store
+	// section field by field.
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "store" || f.Name == "store-timeout" || f.Name == "store-on-error" || f.Name == "store-instances" {
-			storeSet = true
+		switch f.Name {
+		case "store":
+			o.Store.URL = store.URL
+		case "store-timeout":
+			o.Store.Timeout = store.Timeout
+		case "store-on-error":
+			o.Store.OnError = store.OnError
+		case "store-instances":
+			o.Store.Instances = store.Instances
 		}
 	})
-	if storeSet {
-		o.Store = store.WithDefaults()
-	}
 	// Catch SIGHUP from now on: one that arrives while the gateway starts
 	// waits in the channel instead of killing the process.
 	hup := make(chan os.Signal, 1)
