@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/rules"
@@ -30,47 +29,54 @@ var (
 	canonRateLimit = http.CanonicalHeaderKey(HeaderRateLimit)
 )
 
-// writeHeaders adds the rate limit fields for the rules s matched.
+// writeHeaders adds the rate limit fields for the rules s matched. Values
+// are built in s's buffer and the header slices share one backing array, so
+// that a response costs a few allocations, not one per number.
 func (m *Middleware) writeHeaders(h http.Header, v verdict, s *scratch) {
 	style := v.c.style
 	if style == rules.HeadersNone || v.worst < 0 || len(s.results) == 0 {
 		return
 	}
+	vals := make([]string, 5)
 	if style == rules.HeadersBoth || style == rules.HeadersLegacy {
 		d := s.results[v.worst]
-		h[canonLimit] = []string{strconv.Itoa(d.Limit)}
-		h[canonRemaining] = []string{strconv.Itoa(d.Remaining)}
-		h[canonReset] = []string{strconv.FormatInt(ceilSeconds(d.ResetAfter), 10)}
+		vals[0] = s.str(strconv.AppendInt(s.hb[:0], int64(d.Limit), 10))
+		vals[1] = s.str(strconv.AppendInt(s.hb[:0], int64(d.Remaining), 10))
+		vals[2] = s.str(strconv.AppendInt(s.hb[:0], ceilSeconds(d.ResetAfter), 10))
+		h[canonLimit] = vals[0:1:1]
+		h[canonRemaining] = vals[1:2:2]
+		h[canonReset] = vals[2:3:3]
 	}
 	if style == rules.HeadersBoth || style == rules.HeadersIETF {
-		var pol, cur strings.Builder
-		add := func(i int) {
+		pol := s.hb[:0]
+		for n, i := range s.allMatches() {
+			if n > 0 {
+				pol = append(pol, ", "...)
+			}
+			pol = append(pol, v.c.rules[s.matches[i].Rule.Index].policy...)
+		}
+		vals[3] = s.str(pol)
+		cur := s.hb[:0]
+		for n, i := range s.allMatches() {
 			rl := s.matches[i].Rule
 			d := s.results[i]
-			if pol.Len() > 0 {
-				pol.WriteString(", ")
-				cur.WriteString(", ")
+			if n > 0 {
+				cur = append(cur, ", "...)
 			}
-			pol.WriteString(v.c.rules[rl.Index].policy)
 			t := d.ResetAfter
 			if !d.Allowed {
 				t = d.RetryAfter
 			}
-			cur.WriteString(strconv.Quote(rl.Name))
-			cur.WriteString(";r=")
-			cur.WriteString(strconv.Itoa(d.Remaining))
-			cur.WriteString(";t=")
-			cur.WriteString(strconv.FormatInt(ceilSeconds(t), 10))
+			cur = strconv.AppendQuote(cur, rl.Name)
+			cur = append(cur, ";r="...)
+			cur = strconv.AppendInt(cur, int64(d.Remaining), 10)
+			cur = append(cur, ";t="...)
+			cur = strconv.AppendInt(cur, ceilSeconds(t), 10)
 		}
-		for _, i := range s.enforced {
-			add(i)
-		}
-		for _, i := range s.shadow {
-			add(i)
-		}
-		if pol.Len() > 0 {
-			h[canonPolicy] = []string{pol.String()}
-			h[canonRateLimit] = []string{cur.String()}
+		vals[4] = s.str(cur)
+		if len(vals[3]) > 0 {
+			h[canonPolicy] = vals[3:4:4]
+			h[canonRateLimit] = vals[4:5:5]
 		}
 	}
 }

@@ -200,6 +200,33 @@ type scratch struct {
 	shadow   []int
 	results  []ratekeeper.Decision // per match, for headers
 	keyBuf   []byte
+	hb       []byte // header values are built here
+}
+
+// str returns b as a string and keeps b's (possibly grown) array for reuse.
+func (s *scratch) str(b []byte) string {
+	s.hb = b[:0]
+	return string(b)
+}
+
+// allMatches yields the indexes of the enforced rules, then the shadow ones:
+// the rules a response reports on.
+func (s *scratch) allMatches() func(func(int, int) bool) {
+	return func(yield func(int, int) bool) {
+		n := 0
+		for _, i := range s.enforced {
+			if !yield(n, i) {
+				return
+			}
+			n++
+		}
+		for _, i := range s.shadow {
+			if !yield(n, i) {
+				return
+			}
+			n++
+		}
+	}
 }
 
 func (s *scratch) reset() {
