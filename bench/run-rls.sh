@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The decision service benchmarks: ratekeeper serve against Envoy's reference
+# rate limit service (bench/rlsref, built from its Go module), both on the
+# same local redis-server, driven over gRPC by bench/rlsload at 16, 64 and
+# 256 concurrent callers with 1 and 10,000 keys. Rounds alternate between
+# the two services. Raw output: results/rls.txt; benchstat summaries:
+# results/rls-benchstat.txt (fixed_window, ratekeeper against the
+# reference) and results/rls-algorithms.txt (every algorithm of ratekeeper).
+# gubernator is not measured: its modules are not served by the Go module
+# proxy this project may use (see docs/benchmarks.md).
+# Environment: COUNT (rounds, default 3), DURATION (per configuration,
+# default 3s), CALLERS (default 16,64,256), KEYS (default 1,10000).
+set -euo pipefail
+cd "$(dirname "$0")"
+mkdir -p results
+if ! command -v redis-server >/dev/null 2>&1; then
+  ../scripts/test-deps.sh
+fi
+COUNT=${COUNT:-3}
+DURATION=${DURATION:-3s}
+CALLERS=${CALLERS:-16,64,256}
+KEYS=${KEYS:-1,10000}
+ALGORITHMS=fixed_window,token_bucket,leaky_bucket,sliding_window,sliding_log
+
+used=" "
+freeport() {
+  for p in $(seq "$1" $(( $1 + 200 ))); do
+    case "$used" in *" $p "*) continue ;; esac
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then used="$used$p "; echo "$p"; return; fi
+  done
+  echo "run-rls: no free port from $1" >&2; exit 1
+}
+waitport() {
+  for _ in $(seq 600); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "run-rls: nothing listens on port $1 after 30s" >&2; exit 1
+}
+
+dir=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+echo "building ratekeeper, the reference service and the load generator" >&2
+(cd .. && go build -o "$dir/ratekeeper" ./cmd/ratekeeper)
+go build -o "$dir/rlsref" ./rlsref
+go build -o "$dir/rlsload" ./rlsload
+
+redis_port=$(freeport 16500)
+redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir" --save "" --appendonly no \
+  --daemonize no --logfile "$dir/redis.log" &
+pids+=($!)
+waitport "$redis_port"
+
+rk_grpc=$(freeport 18081); rk_admin=$(freeport 19090)
+"$dir/ratekeeper" serve --config rlsconf/ratekeeper.yaml --grpc-listen "127.0.0.1:$rk_grpc" \
+  --http-listen - --admin-listen "127.0.0.1:$rk_admin" --log-level warn \
+  --store "redis://127.0.0.1:$redis_port/0" --store-timeout 1s --store-on-error deny 2>"$dir/ratekeeper.log" &
+pids+=($!)
+
+mkdir -p "$dir/runtime/ratelimit/config"
+cp rlsconf/reference.yaml "$dir/runtime/ratelimit/config/bench.yaml"
+ref_grpc=$(freeport 28081); ref_http=$(freeport 28080); ref_debug=$(freeport 26070)
+env RUNTIME_ROOT="$dir/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
+  USE_STATSD=false LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$redis_port" \
+  HOST=127.0.0.1 PORT="$ref_http" GRPC_HOST=127.0.0.1 GRPC_PORT="$ref_grpc" \
+  DEBUG_HOST=127.0.0.1 DEBUG_PORT="$ref_debug" "$dir/rlsref" 2>"$dir/reference.log" &
+pids+=($!)
+waitport "$rk_grpc"
+waitport "$ref_grpc"
+
+load() { "$dir/rlsload" -duration "$DURATION" -callers "$CALLERS" -keys "$KEYS" "$@"; }
+{
+  echo "# $(date -u +%FT%TZ) $(redis-server --version | cut -d' ' -f1-3), $(nproc) cores shared by redis, both services and the load generator (and by other engineers' builds)"
+  echo "# reference: github.com/envoyproxy/ratelimit $(go list -m -f '{{.Version}}' github.com/envoyproxy/ratelimit), default settings (REDIS_POOL_SIZE 10, no implicit pipelining)"
+  for round in $(seq "$COUNT"); do
+    echo "round $round of $COUNT" >&2
+    load -impl reference -addr "127.0.0.1:$ref_grpc" -algorithms fixed_window
+    load -impl ratekeeper -addr "127.0.0.1:$rk_grpc" -algorithms "$ALGORITHMS"
+  done
+} | tee results/rls.txt
+
+# Decisions the store did not make (timeouts, errors) would flatter the
+# figures: there must be none.
+fallbacks=$(curl -s "http://127.0.0.1:$rk_admin/metrics" | awk '/^ratekeeper_store_fallback_errors_total/ {print $2}')
+echo "ratekeeper store errors during the run: ${fallbacks:-0}" | tee -a results/rls.txt
+if [ -s "$dir/reference.log" ]; then echo "reference log:"; tail -5 "$dir/reference.log"; fi
+
+go tool -modfile=../tools/go.mod benchstat -filter '/alg:fixed_window' -col /impl results/rls.txt > results/rls-benchstat.txt
+go tool -modfile=../tools/go.mod benchstat -filter '/impl:ratekeeper' -col /alg results/rls.txt > results/rls-algorithms.txt
+cat results/rls-benchstat.txt results/rls-algorithms.txt
