@@ -37,11 +37,19 @@ type call struct {
 	keys   []string
 	args   []any
 	cmd    *redis.Cmd
-	done   chan struct{} // closed when cmd holds the reply
+	done   chan struct{} // receives once cmd holds the reply (capacity 1)
 }
 
+// calls recycles the calls whose callers took their reply; a call whose
+// caller gave up is left to the garbage collector, as a flusher may still
+// hold it.
+var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+// finish hands c its reply.
+func (c *call) finish() { c.done <- struct{}{} }
+
 const (
-	flushers = 4   // pipelines in flight at once
+	flushers = 2   // pipelines in flight at once
 	maxBatch = 256 // calls per pipeline
 )
 
@@ -63,9 +71,8 @@ func (b *batcher) close() {
 	for {
 		select {
 		case c := <-b.queue:
-			c.cmd = redis.NewCmd(c.ctx)
-			c.cmd.SetErr(errClosed)
-			close(c.done)
+			c.cmd = errCmd(c.ctx, errClosed)
+			c.finish()
 		default:
 			return
 		}
@@ -83,17 +90,23 @@ func (b *batcher) run(ctx context.Context, s *redis.Script, keys []string, args 
 		}
 		return s.Run(ctx, b.client, keys, args...)
 	}
-	c := &call{ctx: ctx, script: s, keys: keys, args: args, done: make(chan struct{})}
+	c := calls.Get().(*call)
+	c.ctx, c.script, c.keys, c.args = ctx, s, keys, args
 	select {
 	case b.queue <- c:
 	case <-ctx.Done():
+		calls.Put(c)
 		return errCmd(ctx, ctx.Err())
 	case <-b.stop:
+		calls.Put(c)
 		return errCmd(ctx, errClosed)
 	}
 	select {
 	case <-c.done:
-		return c.cmd
+		cmd := c.cmd
+		*c = call{done: c.done}
+		calls.Put(c)
+		return cmd
 	case <-ctx.Done():
 		return errCmd(ctx, ctx.Err())
 	}
@@ -140,7 +153,7 @@ func (b *batcher) exec(batch []*call) {
 	for _, c := range batch {
 		if err := c.ctx.Err(); err != nil {
 			c.cmd = errCmd(c.ctx, err)
-			close(c.done)
+			c.finish()
 			continue
 		}
 		if d, ok := c.ctx.Deadline(); ok {
@@ -172,7 +185,7 @@ func (b *batcher) exec(batch []*call) {
 			again = append(again, c)
 			continue
 		}
-		close(c.done)
+		c.finish()
 	}
 	if len(again) == 0 {
 		return
@@ -183,7 +196,7 @@ func (b *batcher) exec(batch []*call) {
 	}
 	_, _ = pipe.Exec(ctx)
 	for _, c := range again {
-		close(c.done)
+		c.finish()
 	}
 }
 

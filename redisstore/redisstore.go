@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,6 +31,8 @@ type Store struct {
 	err     error // a bad option, returned by every call
 
 	closeOnce sync.Once
+	limits    sync.Map // ratekeeper.Limit → *[4]any, see limitArgs
+	nlimits   atomic.Int64
 }
 
 // runScript runs script i, pipelined with concurrent calls unless
@@ -166,6 +169,26 @@ func nowArg(t time.Time) string {
 
 // args are the scripts' arguments (see scripts/prelude.lua).
 func (s *Store) args(op string, req ratekeeper.Request, x8 int64) []any {
+	lim := s.limitArgs(req)
+	args := make([]any, 7, 8)
+	args[0], args[1], args[2] = op, nowArg(req.Now), req.N
+	copy(args[3:], lim[:])
+	if op == "r" || op == "c" {
+		args = append(args, x8) // only a refund needs ARGV[8]
+	}
+	return args
+}
+
+// limitArgs are ARGV[4..7] for req's limit: rate, period, the least TTL and
+// the algorithm's own argument, boxed once per limit (the same for every
+// key, except a staggered window's offset).
+func (s *Store) limitArgs(req ratekeeper.Request) *[4]any {
+	staggered := req.Limit.Stagger && (req.Limit.Algorithm == ratekeeper.FixedWindow || req.Limit.Algorithm == ratekeeper.SlidingWindow)
+	if !staggered {
+		if v, ok := s.limits.Load(req.Limit); ok {
+			return v.(*[4]any)
+		}
+	}
 	p := algo.Params(req.Key, req.Limit)
 	var x7 int64
 	switch req.Limit.Algorithm {
@@ -178,12 +201,16 @@ func (s *Store) args(op string, req ratekeeper.Request, x8 int64) []any {
 			x7 = 1
 		}
 	}
-	args := []any{op, nowArg(req.Now), req.N, p.Rate, p.Period, s.leastMS, x7, x8}
-	if op != "r" && op != "c" {
-		args = args[:7] // a decision needs no ARGV[8]: less for the server to read
+	a := &[4]any{p.Rate, p.Period, s.leastMS, x7}
+	if !staggered && s.nlimits.Add(1) <= maxCachedLimits {
+		s.limits.Store(req.Limit, a)
 	}
-	return args
+	return a
 }
+
+// maxCachedLimits bounds the cache of limit arguments: limits come from
+// configuration, so a few hundred at most in practice.
+const maxCachedLimits = 4096
 
 // Take decides req in one script run.
 func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
