@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	sethvargo "github.com/sethvargo/go-limiter"
 	"github.com/sethvargo/go-limiter/memorystore"
 	ulule "github.com/ulule/limiter/v3"
 	ulmemory "github.com/ulule/limiter/v3/drivers/store/memory"
@@ -89,8 +88,6 @@ func newMemPeer(tb testing.TB, name string) memPeer {
 	tb.Fatalf("unknown peer %q", name)
 	return memPeer{}
 }
-
-var _ sethvargo.Store // the interface sethvargo's memorystore implements
 
 // memMapMutex is the pattern many services write by hand: one map of
 // *rate.Limiter behind one mutex.
