@@ -266,12 +266,21 @@ func (s *Store) TakeAll(_ context.Context, reqs []ratekeeper.Request, out []rate
 			s.shards[i].mu.Unlock()
 		}
 	}()
+	// One instant for the whole batch, so that the dry run and the commit
+	// below decide alike.
+	now := s.now(time.Time{})
+	at := func(req *ratekeeper.Request) int64 {
+		if req.Now.IsZero() {
+			return now
+		}
+		return req.Now.UnixMicro()
+	}
 	ok := true
 	for i := range reqs {
 		req := &reqs[i]
 		sh := &s.shards[idx[i]]
 		p := sh.params(req.Key, &req.Limit)
-		r := sh.take(s, req, &p, s.now(req.Now), false)
+		r := sh.take(s, req, &p, at(req), false)
 		out[i] = algo.Decision(r)
 		ok = ok && r.Allowed
 	}
@@ -282,7 +291,7 @@ func (s *Store) TakeAll(_ context.Context, reqs []ratekeeper.Request, out []rate
 		req := &reqs[i]
 		sh := &s.shards[idx[i]]
 		p := sh.params(req.Key, &req.Limit)
-		out[i] = algo.Decision(sh.take(s, req, &p, s.now(req.Now), true))
+		out[i] = algo.Decision(sh.take(s, req, &p, at(req), true))
 	}
 	return true, nil
 }
