@@ -19,8 +19,9 @@
 // Without WithClock, the store reads the time as the monotonic clock
 // anchored to the wall clock: one clock read per decision where time.Now
 // takes two. A step of the wall clock (an NTP correction, an operator
-// setting the date) therefore reaches the store at the janitor's next sweep,
-// which re-anchors when the two clocks have drifted apart by more than a
-// millisecond; without a janitor the store keeps the anchor New took.
-// Slewing, the usual NTP adjustment, moves both clocks alike.
+// setting the date, a suspended machine waking up) therefore reaches the
+// store at the janitor's next sweep, which re-anchors when the two clocks
+// have drifted apart by more than a millisecond; without a janitor the
+// store keeps the anchor New took. Slewing, the usual NTP adjustment, moves
+// both clocks alike.
 package memstore
