@@ -75,14 +75,21 @@ pids+=($!)
 waitport "$rk_grpc"
 waitport "$ref_grpc"
 
-load() { "$dir/rlsload" -duration "$DURATION" -callers "$CALLERS" -keys "$KEYS" "$@"; }
+# The machine is shared and its load changes by the minute: the two
+# services alternate at every configuration, so that each ratio compares
+# runs made seconds apart.
+load() { "$dir/rlsload" -duration "$DURATION" "$@"; }
 {
   echo "# $(date -u +%FT%TZ) $(redis-server --version | cut -d' ' -f1-3), $(nproc) cores shared by redis, both services and the load generator (and by other engineers' builds)"
   echo "# reference: github.com/envoyproxy/ratelimit $(go list -m -f '{{.Version}}' github.com/envoyproxy/ratelimit), default settings (REDIS_POOL_SIZE 10, no implicit pipelining)"
   for round in $(seq "$COUNT"); do
     echo "round $round of $COUNT" >&2
-    load -impl reference -addr "127.0.0.1:$ref_grpc" -algorithms fixed_window
-    load -impl ratekeeper -addr "127.0.0.1:$rk_grpc" -algorithms "$ALGORITHMS"
+    for k in ${KEYS//,/ }; do
+      for c in ${CALLERS//,/ }; do
+        load -keys "$k" -callers "$c" -impl reference -addr "127.0.0.1:$ref_grpc" -algorithms fixed_window
+        load -keys "$k" -callers "$c" -impl ratekeeper -addr "127.0.0.1:$rk_grpc" -algorithms "$ALGORITHMS"
+      done
+    done
   done
 } | tee results/rls.txt
 

@@ -113,7 +113,8 @@ func NewService(store ratekeeper.Store, rules *Rules, opts ...Option) *Service {
 	return s
 }
 
-// SetRules serves rules from the next request on.
+// SetRules serves rules from the next request on, and drops the metrics
+// series of rules that are gone.
 func (s *Service) SetRules(rules *Rules) {
 	sv := &served{rules: rules, counters: make([]ruleCounters, len(rules.rules))}
 	if s.metrics != nil {
@@ -125,7 +126,19 @@ func (s *Service) SetRules(rules *Rules) {
 			}
 		}
 	}
-	s.cur.Store(sv)
+	old := s.cur.Swap(sv)
+	if old != nil && s.metrics != nil {
+		keep := make(map[string]bool, len(rules.rules))
+		for _, r := range rules.rules {
+			keep[r.stat] = true
+		}
+		for _, r := range old.rules.rules {
+			if !keep[r.stat] {
+				s.metrics.ForgetRule(r.stat)
+				s.overLimit.DeleteLabelValues(r.stat)
+			}
+		}
+	}
 }
 
 // Rules returns the rules being served.

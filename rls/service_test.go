@@ -572,3 +572,28 @@ func FuzzDecide(f *testing.F) {
 }
 
 func writeFile(p, s string) error { return os.WriteFile(p, []byte(s), 0o644) }
+
+func TestSetRulesForgetsGoneRules(t *testing.T) {
+	f := newFixtureYAML(t, "domain: d\ndescriptors:\n  - key: gone\n    rate_limit: {unit: hour, requests_per_unit: 1}\n  - key: kept\n    rate_limit: {unit: hour, requests_per_unit: 1}\n")
+	f.ask(t, "d", 0, desc("gone", "x"), desc("kept", "x"))
+	f.ask(t, "d", 0, desc("gone", "x"), desc("kept", "x"))
+	d, err := ParseDomain("new.yaml", []byte("domain: d\ndescriptors:\n  - key: kept\n    rate_limit: {unit: hour, requests_per_unit: 1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := Compile(&Config{Domains: []DomainConfig{*d}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.svc.SetRules(rules)
+	n, err := testutil.GatherAndCount(f.reg, "ratekeeper_decisions_total", "ratekeeper_rls_over_limit_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 4 { // kept: allowed, limited, shadow_limited, and its over-limit count
+		t.Fatalf("%d series after the reload, want 4", n)
+	}
+	if r := f.ask(t, "d", 0, desc("gone", "x")); r.Statuses[0].CurrentLimit != nil {
+		t.Fatalf("a removed rule still applies: %v", r)
+	}
+}

@@ -93,17 +93,16 @@ type result struct {
 }
 
 // run has callers goroutines call ShouldRateLimit until d has passed or
-// maxCalls calls were made (0: no bound but d).
+// maxCalls calls were made (0: no bound but d). Calls in flight when d
+// passes finish and count; each call is bounded by callTimeout.
 func run(pool []rlsv3.RateLimitServiceClient, alg string, keys, callers int, d time.Duration, maxCalls int) result {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
 	var (
-		next     atomic.Int64
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		res      result
-		lats     = make([][]time.Duration, callers)
-		limitHit = int64(maxCalls)
+		stop atomic.Bool
+		next atomic.Int64
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		res  result
+		lats = make([][]time.Duration, callers)
 	)
 	// Requests are built once per key: the load generator's allocations
 	// should not be what is measured.
@@ -113,6 +112,8 @@ func run(pool []rlsv3.RateLimitServiceClient, alg string, keys, callers int, d t
 			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: alg, Value: "k" + strconv.Itoa(i)}},
 		}}}
 	}
+	timer := time.AfterFunc(d, func() { stop.Store(true) })
+	defer timer.Stop()
 	start := time.Now()
 	for c := range callers {
 		wg.Add(1)
@@ -122,24 +123,24 @@ func run(pool []rlsv3.RateLimitServiceClient, alg string, keys, callers int, d t
 			var errs, over int
 			var first error
 			l := make([]time.Duration, 0, 4096)
-			for ctx.Err() == nil {
+			for !stop.Load() {
 				i := next.Add(1)
-				if maxCalls > 0 && i > limitHit {
+				if maxCalls > 0 && i > int64(maxCalls) {
 					break
 				}
+				ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 				t := time.Now()
 				resp, err := client.ShouldRateLimit(ctx, reqs[int(i)%keys])
+				lat := time.Since(t)
+				cancel()
 				if err != nil {
-					if ctx.Err() != nil {
-						break
-					}
 					errs++
 					if first == nil {
 						first = err
 					}
 					continue
 				}
-				l = append(l, time.Since(t))
+				l = append(l, lat)
 				if resp.OverallCode != rlsv3.RateLimitResponse_OK {
 					over++
 				}
@@ -165,3 +166,7 @@ func run(pool []rlsv3.RateLimitServiceClient, alg string, keys, callers int, d t
 	}
 	return res
 }
+
+// callTimeout bounds one call: a service that stops answering ends the
+// run with errors rather than hanging it.
+const callTimeout = 10 * time.Second
