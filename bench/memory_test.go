@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"runtime/metrics"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -89,8 +90,10 @@ func memRun(b *testing.B, mode string, op func(*rand.Rand) bool) {
 		return
 	}
 	c0 := memCPU(unix.CLOCK_PROCESS_CPUTIME_ID)
+	w0 := memMutexWait()
 	defer func() {
 		b.ReportMetric(float64(memCPU(unix.CLOCK_PROCESS_CPUTIME_ID)-c0)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(memMutexWait()-w0)/float64(b.N), "lockwait-ns/op")
 	}()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -103,6 +106,18 @@ func memRun(b *testing.B, mode string, op func(*rand.Rand) bool) {
 		}
 		memSink.Add(int64(n))
 	})
+}
+
+// memMutexWait is how long goroutines have spent blocked on locks so far,
+// in ns: in parallel benchmarks, lockwait-ns/op shows how much the
+// goroutines made each other wait, whatever else the machine was doing.
+func memMutexWait() int64 {
+	s := []metrics.Sample{{Name: "/sync/mutex/wait/total:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64 {
+		return 0
+	}
+	return int64(s[0].Value.Float64() * 1e9)
 }
 
 // memCPU reads a CPU-time clock, in ns.
