@@ -21,12 +21,15 @@
 // so that many callers share round trips: see WithAutoPipeline and
 // docs/benchmarks.md.
 //
-// The store is not a ratekeeper.BatchStore: on Cluster the keys of different
-// rules live in different slots, where no script can see them together, so
-// ratekeeper.TakeAll takes the requests one by one and refunds those already
-// taken when one is refused. Refunds are exact (tokens and water go back, a
-// window's count goes down while that window counts, log entries are
-// removed) unless another client takes from the same keys in between.
+// TakeAll (ratekeeper.BatchStore) decides several requests in one script
+// run, all or none, when their keys share a slot: always on a standalone or
+// Sentinel-managed server, and on Cluster when the keys share a hash tag.
+// The script takes every request and, if one is refused, gives the others
+// back with the algorithms' refunds before anything else can run. Otherwise
+// (on Cluster the keys of different rules live in different slots, where no
+// script sees them together) it takes them one by one and refunds those
+// already taken when one is refused, which is exact unless another client
+// takes from the same keys in between.
 //
 // Open accepts these URLs:
 //

@@ -22,26 +22,27 @@ const DefaultPrefix = "rk:"
 // Store is the Redis Store. It is safe for concurrent use. Create it with
 // Open or New; Close releases what it owns.
 type Store struct {
-	client  redis.UniversalClient
-	batch   *batcher // nil: each call is its own round trip
-	owned   bool     // Close closes client
-	prefix  string
-	leastMS int64
-	scripts scripts
-	err     error // a bad option, returned by every call
+	client      redis.UniversalClient
+	batch       *batcher // nil: each call is its own round trip
+	owned       bool     // Close closes client
+	prefix      string
+	leastMS     int64
+	scripts     scripts
+	batchScript *redis.Script // batch.lua, for TakeAll
+	err         error         // a bad option, returned by every call
 
 	closeOnce sync.Once
 	limits    sync.Map // ratekeeper.Limit → *[4]any, see limitArgs
 	nlimits   atomic.Int64
 }
 
-// runScript runs script i, pipelined with concurrent calls unless
+// run runs script, pipelined with concurrent calls unless
 // WithAutoPipeline(false).
-func (s *Store) runScript(ctx context.Context, i int, keys []string, args []any) *redis.Cmd {
+func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, args []any) *redis.Cmd {
 	if s.batch != nil {
-		return s.batch.run(ctx, s.scripts[i], keys, args)
+		return s.batch.run(ctx, script, keys, args)
 	}
-	return s.scripts[i].Run(ctx, s.client, keys, args...)
+	return script.Run(ctx, s.client, keys, args...)
 }
 
 // Interface guard.
@@ -104,11 +105,12 @@ func newStore(client redis.UniversalClient, owned bool, opts []Option) *Store {
 		o.apply(&c)
 	}
 	s := &Store{
-		client:  client,
-		owned:   owned,
-		prefix:  c.prefix,
-		leastMS: int64((c.leastTTL + time.Millisecond - 1) / time.Millisecond),
-		scripts: loadScripts(),
+		client:      client,
+		owned:       owned,
+		prefix:      c.prefix,
+		leastMS:     int64((c.leastTTL + time.Millisecond - 1) / time.Millisecond),
+		scripts:     loadScripts(),
+		batchScript: redis.NewScript(batchSource()),
 	}
 	if strings.ContainsAny(c.prefix, "{}") {
 		s.err = fmt.Errorf("redisstore: prefix %q must not contain '{' or '}'", c.prefix)
@@ -221,32 +223,15 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 	if s.err != nil {
 		return ratekeeper.Decision{}, s.err
 	}
-	op := "m"
-	if req.Reserve {
-		switch req.Limit.Algorithm {
-		case ratekeeper.TokenBucket:
-			op = "d"
-		case ratekeeper.LeakyBucket:
-			op = "q"
-		}
-	}
 	keys := []string{s.Key(req.Key, req.Limit.Algorithm)}
-	v, err := s.runScript(ctx, i, keys, s.args(op, req, 0)).Int64Slice()
+	v, err := s.run(ctx, s.scripts[i], keys, s.args(takeOp(req), req, 0)).Int64Slice()
 	if err != nil {
 		return ratekeeper.Decision{}, fmt.Errorf("redisstore: take %s: %w", req.Limit.Algorithm, err)
 	}
 	if len(v) != 6 {
 		return ratekeeper.Decision{}, fmt.Errorf("redisstore: take %s: script answered %d values, want 6", req.Limit.Algorithm, len(v))
 	}
-	return algo.Decision(algo.Result{
-		Allowed:    v[0] == 1,
-		Limit:      int64(req.Limit.Capacity()),
-		Remaining:  v[1],
-		RetryAfter: v[2],
-		ResetAfter: v[3],
-		Delay:      v[4],
-		At:         v[5],
-	}), nil
+	return decision(req, v), nil
 }
 
 // Refund gives back what the allowed decision d for req took, in one
@@ -271,7 +256,7 @@ func (s *Store) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper
 		at += int64(d.Delay / time.Microsecond) // the slot
 	}
 	keys := []string{s.Key(req.Key, req.Limit.Algorithm)}
-	if err := s.runScript(ctx, i, keys, s.args(op, req, at)).Err(); err != nil {
+	if err := s.run(ctx, s.scripts[i], keys, s.args(op, req, at)).Err(); err != nil {
 		return fmt.Errorf("redisstore: refund %s: %w", req.Limit.Algorithm, err)
 	}
 	return nil

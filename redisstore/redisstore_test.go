@@ -35,11 +35,6 @@ func TestConformanceNoAutoPipeline(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) ratekeeper.Store { return s })
 }
 
-func TestConformanceCluster(t *testing.T) {
-	s := open(t, redistest.Cluster(t))
-	storetest.Run(t, func(t *testing.T) ratekeeper.Store { return s })
-}
-
 func TestDifferential(t *testing.T) {
 	s := open(t, redistest.Server(t))
 	seeds := 40

@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"embed"
+	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -35,6 +37,26 @@ func loadScripts() scripts {
 		redis.NewScript(scriptSource("sliding_log")),
 		redis.NewScript(scriptSource("sliding_window")),
 	}
+}
+
+// batchSource is batch.lua after each algorithm's script wrapped as a
+// function of (KEYS, ARGV), in algoIndex order.
+func batchSource() string {
+	var b strings.Builder
+	b.WriteString("local algos = {}\n")
+	for i, name := range []string{"bucket", "bucket", "fixed_window", "sliding_log", "sliding_window"} {
+		if i == 1 {
+			b.WriteString("algos[2] = algos[1]\n")
+			continue
+		}
+		fmt.Fprintf(&b, "algos[%d] = function(KEYS, ARGV)\n%s\nend\n", i+1, scriptSource(name))
+	}
+	body, err := scriptFS.ReadFile("scripts/batch.lua")
+	if err != nil {
+		panic(err) // embedded: cannot happen
+	}
+	b.Write(body)
+	return b.String()
 }
 
 // algoIndex numbers the algorithms for scripts and key suffixes; -1 for an
