@@ -14,9 +14,10 @@ var ErrCost = errors.New("cost out of range")
 // Limiter applies one Limit to many keys, keeping their state in a Store.
 // It is safe for concurrent use; its zero value is not usable: call New.
 type Limiter struct {
-	store Store
-	limit Limit
-	clock Clock // nil: the store's clock
+	store    Store
+	limit    Limit
+	capacity int   // limit.Capacity(), computed once
+	clock    Clock // nil: the store's clock
 }
 
 // Option configures a Limiter.
@@ -44,7 +45,7 @@ func New(store Store, limit Limit, opts ...Option) (*Limiter, error) {
 	if err := limit.Validate(); err != nil {
 		return nil, fmt.Errorf("ratekeeper: %w", err)
 	}
-	l := &Limiter{store: store, limit: limit}
+	l := &Limiter{store: store, limit: limit, capacity: limit.Capacity()}
 	for _, o := range opts {
 		o.apply(l)
 	}
@@ -54,10 +55,14 @@ func New(store Store, limit Limit, opts ...Option) (*Limiter, error) {
 // Limit is the limit l applies.
 func (l *Limiter) Limit() Limit { return l.limit }
 
+func (l *Limiter) costError(n int) error {
+	return fmt.Errorf("ratekeeper: cost %d for %s: at most %d can ever pass at once: %w",
+		n, l.limit, l.capacity, ErrCost)
+}
+
 func (l *Limiter) request(key string, n int, reserve bool) (Request, error) {
-	if n < 0 || n > l.limit.Capacity() {
-		return Request{}, fmt.Errorf("ratekeeper: cost %d for %s: at most %d can ever pass at once: %w",
-			n, l.limit, l.limit.Capacity(), ErrCost)
+	if uint(n) > uint(l.capacity) {
+		return Request{}, l.costError(n)
 	}
 	r := Request{Key: key, Limit: l.limit, N: n, Reserve: reserve}
 	if l.clock != nil {
@@ -76,11 +81,16 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // state without taking anything; n above the limit's capacity is an error
 // wrapping ErrCost.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Decision, error) {
-	req, err := l.request(key, n, false)
-	if err != nil {
-		return Decision{}, err
+	// The hot path: the request is built in place rather than by request,
+	// which would copy it once more.
+	if uint(n) > uint(l.capacity) {
+		return Decision{}, l.costError(n)
 	}
-	return l.store.Take(ctx, req)
+	var now time.Time
+	if l.clock != nil {
+		now = l.clock.Now()
+	}
+	return l.store.Take(ctx, Request{Key: key, Limit: l.limit, N: n, Now: now})
 }
 
 // Reserve is ReserveN(ctx, key, 1).

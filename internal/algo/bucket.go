@@ -23,7 +23,11 @@ func (b Bucket) level(l Limit, now int64) int64 {
 		return 0
 	}
 	gap := b.Tail - now
-	if gap > l.Burst*l.Period/l.Rate+1 {
+	full := l.FullGap
+	if full == 0 {
+		full = l.Burst*l.Period/l.Rate + 1
+	}
+	if gap > full {
 		return (l.Burst+1)*l.Period + 1
 	}
 	return gap*l.Rate + b.Frac
@@ -54,7 +58,8 @@ func (b Bucket) start(now int64) Bucket {
 // add pours n requests' worth of water on top of b.
 func (b Bucket) add(l Limit, n int64) Bucket {
 	f := b.Frac + n*l.Period
-	return Bucket{Tail: b.Tail + f/l.Rate, Frac: f % l.Rate}
+	q := f / l.Rate // one division serves both parts
+	return Bucket{Tail: b.Tail + q, Frac: f - q*l.Rate}
 }
 
 // fits reports how far in the future the tail may lie for n more requests to
