@@ -23,7 +23,7 @@ const DefaultPrefix = "rk:"
 // Open or New; Close releases what it owns.
 type Store struct {
 	client      redis.UniversalClient
-	batch       *batcher // nil: each call is its own round trip
+	pipe        *batcher // nil: each call is its own round trip
 	owned       bool     // Close closes client
 	prefix      string
 	leastMS     int64
@@ -39,8 +39,8 @@ type Store struct {
 // run runs script, pipelined with concurrent calls unless
 // WithAutoPipeline(false).
 func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, args []any) *redis.Cmd {
-	if s.batch != nil {
-		return s.batch.run(ctx, script, keys, args)
+	if s.pipe != nil {
+		return s.pipe.run(ctx, script, keys, args)
 	}
 	return script.Run(ctx, s.client, keys, args...)
 }
@@ -116,7 +116,7 @@ func newStore(client redis.UniversalClient, owned bool, opts []Option) *Store {
 		s.err = fmt.Errorf("redisstore: prefix %q must not contain '{' or '}'", c.prefix)
 	}
 	if c.autoPipeline && s.err == nil {
-		s.batch = newBatcher(client)
+		s.pipe = newBatcher(client)
 	}
 	return s
 }
@@ -126,8 +126,8 @@ func newStore(client redis.UniversalClient, owned bool, opts []Option) *Store {
 // fail.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		if s.batch != nil {
-			s.batch.close()
+		if s.pipe != nil {
+			s.pipe.close()
 		}
 	})
 	if s.owned {
