@@ -239,9 +239,12 @@ func (s *Store) reanchor() {
 
 // Take decides req under its shard's lock.
 func (s *Store) Take(_ context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
-	now := s.now(req.Now)
 	sh := &s.shards[s.shardIndex(req.Key)]
 	sh.mu.Lock()
+	// Read the clock under the lock: a caller preempted between the two
+	// would otherwise decide at an instant older than the state it finds,
+	// and be refused for a wait that has already passed.
+	now := s.now(req.Now)
 	p := sh.params(req.Key, &req.Limit)
 	r := sh.take(s, &req, &p, now, true)
 	sh.mu.Unlock()

@@ -169,3 +169,37 @@ func TestConcurrentAdmissionIsExact(t *testing.T) {
 		})
 	}
 }
+
+// TestDefaultClockReadUnderLock: many goroutines on a fast leaky bucket with
+// the store's own clock. A clock read before the lock would let a preempted
+// caller decide in the past and be refused for waits that are already over.
+func TestDefaultClockReadUnderLock(t *testing.T) {
+	s := memstore.New()
+	defer s.Close()
+	lim, err := ratekeeper.New(s, ratekeeper.Limit{Algorithm: ratekeeper.LeakyBucket, Rate: 1_000_000, Period: time.Second, Burst: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var worst atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Go(func() {
+			for i := 0; i < 2000; i++ {
+				d, err := lim.Allow(ctx, "fast")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !d.Allowed && int64(d.RetryAfter) > worst.Load() {
+					worst.Store(int64(d.RetryAfter))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// At a million per second with room for 1000, a refusal can only ever
+	// ask for about a millisecond.
+	if w := time.Duration(worst.Load()); w > 1100*time.Microsecond {
+		t.Fatalf("a refusal asked to wait %v; decisions were made at stale instants", w)
+	}
+}
