@@ -23,6 +23,26 @@ if op == 'r' or op == 'c' then
   return 0
 end
 
+-- The common case first, inline: the meter (token bucket and leaky bucket
+-- Allow) admitting n > 0. It fits iff tail - now <= q; after pouring, the
+-- tail lies ahead of now (each request adds period/rate >= 1 µs), so the
+-- bucket is neither drained nor past its saturation bound.
+if op == 'm' and n > 0 then
+  local q = floor(((burst - n) * period - frac) / rate)
+  if tail - now <= q then
+    if tail < now or (tail == now and frac == 0) then
+      tail, frac = now, 0
+    end
+    local f = frac + n * period
+    tail, frac = tail + floor(f / rate), f % rate
+    redis.call('SET', key, struct.pack('<d<d', tail, frac), 'PX', ttl(tail + 1))
+    local gap = tail - now
+    local empty = gap
+    if frac > 0 then empty = gap + 1 end
+    return {1, floor((burst * period - gap * rate - frac) / period), 0, empty, 0, now}
+  end
+end
+
 -- room is how many requests' worth of water the bucket may hold: burst for
 -- the meter and the debt, one more for the queue, whose head is not waiting.
 local room = burst

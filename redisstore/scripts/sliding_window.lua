@@ -10,6 +10,30 @@ if s then
   wend, prev, cur = struct.unpack('<d<d<d', s)
 end
 
+-- The common case first, inline: admitting n > 0 (ops m, the only decision
+-- op for windows). Reset: with cur > 0 after admitting, the estimate is zero
+-- once this window and the weight of it as the previous one have passed.
+if op == 'm' and n > 0 then
+  local e = floor((now - offset) / period) * period + offset + period
+  local w, p, c = wend, prev, cur
+  if e == w + period then
+    w, p, c = e, c, 0
+  elseif e > w then
+    w, p, c = e, 0, 0
+  end
+  local el = now - (w - period)
+  if el < 0 then el = 0 elseif el > period - 1 then el = period - 1 end
+  local est = floor(p * (period - el) / period) + c
+  if est + n <= rate then
+    c = c + n
+    redis.call('SET', key, struct.pack('<d<d<d', w, p, c), 'PX', ttl(w + period))
+    local lag = w - period - now
+    if lag < 0 then lag = 0 end
+    local reset = lag + period - el + period - floor((period - 1) / c)
+    return {1, rate - est - n, 0, reset, 0, now}
+  end
+end
+
 local function save()
   local idle = 0
   if cur > 0 then
