@@ -14,6 +14,10 @@
 //     the number of instances (WithInstances): each instance enforces its
 //     share, so the total stays near the limit if traffic is spread evenly.
 //
+// The Store is a ratekeeper.BatchStore: TakeAll hands a batch (the rules one
+// request falls under) to the primary in one call, and to the policy when
+// that fails.
+//
 // A circuit breaker stops calls from each waiting out the timeout while the
 // primary is down: after WithBreaker's threshold of consecutive failures it
 // opens, and calls go straight to the policy. After the cool-down one call

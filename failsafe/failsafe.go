@@ -407,3 +407,62 @@ func (s *Store) fallback(ctx context.Context, req ratekeeper.Request) (ratekeepe
 	}
 	return d, nil
 }
+
+// Interface guard: TakeAll passes a batch to a primary that is a
+// ratekeeper.BatchStore (the Redis store decides it in one round trip).
+var _ ratekeeper.BatchStore = (*Store)(nil)
+
+// TakeAll decides reqs together on the primary (ratekeeper.TakeAll: one
+// batch if the primary is a BatchStore, else take and refund), within the
+// timeout and unless the breaker is open. When that fails the policy
+// decides every request: Allow allows all, Deny refuses all, Local decides
+// the batch on the in-memory store, all or none.
+func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ratekeeper.Decision) (bool, error) {
+	s.calls.Add(1)
+	ok, probe := s.admit()
+	if ok {
+		var all bool
+		_, err := s.callPrimary(ctx, func(ctx context.Context) (ratekeeper.Decision, error) {
+			var err error
+			all, err = ratekeeper.TakeAll(ctx, s.primary, reqs, out)
+			return ratekeeper.Decision{}, err
+		}, probe)
+		if err == nil {
+			return all, nil
+		}
+		if ctx.Err() != nil {
+			return false, err
+		}
+	} else {
+		s.short.Add(1)
+	}
+	if s.policy != Local {
+		all := true
+		for i, req := range reqs {
+			d, err := s.fallback(ctx, req)
+			if err != nil {
+				return false, err
+			}
+			out[i] = d
+			all = all && d.Allowed
+		}
+		return all, nil
+	}
+	local := make([]ratekeeper.Request, len(reqs))
+	for i, req := range reqs {
+		local[i] = req
+		local[i].Limit = s.localLimit(req.Limit)
+		local[i].N = min(req.N, local[i].Limit.Capacity())
+	}
+	all, err := s.local.TakeAll(ctx, local, out)
+	if err != nil {
+		return false, err
+	}
+	s.fbLocal.Add(uint64(len(reqs)))
+	if s.onFallback != nil {
+		for i, req := range reqs {
+			s.onFallback(req, out[i])
+		}
+	}
+	return all, nil
+}

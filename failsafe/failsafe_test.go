@@ -227,3 +227,36 @@ func FuzzParsePolicy(f *testing.F) {
 		}
 	})
 }
+
+func TestTakeAll(t *testing.T) {
+	ctx := context.Background()
+	two := []ratekeeper.Request{req("a"), req("b")}
+	for _, tt := range []struct {
+		policy Policy
+		want   []bool // all allowed, batch after batch, while the primary is down
+	}{
+		{Allow, []bool{true, true, true}},
+		{Deny, []bool{false, false, false}},
+		{Local, []bool{true, true, false}}, // 4 per hour over 2 instances
+	} {
+		t.Run(string(tt.policy), func(t *testing.T) {
+			p := &flaky{}
+			s := New(p, WithPolicy(tt.policy), WithInstances(2), WithBreaker(0, 0))
+			defer s.Close()
+			out := make([]ratekeeper.Decision, 2)
+			if all, err := s.TakeAll(ctx, two, out); err != nil || !all || out[0].Remaining != 7 {
+				t.Fatalf("primary up: %v %v %+v", all, err, out)
+			}
+			p.down.Store(true)
+			for i, want := range tt.want {
+				all, err := s.TakeAll(ctx, two, out)
+				if err != nil || all != want || out[0].Allowed != want || out[1].Allowed != want {
+					t.Fatalf("batch %d: all %v (%+v), %v; want %v", i, all, out, err, want)
+				}
+			}
+			if st := s.Stats(); st.FallbackAllowed+st.FallbackDenied+st.FallbackLocal != 6 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}
