@@ -1,0 +1,54 @@
+package rls
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratekeeper/ratekeeper/internal/metrics"
+	"github.com/ratekeeper/ratekeeper/memstore"
+)
+
+// BenchmarkDecide measures the service without gRPC: matching, keys, the
+// memory store and the response, for each algorithm, over 10,000 keys.
+// bench/run-rls.sh measures the whole service over gRPC and Redis.
+func BenchmarkDecide(b *testing.B) {
+	c, err := Load("../bench/rlsconf/ratekeeper.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	rules, err := Compile(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, alg := range []string{"fixed_window", "token_bucket", "leaky_bucket", "sliding_window", "sliding_log"} {
+		b.Run("alg="+alg, func(b *testing.B) {
+			ms := memstore.New()
+			defer ms.Close()
+			reg := prometheus.NewRegistry()
+			svc := NewService(ms, rules, WithMetrics(metrics.New(reg), reg))
+			reqs := make([]*rlsv3.RateLimitRequest, 10000)
+			for i := range reqs {
+				reqs[i] = &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+					Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: alg, Value: "k" + strconv.Itoa(i)}},
+				}}}
+			}
+			var next atomic.Int64
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					r, err := svc.Decide(context.Background(), reqs[next.Add(1)%int64(len(reqs))])
+					if err != nil || r.OverallCode != rlsv3.RateLimitResponse_OK {
+						b.Errorf("%v %v", r, err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
