@@ -80,6 +80,24 @@ type BatchStore interface {
 	TakeAll(ctx context.Context, reqs []Request, out []Decision) (bool, error)
 }
 
+// Binder is a Store that can bind itself to one limit ahead of time, so that
+// each decision skips what depends only on the limit (converting it,
+// choosing the algorithm) and crosses no Request. New binds the Limiter to
+// its store when the store is a Binder; a store need not be one. A bound
+// store decides exactly as its Take would for the same request.
+type Binder interface {
+	Store
+	// Bind returns the store bound to l, which New has validated.
+	Bind(l Limit) Bound
+}
+
+// Bound is a Store bound to one limit (see Binder). Its Take is Store.Take
+// for Request{Key: key, Limit: the bound limit, N: n, Reserve: reserve, Now:
+// now}; implementations are safe for concurrent use.
+type Bound interface {
+	Take(ctx context.Context, key string, n int, reserve bool, now time.Time) (Decision, error)
+}
+
 // TakeAll decides reqs together on s: it reports true only if every request
 // is allowed, and then each has taken its cost. When one is refused, none
 // keeps anything: a BatchStore guarantees that atomically; on other stores

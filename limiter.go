@@ -15,6 +15,7 @@ var ErrCost = errors.New("cost out of range")
 // It is safe for concurrent use; its zero value is not usable: call New.
 type Limiter struct {
 	store    Store
+	bound    Bound // store bound to limit when it is a Binder, else nil
 	limit    Limit
 	capacity int   // limit.Capacity(), computed once
 	clock    Clock // nil: the store's clock
@@ -49,6 +50,9 @@ func New(store Store, limit Limit, opts ...Option) (*Limiter, error) {
 	for _, o := range opts {
 		o.apply(l)
 	}
+	if b, ok := store.(Binder); ok {
+		l.bound = b.Bind(limit)
+	}
 	return l, nil
 }
 
@@ -81,8 +85,11 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // state without taking anything; n above the limit's capacity is an error
 // wrapping ErrCost.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Decision, error) {
-	// The hot path: the request is built in place rather than by request,
-	// which would copy it once more.
+	return l.take(ctx, key, n, false)
+}
+
+// take is the hot path of AllowN and ReserveN.
+func (l *Limiter) take(ctx context.Context, key string, n int, reserve bool) (Decision, error) {
 	if uint(n) > uint(l.capacity) {
 		return Decision{}, l.costError(n)
 	}
@@ -90,7 +97,10 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Decision, erro
 	if l.clock != nil {
 		now = l.clock.Now()
 	}
-	return l.store.Take(ctx, Request{Key: key, Limit: l.limit, N: n, Now: now})
+	if l.bound != nil {
+		return l.bound.Take(ctx, key, n, reserve, now)
+	}
+	return l.store.Take(ctx, Request{Key: key, Limit: l.limit, N: n, Reserve: reserve, Now: now})
 }
 
 // Reserve is ReserveN(ctx, key, 1).
@@ -112,11 +122,7 @@ func (l *Limiter) Reserve(ctx context.Context, key string) (Decision, error) {
 //
 // A caller that does not proceed should give its place back with Cancel.
 func (l *Limiter) ReserveN(ctx context.Context, key string, n int) (Decision, error) {
-	req, err := l.request(key, n, true)
-	if err != nil {
-		return Decision{}, err
-	}
-	return l.store.Take(ctx, req)
+	return l.take(ctx, key, n, true)
 }
 
 // Refund gives back what an allowed decision d of AllowN(ctx, key, n) took,

@@ -246,7 +246,46 @@ func (s *Store) Take(_ context.Context, req ratekeeper.Request) (ratekeeper.Deci
 	// and be refused for a wait that has already passed.
 	now := s.now(req.Now)
 	p := sh.params(req.Key, &req.Limit)
-	r := sh.take(s, &req, &p, now, true)
+	r := sh.take(s, req.Key, kindOf(req.Limit.Algorithm, req.Reserve), &p, now, int64(req.N), true)
+	sh.mu.Unlock()
+	return algo.Decision(r), nil
+}
+
+// Bind returns the store bound to l: a Limiter's decisions then skip
+// converting the limit.
+func (s *Store) Bind(l ratekeeper.Limit) ratekeeper.Bound {
+	return &bound{s: s, limit: l, p: algo.Params("", l),
+		kinds: [2]kind{kindOf(l.Algorithm, false), kindOf(l.Algorithm, true)}}
+}
+
+// bound is a Store bound to one limit.
+type bound struct {
+	s     *Store
+	limit ratekeeper.Limit
+	p     algo.Limit // the parameters, unless limit.Stagger makes them the key's
+	kinds [2]kind    // for Allow and for Reserve
+}
+
+func (b *bound) Take(_ context.Context, key string, n int, reserve bool, at time.Time) (ratekeeper.Decision, error) {
+	s := b.s
+	p := &b.p
+	if b.limit.Stagger {
+		kp := algo.Params(key, b.limit)
+		p = &kp
+	}
+	sh := &s.shards[s.shardIndex(key)]
+	sh.mu.Lock()
+	now := s.now(at) // under the lock, as in Take
+	var r algo.Result
+	if bk := sh.buckets[key]; bk != nil && !reserve && b.kinds[0] == kindMeter && n > 0 {
+		r = bk.Apply(p, algo.Metered, now, int64(n)) // the hot path of Allow
+	} else {
+		k := b.kinds[0]
+		if reserve {
+			k = b.kinds[1]
+		}
+		r = sh.take(s, key, k, p, now, int64(n), true)
+	}
 	sh.mu.Unlock()
 	return algo.Decision(r), nil
 }
@@ -283,7 +322,7 @@ func (s *Store) TakeAll(_ context.Context, reqs []ratekeeper.Request, out []rate
 		req := &reqs[i]
 		sh := &s.shards[idx[i]]
 		p := sh.params(req.Key, &req.Limit)
-		r := sh.take(s, req, &p, at(req), false)
+		r := sh.take(s, req.Key, kindOf(req.Limit.Algorithm, req.Reserve), &p, at(req), int64(req.N), false)
 		out[i] = algo.Decision(r)
 		ok = ok && r.Allowed
 	}
@@ -294,87 +333,121 @@ func (s *Store) TakeAll(_ context.Context, reqs []ratekeeper.Request, out []rate
 		req := &reqs[i]
 		sh := &s.shards[idx[i]]
 		p := sh.params(req.Key, &req.Limit)
-		out[i] = algo.Decision(sh.take(s, req, &p, at(req), true))
+		out[i] = algo.Decision(sh.take(s, req.Key, kindOf(req.Limit.Algorithm, req.Reserve), &p, at(req), int64(req.N), true))
 	}
 	return true, nil
 }
 
-// take applies req to the shard, which the caller has locked. With commit
-// false it only says what it would decide.
-func (sh *shard) take(s *Store, req *ratekeeper.Request, lp *algo.Limit, now int64, commit bool) algo.Result {
-	p := *lp
-	n := int64(req.N)
+// kind is what the shard does for a request: an algorithm and, for the
+// buckets, which of their decisions.
+type kind uint8
+
+const (
+	kindMeter   kind = iota // token bucket or leaky bucket, Allow
+	kindDebt                // token bucket, Reserve
+	kindQueue               // leaky bucket, Reserve
+	kindFixed               // fixed window
+	kindSliding             // sliding window counter
+	kindLog                 // sliding log
+)
+
+func kindOf(alg ratekeeper.Algorithm, reserve bool) kind {
+	switch alg {
+	case ratekeeper.TokenBucket:
+		if reserve {
+			return kindDebt
+		}
+		return kindMeter
+	case ratekeeper.LeakyBucket:
+		if reserve {
+			return kindQueue
+		}
+		return kindMeter
+	case ratekeeper.FixedWindow:
+		return kindFixed
+	case ratekeeper.SlidingWindow:
+		return kindSliding
+	}
+	return kindLog
+}
+
+// take decides n for key, as k says, with parameters lp at now, on the
+// shard, which the caller has locked. With commit false it only says what
+// it would decide.
+func (sh *shard) take(s *Store, key string, k kind, lp *algo.Limit, now, n int64, commit bool) algo.Result {
 	commit = commit && n > 0
 	var r algo.Result
-	switch req.Limit.Algorithm {
-	case ratekeeper.TokenBucket, ratekeeper.LeakyBucket:
-		b := sh.buckets[req.Key]
+	switch k {
+	case kindMeter, kindDebt, kindQueue:
+		mode := algo.Metered
+		if k == kindDebt {
+			mode = algo.Debited
+		} else if k == kindQueue {
+			mode = algo.Queued
+		}
+		b := sh.buckets[key]
+		if b != nil && commit {
+			// Refused requests leave the state as it was, so the update
+			// can happen in place.
+			return b.Apply(lp, mode, now, n)
+		}
 		var st algo.Bucket
 		if b != nil {
 			st = *b
 		}
-		switch {
-		case !req.Reserve:
-			st, r = st.Meter(p, now, n)
-		case req.Limit.Algorithm == ratekeeper.TokenBucket:
-			st, r = st.Debt(p, now, n)
-		default:
-			st, r = st.Queue(p, now, n)
-		}
+		r = st.Apply(lp, mode, now, n)
 		if commit && r.Allowed {
-			if b == nil {
-				b = new(algo.Bucket)
-				sh.insert(s, now)
-				sh.buckets[strings.Clone(req.Key)] = b
-			}
+			b = new(algo.Bucket)
+			sh.insert(s, now)
+			sh.buckets[strings.Clone(key)] = b
 			*b = st
 		}
-	case ratekeeper.FixedWindow:
-		w := sh.fixed[req.Key]
+	case kindFixed:
+		w := sh.fixed[key]
 		var st algo.Window
 		if w != nil {
 			st = *w
 		}
-		st, r = st.Fixed(p, now, n)
+		st, r = st.Fixed(*lp, now, n)
 		if commit && r.Allowed {
 			if w == nil {
 				w = new(algo.Window)
 				sh.insert(s, now)
-				sh.fixed[strings.Clone(req.Key)] = w
+				sh.fixed[strings.Clone(key)] = w
 			}
 			*w = st
 		}
-	case ratekeeper.SlidingWindow:
-		e := sh.sliding[req.Key]
+	case kindSliding:
+		e := sh.sliding[key]
 		var st algo.Sliding
 		if e != nil {
 			st = e.s
 		}
-		st, r = st.SlidingWindow(p, now, n)
+		st, r = st.SlidingWindow(*lp, now, n)
 		if commit && r.Allowed {
 			if e == nil {
 				e = new(slidingEntry)
 				sh.insert(s, now)
-				sh.sliding[strings.Clone(req.Key)] = e
+				sh.sliding[strings.Clone(key)] = e
 			}
 			// Fresh once the estimate is zero: no later decision differs.
 			e.s, e.idle = st, r.At+r.ResetAfter
 		}
-	case ratekeeper.SlidingLog:
-		e := sh.logs[req.Key]
+	case kindLog:
+		e := sh.logs[key]
 		if !commit {
 			if e == nil {
-				return new(algo.Log).Check(p, now, n)
+				return new(algo.Log).Check(*lp, now, n)
 			}
-			return e.g.Check(p, now, n)
+			return e.g.Check(*lp, now, n)
 		}
 		if e == nil {
 			e = new(logEntry)
 			sh.insert(s, now)
-			sh.logs[strings.Clone(req.Key)] = e
+			sh.logs[strings.Clone(key)] = e
 		}
-		r = e.g.SlidingLog(p, now, n)
-		e.idle = e.g.IdleAt(p)
+		r = e.g.SlidingLog(*lp, now, n)
+		e.idle = e.g.IdleAt(*lp)
 	}
 	return r
 }

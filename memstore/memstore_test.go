@@ -15,3 +15,14 @@ func TestConformance(t *testing.T) {
 		return s
 	})
 }
+
+// TestBoundMatchesTake runs random timelines through the store bound to each
+// limit and through its Take, and demands the same decisions.
+func TestBoundMatchesTake(t *testing.T) {
+	for seed := range uint64(8) {
+		plain, bound := memstore.New(), memstore.New()
+		storetest.Differential(t, storetest.Unbound(plain), bound, seed, 4000)
+		plain.Close()
+		bound.Close()
+	}
+}

@@ -101,15 +101,29 @@ type Timeline struct {
 var Epoch = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 
 // Run runs every timeline of Timelines against a fresh store from newStore
-// and fails on the first decision that differs from the timeline's.
+// and fails on the first decision that differs from the timeline's. A store
+// that is a ratekeeper.Binder runs every timeline twice: bound, as a Limiter
+// uses it, and through Store.Take alone (see Unbound).
 func Run(t *testing.T, newStore func(t *testing.T) ratekeeper.Store) {
 	t.Helper()
 	for _, tl := range Timelines() {
 		t.Run(tl.Name, func(t *testing.T) {
-			RunTimeline(t, newStore(t), tl)
+			s := newStore(t)
+			RunTimeline(t, s, tl)
+			if _, ok := s.(ratekeeper.Binder); ok {
+				RunTimeline(t, Unbound(newStore(t)), tl)
+			}
 		})
 	}
 }
+
+// Unbound hides a store's Bind method (and every other method beyond
+// ratekeeper.Store), so that Limiters use its Take.
+func Unbound(s ratekeeper.Store) ratekeeper.Store {
+	return unbound{s}
+}
+
+type unbound struct{ ratekeeper.Store }
 
 // RunTimeline runs one timeline against s. Keys are prefixed with a random
 // run id, so stores that outlive a test (a shared Redis) start clean.

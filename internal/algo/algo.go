@@ -32,6 +32,25 @@ type Limit struct {
 	// bucket's tail means it is over capacity (so level need not multiply).
 	// Params fills it in; zero means "compute it".
 	FullGap int64
+	// Step and StepFrac are Period/Rate and Period%Rate: how far one
+	// request moves a bucket's tail, so that the common cost of one needs no
+	// division. Params fills them in with FullGap.
+	Step, StepFrac int64
+	// Fit1 and Fit1Frac are (Burst-1)·Period divided by Rate, quotient
+	// and remainder: where a bucket's tail may lie for one more request to
+	// fit, so that refusing one needs no division either.
+	Fit1, Fit1Frac int64
+}
+
+// prepared is l with FullGap, Step and StepFrac filled in.
+func (l Limit) prepared() Limit {
+	if l.FullGap == 0 {
+		l.FullGap = l.Burst*l.Period/l.Rate + 1
+		l.Step, l.StepFrac = l.Period/l.Rate, l.Period%l.Rate
+		l.Fit1 = (l.Burst - 1) * l.Period / l.Rate
+		l.Fit1Frac = (l.Burst-1)*l.Period - l.Fit1*l.Rate
+	}
+	return l
 }
 
 // Result is what one decision reports. Durations are µs.

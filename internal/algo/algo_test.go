@@ -1,6 +1,7 @@
 package algo
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -46,7 +47,14 @@ func (st *state) take(k kind, l Limit, now, n int64) Result {
 	var r Result
 	switch k {
 	case meter:
+		// Every metered step also checks the stores' fast path against
+		// Meter, the reference.
+		b, p := st.b, l.prepared()
+		fast := b.Apply(&p, Metered, now, n)
 		st.b, r = st.b.Meter(l, now, n)
+		if fast != r || b != st.b {
+			panic(fmt.Sprintf("Apply(%+v, %d, %d) on %+v = %+v, %+v; Meter says %+v, %+v", l, now, n, st.b, fast, b, r, st.b))
+		}
 	case debt:
 		st.b, r = st.b.Debt(l, now, n)
 	case queue:
@@ -281,6 +289,33 @@ func checkBound(t *testing.T, k kind, l Limit, ev []event) {
 			if waiting > l.Burst+e.n-1 {
 				t.Fatalf("%s %+v: %d units waiting at %d, at most %d", k, l, waiting, e.at, l.Burst)
 			}
+		}
+	}
+}
+
+// TestApplyMatchesMeter compares the stores' fast path for one metered
+// request with Meter over random limits and states, many of them at the
+// edge of refusal.
+func TestApplyMatchesMeter(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 200_000; i++ {
+		l := Limit{Rate: 1 + rng.Int64N(1000), Period: 1 + rng.Int64N(10*second)}
+		l.Burst = 1 + rng.Int64N(100)
+		if rng.IntN(4) == 0 {
+			l.Rate = 1 + rng.Int64N(3)
+		}
+		now := 1_700_000_000 * second
+		full := l.Burst*l.Period/l.Rate + 2
+		b := Bucket{Tail: now - full + rng.Int64N(2*full+2), Frac: rng.Int64N(l.Rate)}
+		if rng.IntN(8) == 0 {
+			b.Tail = now + rng.Int64N(1<<40) // a clock that went far back
+		}
+		p := l.prepared()
+		got := b
+		r := got.Apply(&p, Metered, now, 1)
+		want, wr := b.Meter(l, now, 1)
+		if r != wr || got != want {
+			t.Fatalf("limit %+v, bucket %+v: Apply gives %+v, %+v; Meter %+v, %+v", l, b, got, r, want, wr)
 		}
 	}
 }

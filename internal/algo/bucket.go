@@ -23,11 +23,7 @@ func (b Bucket) level(l Limit, now int64) int64 {
 		return 0
 	}
 	gap := b.Tail - now
-	full := l.FullGap
-	if full == 0 {
-		full = l.Burst*l.Period/l.Rate + 1
-	}
-	if gap > full {
+	if gap > l.FullGap {
 		return (l.Burst+1)*l.Period + 1
 	}
 	return gap*l.Rate + b.Frac
@@ -89,6 +85,7 @@ func clamp(v, lo, hi int64) int64 {
 // drains (refills) at Rate per Period: the token bucket's Allow and the leaky
 // bucket's meter. n == 0 asks without taking.
 func (b Bucket) Meter(l Limit, now, n int64) (Bucket, Result) {
+	l = l.prepared()
 	r := Result{Limit: l.Burst, At: now}
 	if n == 0 {
 		r.Allowed = true
@@ -109,10 +106,76 @@ func (b Bucket) Meter(l Limit, now, n int64) (Bucket, Result) {
 	return b, r
 }
 
+// Mode is which of a bucket's three decisions Apply makes.
+type Mode uint8
+
+const (
+	Metered Mode = iota // Meter
+	Debited             // Debt
+	Queued              // Queue
+)
+
+// Apply is Meter, Debt or Queue as mode says, with b updated in place: the
+// stores' hot path. Metering one request, the common case, is written out
+// on scalars, with at most one division (when it is allowed); it decides
+// exactly as Meter does, which TestApplyMatchesMeter checks.
+func (b *Bucket) Apply(l *Limit, mode Mode, now, n int64) Result {
+	if mode != Metered || n != 1 || l.FullGap == 0 {
+		var r Result
+		switch mode {
+		case Debited:
+			*b, r = b.Debt(*l, now, n)
+		case Queued:
+			*b, r = b.Queue(*l, now, n)
+		default:
+			*b, r = b.Meter(*l, now, n)
+		}
+		return r
+	}
+	rate, period, burst := l.Rate, l.Period, l.Burst
+	tail, frac := b.Tail, b.Frac
+	r := Result{Limit: burst, At: now}
+	// One more request is refused iff the water after it would pass
+	// capacity: (Tail-now)·Rate + Frac > (Burst-1)·Period. Past FullGap,
+	// where the product could grow large, the answer is always no.
+	if gap := tail - now; gap > l.FullGap || (gap >= 0 && gap*rate+frac > (burst-1)*period) {
+		// RetryAfter is gap - fits(l, 1, Burst), and that is Fit1, less
+		// one when Frac > Fit1Frac (0 <= Frac < Rate). A refused single
+		// request leaves less than one request's room: Remaining is 0.
+		q := l.Fit1
+		if frac > l.Fit1Frac {
+			q--
+		}
+		r.RetryAfter = gap - q
+		r.ResetAfter = gap
+		if frac > 0 {
+			r.ResetAfter++
+		}
+		return r
+	}
+	if tail < now || (tail == now && frac == 0) { // drained: start afresh
+		tail, frac = now, 0
+	}
+	tail += l.Step
+	if frac += l.StepFrac; frac >= rate {
+		tail, frac = tail+1, frac-rate
+	}
+	b.Tail, b.Frac = tail, frac
+	r.Allowed = true
+	// Now now <= tail and the water is within capacity.
+	r.Remaining = min((burst*period-(tail-now)*rate-frac)/period, burst)
+	r.ResetAfter = tail - now
+	if frac > 0 {
+		r.ResetAfter++
+	}
+	return r
+}
+
 // Debt takes n tokens now even if the bucket does not hold them yet, and says
 // in Delay how long until it would have: the token bucket's Reserve. It never
 // refuses; a waiter bounds it with its deadline.
 func (b Bucket) Debt(l Limit, now, n int64) (Bucket, Result) {
+	l = l.prepared()
 	if n == 0 {
 		return b.Meter(l, now, 0)
 	}
@@ -132,6 +195,7 @@ func (b Bucket) Debt(l Limit, now, n int64) (Bucket, Result) {
 // leaky bucket's Reserve. The request whose slot is now proceeds at once and
 // is not waiting; it is refused iff more than Burst requests would be waiting.
 func (b Bucket) Queue(l Limit, now, n int64) (Bucket, Result) {
+	l = l.prepared()
 	if n == 0 {
 		r := Result{Allowed: true, Limit: l.Burst, At: now}
 		r.Remaining = remaining(b.level(l, now), l, l.Burst+1)

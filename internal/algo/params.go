@@ -13,7 +13,7 @@ func Params(key string, l ratekeeper.Limit) Limit {
 	p := int64(l.Period / time.Microsecond)
 	a := Limit{Rate: int64(l.Rate), Period: p, Burst: int64(l.Capacity()), LogRejected: l.LogRejected}
 	if l.Algorithm == ratekeeper.TokenBucket || l.Algorithm == ratekeeper.LeakyBucket {
-		a.FullGap = a.Burst*a.Period/a.Rate + 1
+		a = a.prepared()
 	}
 	if l.Stagger && (l.Algorithm == ratekeeper.FixedWindow || l.Algorithm == ratekeeper.SlidingWindow) {
 		a.Offset = Offset(key, p)
