@@ -246,7 +246,7 @@ func (s *Store) Take(_ context.Context, req ratekeeper.Request) (ratekeeper.Deci
 	// and be refused for a wait that has already passed.
 	now := s.now(req.Now)
 	p := sh.params(req.Key, &req.Limit)
-	r := sh.take(s, req.Key, kindOf(req.Limit.Algorithm, req.Reserve), &p, now, int64(req.N), true)
+	r := sh.take(s, req.Key, kindOf(req.Limit.Algorithm, req.Reserve), &p, now, int64(req.N), true, nil)
 	sh.mu.Unlock()
 	return algo.Decision(r), nil
 }
@@ -284,20 +284,28 @@ func (b *bound) Take(_ context.Context, key string, n int, reserve bool, at time
 		if reserve {
 			k = b.kinds[1]
 		}
-		r = sh.take(s, key, k, p, now, int64(n), true)
+		r = sh.take(s, key, k, p, now, int64(n), true, nil)
 	}
 	sh.mu.Unlock()
 	return algo.Decision(r), nil
 }
 
 // TakeAll decides reqs as one under the locks of all their shards, taken in
-// shard order so that concurrent batches cannot deadlock.
+// shard order so that concurrent batches cannot deadlock. It decides each
+// request once, in place, remembering the state it replaced; if one is
+// refused, the others are put back as they were (a sliding log, whose state
+// is too large to copy, is only checked, and written once all have passed).
+// At the key cap, a new key that a refused batch created may have evicted
+// another before the batch was undone; that is the cap's usual loss.
 func (s *Store) TakeAll(_ context.Context, reqs []ratekeeper.Request, out []ratekeeper.Decision) (bool, error) {
-	idx := make([]int, 0, 8)
+	var idxBuf, lockBuf [8]int
+	var savedBuf [8]saved
+	idx, locks, undo := idxBuf[:0], lockBuf[:0], savedBuf[:0]
 	for _, r := range reqs {
-		idx = append(idx, s.shardIndex(r.Key))
+		i := s.shardIndex(r.Key)
+		idx = append(idx, i)
+		locks = append(locks, i)
 	}
-	locks := slices.Clone(idx)
 	slices.Sort(locks)
 	locks = slices.Compact(locks)
 	for _, i := range locks {
@@ -308,8 +316,7 @@ func (s *Store) TakeAll(_ context.Context, reqs []ratekeeper.Request, out []rate
 			s.shards[i].mu.Unlock()
 		}
 	}()
-	// One instant for the whole batch, so that the dry run and the commit
-	// below decide alike.
+	// One instant for the whole batch.
 	now := s.now(time.Time{})
 	at := func(req *ratekeeper.Request) int64 {
 		if req.Now.IsZero() {
@@ -317,25 +324,85 @@ func (s *Store) TakeAll(_ context.Context, reqs []ratekeeper.Request, out []rate
 		}
 		return req.Now.UnixMicro()
 	}
-	ok := true
+	ok, logs := true, false
 	for i := range reqs {
 		req := &reqs[i]
 		sh := &s.shards[idx[i]]
 		p := sh.params(req.Key, &req.Limit)
-		r := sh.take(s, req.Key, kindOf(req.Limit.Algorithm, req.Reserve), &p, at(req), int64(req.N), false)
+		k := kindOf(req.Limit.Algorithm, req.Reserve)
+		// After a refusal the rest only report what they would get.
+		commit := ok && k != kindLog
+		var u *saved
+		if commit {
+			undo = append(undo, saved{sh: sh, key: req.Key, k: k})
+			u = &undo[len(undo)-1]
+		}
+		logs = logs || k == kindLog
+		r := sh.take(s, req.Key, k, &p, at(req), int64(req.N), commit, u)
 		out[i] = algo.Decision(r)
 		ok = ok && r.Allowed
 	}
 	if !ok {
+		for j := len(undo) - 1; j >= 0; j-- {
+			undo[j].restore()
+		}
 		return false, nil
 	}
-	for i := range reqs {
-		req := &reqs[i]
-		sh := &s.shards[idx[i]]
-		p := sh.params(req.Key, &req.Limit)
-		out[i] = algo.Decision(sh.take(s, req.Key, kindOf(req.Limit.Algorithm, req.Reserve), &p, at(req), int64(req.N), true))
+	if logs {
+		for i := range reqs {
+			req := &reqs[i]
+			if req.Limit.Algorithm != ratekeeper.SlidingLog {
+				continue
+			}
+			sh := &s.shards[idx[i]]
+			p := sh.params(req.Key, &req.Limit)
+			out[i] = algo.Decision(sh.take(s, req.Key, kindLog, &p, at(req), int64(req.N), true, nil))
+		}
 	}
 	return true, nil
+}
+
+// saved is a key's state before a batch changed it; shard.take fills it in.
+type saved struct {
+	sh      *shard
+	key     string
+	k       kind
+	existed bool
+	b       algo.Bucket
+	w       algo.Window
+	e       slidingEntry
+}
+
+// restore puts the state back as save found it: a key the batch created is
+// removed again.
+func (v *saved) restore() {
+	sh := v.sh
+	switch v.k {
+	case kindMeter, kindDebt, kindQueue:
+		if b := sh.buckets[v.key]; b != nil {
+			if v.existed {
+				*b = v.b
+			} else {
+				sh.remove(0, v.key)
+			}
+		}
+	case kindFixed:
+		if w := sh.fixed[v.key]; w != nil {
+			if v.existed {
+				*w = v.w
+			} else {
+				sh.remove(1, v.key)
+			}
+		}
+	case kindSliding:
+		if e := sh.sliding[v.key]; e != nil {
+			if v.existed {
+				*e = v.e
+			} else {
+				sh.remove(2, v.key)
+			}
+		}
+	}
 }
 
 // kind is what the shard does for a request: an algorithm and, for the
@@ -374,7 +441,7 @@ func kindOf(alg ratekeeper.Algorithm, reserve bool) kind {
 // take decides n for key, as k says, with parameters lp at now, on the
 // shard, which the caller has locked. With commit false it only says what
 // it would decide.
-func (sh *shard) take(s *Store, key string, k kind, lp *algo.Limit, now, n int64, commit bool) algo.Result {
+func (sh *shard) take(s *Store, key string, k kind, lp *algo.Limit, now, n int64, commit bool, undo *saved) algo.Result {
 	commit = commit && n > 0
 	var r algo.Result
 	switch k {
@@ -386,6 +453,9 @@ func (sh *shard) take(s *Store, key string, k kind, lp *algo.Limit, now, n int64
 			mode = algo.Queued
 		}
 		b := sh.buckets[key]
+		if undo != nil && b != nil {
+			undo.existed, undo.b = true, *b
+		}
 		if b != nil && commit {
 			// Refused requests leave the state as it was, so the update
 			// can happen in place.
@@ -404,6 +474,9 @@ func (sh *shard) take(s *Store, key string, k kind, lp *algo.Limit, now, n int64
 		}
 	case kindFixed:
 		w := sh.fixed[key]
+		if undo != nil && w != nil {
+			undo.existed, undo.w = true, *w
+		}
 		var st algo.Window
 		if w != nil {
 			st = *w
@@ -419,6 +492,9 @@ func (sh *shard) take(s *Store, key string, k kind, lp *algo.Limit, now, n int64
 		}
 	case kindSliding:
 		e := sh.sliding[key]
+		if undo != nil && e != nil {
+			undo.existed, undo.e = true, *e
+		}
 		var st algo.Sliding
 		if e != nil {
 			st = e.s
