@@ -28,6 +28,11 @@
 // A refused request is a Decision with Allowed false and a nil error. Errors
 // mean a broken store or bad input (ErrCost for a cost that can never pass).
 //
+// A Store needs only Take and Refund. It may offer more, which the package
+// uses when present: BatchStore decides several requests all or nothing (the
+// gateway's rules), and Binder lets New bind a Limiter to its store once, so
+// that each decision passes only a key, a cost and a time.
+//
 // The root package holds only this contract and imports nothing outside the
 // standard library; stores, middleware and servers live in subpackages.
 package ratekeeper

@@ -3,7 +3,11 @@
 //
 // Keys are spread over shards, each a mutex and a few maps, chosen by
 // hash/maphash, so that concurrent callers rarely meet on a lock. A decision
-// on an existing key allocates nothing. One janitor goroutine, stopped by
+// on an existing key allocates nothing, and a Limiter bound to the store
+// (see ratekeeper.Binder) finds its limit's parameters ready and meters a
+// token or leaky bucket in place. TakeAll decides a batch all or nothing
+// under the locks of every key involved: each request once, undone if
+// another is refused. One janitor goroutine, stopped by
 // Close, sweeps out keys whose state is back to fresh (a full bucket, a
 // window that has passed), so idle clients cost no memory.
 //

@@ -276,14 +276,26 @@ func (b *bound) Take(_ context.Context, key string, n int, reserve bool, at time
 	sh := &s.shards[s.shardIndex(key)]
 	sh.mu.Lock()
 	now := s.now(at) // under the lock, as in Take
+	k := b.kinds[0]
+	if reserve {
+		k = b.kinds[1]
+	}
+	commit := n > 0
 	var r algo.Result
-	if bk := sh.buckets[key]; bk != nil && !reserve && b.kinds[0] == kindMeter && n > 0 {
-		r = bk.Apply(p, algo.Metered, now, int64(n)) // the hot path of Allow
-	} else {
-		k := b.kinds[0]
-		if reserve {
-			k = b.kinds[1]
+	switch k { // as sh.take, one call shorter
+	case kindMeter:
+		if bk := sh.buckets[key]; bk != nil && commit {
+			r = bk.Apply(p, algo.Metered, now, int64(n)) // the hot path of Allow
+		} else {
+			r = sh.takeBucket(s, key, algo.Metered, p, now, int64(n), commit, nil)
 		}
+	case kindFixed:
+		r = sh.takeFixed(s, key, p, now, int64(n), commit, nil)
+	case kindSliding:
+		r = sh.takeSliding(s, key, p, now, int64(n), commit, nil)
+	case kindLog:
+		r = sh.takeLog(s, key, p, now, int64(n), commit)
+	default:
 		r = sh.take(s, key, k, p, now, int64(n), true, nil)
 	}
 	sh.mu.Unlock()
@@ -440,91 +452,108 @@ func kindOf(alg ratekeeper.Algorithm, reserve bool) kind {
 
 // take decides n for key, as k says, with parameters lp at now, on the
 // shard, which the caller has locked. With commit false it only says what
-// it would decide.
+// it would decide. undo, if not nil, receives the state the key had. Each
+// kind has its own small function, so that a bound store can call it
+// directly.
 func (sh *shard) take(s *Store, key string, k kind, lp *algo.Limit, now, n int64, commit bool, undo *saved) algo.Result {
 	commit = commit && n > 0
-	var r algo.Result
 	switch k {
-	case kindMeter, kindDebt, kindQueue:
-		mode := algo.Metered
-		if k == kindDebt {
-			mode = algo.Debited
-		} else if k == kindQueue {
-			mode = algo.Queued
-		}
-		b := sh.buckets[key]
-		if undo != nil && b != nil {
-			undo.existed, undo.b = true, *b
-		}
-		if b != nil && commit {
-			// Refused requests leave the state as it was, so the update
-			// can happen in place.
-			return b.Apply(lp, mode, now, n)
-		}
-		var st algo.Bucket
-		if b != nil {
-			st = *b
-		}
-		r = st.Apply(lp, mode, now, n)
-		if commit && r.Allowed {
-			b = new(algo.Bucket)
-			sh.insert(s, now)
-			sh.buckets[strings.Clone(key)] = b
-			*b = st
-		}
+	case kindMeter:
+		return sh.takeBucket(s, key, algo.Metered, lp, now, n, commit, undo)
+	case kindDebt:
+		return sh.takeBucket(s, key, algo.Debited, lp, now, n, commit, undo)
+	case kindQueue:
+		return sh.takeBucket(s, key, algo.Queued, lp, now, n, commit, undo)
 	case kindFixed:
-		w := sh.fixed[key]
-		if undo != nil && w != nil {
-			undo.existed, undo.w = true, *w
-		}
-		var st algo.Window
-		if w != nil {
-			st = *w
-		}
-		st, r = st.Fixed(*lp, now, n)
-		if commit && r.Allowed {
-			if w == nil {
-				w = new(algo.Window)
-				sh.insert(s, now)
-				sh.fixed[strings.Clone(key)] = w
-			}
-			*w = st
-		}
+		return sh.takeFixed(s, key, lp, now, n, commit, undo)
 	case kindSliding:
-		e := sh.sliding[key]
-		if undo != nil && e != nil {
+		return sh.takeSliding(s, key, lp, now, n, commit, undo)
+	}
+	return sh.takeLog(s, key, lp, now, n, commit)
+}
+
+func (sh *shard) takeBucket(s *Store, key string, mode algo.Mode, lp *algo.Limit, now, n int64, commit bool, undo *saved) algo.Result {
+	b := sh.buckets[key]
+	if undo != nil && b != nil {
+		undo.existed, undo.b = true, *b
+	}
+	if b != nil && commit {
+		// Refused requests leave the state as it was, so the update can
+		// happen in place.
+		return b.Apply(lp, mode, now, n)
+	}
+	var st algo.Bucket
+	if b != nil {
+		st = *b
+	}
+	r := st.Apply(lp, mode, now, n)
+	if commit && r.Allowed {
+		b = new(algo.Bucket)
+		sh.insert(s, now)
+		sh.buckets[strings.Clone(key)] = b
+		*b = st
+	}
+	return r
+}
+
+func (sh *shard) takeFixed(s *Store, key string, lp *algo.Limit, now, n int64, commit bool, undo *saved) algo.Result {
+	w := sh.fixed[key]
+	var st algo.Window
+	if w != nil {
+		st = *w
+		if undo != nil {
+			undo.existed, undo.w = true, st
+		}
+	}
+	st, r := st.Fixed(*lp, now, n)
+	if commit && r.Allowed {
+		if w == nil {
+			w = new(algo.Window)
+			sh.insert(s, now)
+			sh.fixed[strings.Clone(key)] = w
+		}
+		*w = st
+	}
+	return r
+}
+
+func (sh *shard) takeSliding(s *Store, key string, lp *algo.Limit, now, n int64, commit bool, undo *saved) algo.Result {
+	e := sh.sliding[key]
+	var st algo.Sliding
+	if e != nil {
+		st = e.s
+		if undo != nil {
 			undo.existed, undo.e = true, *e
 		}
-		var st algo.Sliding
-		if e != nil {
-			st = e.s
-		}
-		st, r = st.SlidingWindow(*lp, now, n)
-		if commit && r.Allowed {
-			if e == nil {
-				e = new(slidingEntry)
-				sh.insert(s, now)
-				sh.sliding[strings.Clone(key)] = e
-			}
-			// Fresh once the estimate is zero: no later decision differs.
-			e.s, e.idle = st, r.At+r.ResetAfter
-		}
-	case kindLog:
-		e := sh.logs[key]
-		if !commit {
-			if e == nil {
-				return new(algo.Log).Check(*lp, now, n)
-			}
-			return e.g.Check(*lp, now, n)
-		}
-		if e == nil {
-			e = new(logEntry)
-			sh.insert(s, now)
-			sh.logs[strings.Clone(key)] = e
-		}
-		r = e.g.SlidingLog(*lp, now, n)
-		e.idle = e.g.IdleAt(*lp)
 	}
+	st, r := st.SlidingWindow(*lp, now, n)
+	if commit && r.Allowed {
+		if e == nil {
+			e = new(slidingEntry)
+			sh.insert(s, now)
+			sh.sliding[strings.Clone(key)] = e
+		}
+		// Fresh once the estimate is zero: no later decision differs.
+		e.s, e.idle = st, r.At+r.ResetAfter
+	}
+	return r
+}
+
+func (sh *shard) takeLog(s *Store, key string, lp *algo.Limit, now, n int64, commit bool) algo.Result {
+	e := sh.logs[key]
+	if !commit {
+		if e == nil {
+			return new(algo.Log).Check(*lp, now, n)
+		}
+		return e.g.Check(*lp, now, n)
+	}
+	if e == nil {
+		e = new(logEntry)
+		sh.insert(s, now)
+		sh.logs[strings.Clone(key)] = e
+	}
+	r := e.g.SlidingLog(*lp, now, n)
+	e.idle = e.g.IdleAt(*lp)
 	return r
 }
 
