@@ -3,8 +3,8 @@ package memstore
 import (
 	"context"
 	"hash/maphash"
+	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +20,8 @@ const DefaultMaxKeys = 1_000_000
 // Store is the in-memory Store. It is safe for concurrent use. Create it
 // with New and stop its janitor with Close.
 type Store struct {
-	seed     maphash.Seed
+	seed     maphash.Seed // with seed2, makes keys' ids (see id)
+	seed2    maphash.Seed
 	shards   []shard
 	mask     uint64
 	perShard int              // 0: no cap
@@ -40,16 +41,17 @@ var (
 	_ ratekeeper.BatchStore = (*Store)(nil)
 )
 
-// shard holds the keys whose hash selects it, one map per kind of state
-// (token and leaky buckets share one representation). It is padded so that
-// neighbouring shards' locks do not share a cache line.
+// shard holds the keys whose id selects it, one table per kind of state
+// (token and leaky buckets share one representation), the states stored in
+// the tables themselves. It is padded so that neighbouring shards' locks do
+// not share a cache line.
 type shard struct {
 	mu      sync.Mutex
-	buckets map[string]*algo.Bucket
-	fixed   map[string]*algo.Window
-	sliding map[string]*slidingEntry
-	logs    map[string]*logEntry
-	n       int
+	buckets table[algo.Bucket]
+	fixed   table[algo.Window]
+	sliding table[slidingEntry]
+	logs    table[logEntry]
+	n       int // keys in all four tables
 	// The limit this shard converted last and its parameters: a store
 	// serves a few limits, and comparing costs less than converting.
 	lastLimit  ratekeeper.Limit
@@ -156,6 +158,7 @@ func New(opts ...Option) *Store {
 	}
 	s := &Store{
 		seed:     maphash.MakeSeed(),
+		seed2:    maphash.MakeSeed(),
 		shards:   make([]shard, n),
 		mask:     uint64(n - 1),
 		clock:    c.clock,
@@ -166,13 +169,6 @@ func New(opts ...Option) *Store {
 	s.anchor.Store(newAnchor())
 	if c.maxKeys > 0 {
 		s.perShard = max(1, (c.maxKeys+n-1)/n)
-	}
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.buckets = make(map[string]*algo.Bucket)
-		sh.fixed = make(map[string]*algo.Window)
-		sh.sliding = make(map[string]*slidingEntry)
-		sh.logs = make(map[string]*logEntry)
 	}
 	if s.interval > 0 {
 		go s.janitor()
@@ -207,9 +203,13 @@ func (s *Store) Len() int {
 // Evictions is how many keys the cap has pushed out before they were idle.
 func (s *Store) Evictions() uint64 { return s.evictions.Load() }
 
-func (s *Store) shardIndex(key string) int {
-	return int(maphash.String(s.seed, key) & s.mask)
+// hash is key's id: the low bits of its first hash pick the shard, the
+// high bits the slot in the shard's table.
+func (s *Store) hash(key string) id {
+	return id{h: maphash.String(s.seed, key) | 1, x: maphash.String(s.seed2, key)}
 }
+
+func (s *Store) shardIndex(k id) int { return int(k.h >> 1 & s.mask) }
 
 // now is t in µs, or the store's clock if t is zero.
 func (s *Store) now(t time.Time) int64 {
@@ -239,14 +239,15 @@ func (s *Store) reanchor() {
 
 // Take decides req under its shard's lock.
 func (s *Store) Take(_ context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
-	sh := &s.shards[s.shardIndex(req.Key)]
+	h := s.hash(req.Key)
+	sh := &s.shards[s.shardIndex(h)]
 	sh.mu.Lock()
 	// Read the clock under the lock: a caller preempted between the two
 	// would otherwise decide at an instant older than the state it finds,
 	// and be refused for a wait that has already passed.
 	now := s.now(req.Now)
 	p := sh.params(req.Key, &req.Limit)
-	r := sh.take(s, req.Key, kindOf(req.Limit.Algorithm, req.Reserve), &p, now, int64(req.N), true, nil)
+	r := sh.take(s, h, kindOf(req.Limit.Algorithm, req.Reserve), &p, now, int64(req.N), true, nil)
 	sh.mu.Unlock()
 	return algo.Decision(r), nil
 }
@@ -273,7 +274,8 @@ func (b *bound) Take(_ context.Context, key string, n int, reserve bool, at time
 		kp := algo.Params(key, b.limit)
 		p = &kp
 	}
-	sh := &s.shards[s.shardIndex(key)]
+	h := s.hash(key)
+	sh := &s.shards[s.shardIndex(h)]
 	sh.mu.Lock()
 	now := s.now(at) // under the lock, as in Take
 	k := b.kinds[0]
@@ -284,19 +286,19 @@ func (b *bound) Take(_ context.Context, key string, n int, reserve bool, at time
 	var r algo.Result
 	switch k { // as sh.take, one call shorter
 	case kindMeter:
-		if bk := sh.buckets[key]; bk != nil && commit {
+		if bk := sh.buckets.get(h); bk != nil && commit {
 			r = bk.Apply(p, algo.Metered, now, int64(n)) // the hot path of Allow
 		} else {
-			r = sh.takeBucket(s, key, algo.Metered, p, now, int64(n), commit, nil)
+			r = sh.takeBucket(s, h, algo.Metered, p, now, int64(n), commit, nil)
 		}
 	case kindFixed:
-		r = sh.takeFixed(s, key, p, now, int64(n), commit, nil)
+		r = sh.takeFixed(s, h, p, now, int64(n), commit, nil)
 	case kindSliding:
-		r = sh.takeSliding(s, key, p, now, int64(n), commit, nil)
+		r = sh.takeSliding(s, h, p, now, int64(n), commit, nil)
 	case kindLog:
-		r = sh.takeLog(s, key, p, now, int64(n), commit)
+		r = sh.takeLog(s, h, p, now, int64(n), commit)
 	default:
-		r = sh.take(s, key, k, p, now, int64(n), true, nil)
+		r = sh.take(s, h, k, p, now, int64(n), true, nil)
 	}
 	sh.mu.Unlock()
 	return algo.Decision(r), nil
@@ -310,13 +312,14 @@ func (b *bound) Take(_ context.Context, key string, n int, reserve bool, at time
 // At the key cap, a new key that a refused batch created may have evicted
 // another before the batch was undone; that is the cap's usual loss.
 func (s *Store) TakeAll(_ context.Context, reqs []ratekeeper.Request, out []ratekeeper.Decision) (bool, error) {
-	var idxBuf, lockBuf [8]int
+	var hashBuf [8]id
+	var lockBuf [8]int
 	var savedBuf [8]saved
-	idx, locks, undo := idxBuf[:0], lockBuf[:0], savedBuf[:0]
+	hs, locks, undo := hashBuf[:0], lockBuf[:0], savedBuf[:0]
 	for _, r := range reqs {
-		i := s.shardIndex(r.Key)
-		idx = append(idx, i)
-		locks = append(locks, i)
+		h := s.hash(r.Key)
+		hs = append(hs, h)
+		locks = append(locks, s.shardIndex(h))
 	}
 	slices.Sort(locks)
 	locks = slices.Compact(locks)
@@ -338,19 +341,19 @@ func (s *Store) TakeAll(_ context.Context, reqs []ratekeeper.Request, out []rate
 	}
 	ok, logs := true, false
 	for i := range reqs {
-		req := &reqs[i]
-		sh := &s.shards[idx[i]]
+		req, h := &reqs[i], hs[i]
+		sh := &s.shards[s.shardIndex(h)]
 		p := sh.params(req.Key, &req.Limit)
 		k := kindOf(req.Limit.Algorithm, req.Reserve)
 		// After a refusal the rest only report what they would get.
 		commit := ok && k != kindLog
 		var u *saved
 		if commit {
-			undo = append(undo, saved{sh: sh, key: req.Key, k: k})
+			undo = append(undo, saved{sh: sh, h: h, k: k})
 			u = &undo[len(undo)-1]
 		}
 		logs = logs || k == kindLog
-		r := sh.take(s, req.Key, k, &p, at(req), int64(req.N), commit, u)
+		r := sh.take(s, h, k, &p, at(req), int64(req.N), commit, u)
 		out[i] = algo.Decision(r)
 		ok = ok && r.Allowed
 	}
@@ -366,9 +369,9 @@ func (s *Store) TakeAll(_ context.Context, reqs []ratekeeper.Request, out []rate
 			if req.Limit.Algorithm != ratekeeper.SlidingLog {
 				continue
 			}
-			sh := &s.shards[idx[i]]
+			sh := &s.shards[s.shardIndex(hs[i])]
 			p := sh.params(req.Key, &req.Limit)
-			out[i] = algo.Decision(sh.take(s, req.Key, kindLog, &p, at(req), int64(req.N), true, nil))
+			out[i] = algo.Decision(sh.takeLog(s, hs[i], &p, at(req), int64(req.N), true))
 		}
 	}
 	return true, nil
@@ -377,7 +380,7 @@ func (s *Store) TakeAll(_ context.Context, reqs []ratekeeper.Request, out []rate
 // saved is a key's state before a batch changed it; shard.take fills it in.
 type saved struct {
 	sh      *shard
-	key     string
+	h       id
 	k       kind
 	existed bool
 	b       algo.Bucket
@@ -391,27 +394,27 @@ func (v *saved) restore() {
 	sh := v.sh
 	switch v.k {
 	case kindMeter, kindDebt, kindQueue:
-		if b := sh.buckets[v.key]; b != nil {
+		if b := sh.buckets.get(v.h); b != nil {
 			if v.existed {
 				*b = v.b
 			} else {
-				sh.remove(0, v.key)
+				sh.remove(v.h, 0)
 			}
 		}
 	case kindFixed:
-		if w := sh.fixed[v.key]; w != nil {
+		if w := sh.fixed.get(v.h); w != nil {
 			if v.existed {
 				*w = v.w
 			} else {
-				sh.remove(1, v.key)
+				sh.remove(v.h, 1)
 			}
 		}
 	case kindSliding:
-		if e := sh.sliding[v.key]; e != nil {
+		if e := sh.sliding.get(v.h); e != nil {
 			if v.existed {
 				*e = v.e
 			} else {
-				sh.remove(2, v.key)
+				sh.remove(v.h, 2)
 			}
 		}
 	}
@@ -455,25 +458,25 @@ func kindOf(alg ratekeeper.Algorithm, reserve bool) kind {
 // it would decide. undo, if not nil, receives the state the key had. Each
 // kind has its own small function, so that a bound store can call it
 // directly.
-func (sh *shard) take(s *Store, key string, k kind, lp *algo.Limit, now, n int64, commit bool, undo *saved) algo.Result {
+func (sh *shard) take(s *Store, h id, k kind, lp *algo.Limit, now, n int64, commit bool, undo *saved) algo.Result {
 	commit = commit && n > 0
 	switch k {
 	case kindMeter:
-		return sh.takeBucket(s, key, algo.Metered, lp, now, n, commit, undo)
+		return sh.takeBucket(s, h, algo.Metered, lp, now, n, commit, undo)
 	case kindDebt:
-		return sh.takeBucket(s, key, algo.Debited, lp, now, n, commit, undo)
+		return sh.takeBucket(s, h, algo.Debited, lp, now, n, commit, undo)
 	case kindQueue:
-		return sh.takeBucket(s, key, algo.Queued, lp, now, n, commit, undo)
+		return sh.takeBucket(s, h, algo.Queued, lp, now, n, commit, undo)
 	case kindFixed:
-		return sh.takeFixed(s, key, lp, now, n, commit, undo)
+		return sh.takeFixed(s, h, lp, now, n, commit, undo)
 	case kindSliding:
-		return sh.takeSliding(s, key, lp, now, n, commit, undo)
+		return sh.takeSliding(s, h, lp, now, n, commit, undo)
 	}
-	return sh.takeLog(s, key, lp, now, n, commit)
+	return sh.takeLog(s, h, lp, now, n, commit)
 }
 
-func (sh *shard) takeBucket(s *Store, key string, mode algo.Mode, lp *algo.Limit, now, n int64, commit bool, undo *saved) algo.Result {
-	b := sh.buckets[key]
+func (sh *shard) takeBucket(s *Store, h id, mode algo.Mode, lp *algo.Limit, now, n int64, commit bool, undo *saved) algo.Result {
+	b := sh.buckets.get(h)
 	if undo != nil && b != nil {
 		undo.existed, undo.b = true, *b
 	}
@@ -488,16 +491,14 @@ func (sh *shard) takeBucket(s *Store, key string, mode algo.Mode, lp *algo.Limit
 	}
 	r := st.Apply(lp, mode, now, n)
 	if commit && r.Allowed {
-		b = new(algo.Bucket)
 		sh.insert(s, now)
-		sh.buckets[strings.Clone(key)] = b
-		*b = st
+		*sh.buckets.put(h) = st
 	}
 	return r
 }
 
-func (sh *shard) takeFixed(s *Store, key string, lp *algo.Limit, now, n int64, commit bool, undo *saved) algo.Result {
-	w := sh.fixed[key]
+func (sh *shard) takeFixed(s *Store, h id, lp *algo.Limit, now, n int64, commit bool, undo *saved) algo.Result {
+	w := sh.fixed.get(h)
 	var st algo.Window
 	if w != nil {
 		st = *w
@@ -508,17 +509,16 @@ func (sh *shard) takeFixed(s *Store, key string, lp *algo.Limit, now, n int64, c
 	st, r := st.Fixed(*lp, now, n)
 	if commit && r.Allowed {
 		if w == nil {
-			w = new(algo.Window)
 			sh.insert(s, now)
-			sh.fixed[strings.Clone(key)] = w
+			w = sh.fixed.put(h)
 		}
 		*w = st
 	}
 	return r
 }
 
-func (sh *shard) takeSliding(s *Store, key string, lp *algo.Limit, now, n int64, commit bool, undo *saved) algo.Result {
-	e := sh.sliding[key]
+func (sh *shard) takeSliding(s *Store, h id, lp *algo.Limit, now, n int64, commit bool, undo *saved) algo.Result {
+	e := sh.sliding.get(h)
 	var st algo.Sliding
 	if e != nil {
 		st = e.s
@@ -529,9 +529,8 @@ func (sh *shard) takeSliding(s *Store, key string, lp *algo.Limit, now, n int64,
 	st, r := st.SlidingWindow(*lp, now, n)
 	if commit && r.Allowed {
 		if e == nil {
-			e = new(slidingEntry)
 			sh.insert(s, now)
-			sh.sliding[strings.Clone(key)] = e
+			e = sh.sliding.put(h)
 		}
 		// Fresh once the estimate is zero: no later decision differs.
 		e.s, e.idle = st, r.At+r.ResetAfter
@@ -539,8 +538,8 @@ func (sh *shard) takeSliding(s *Store, key string, lp *algo.Limit, now, n int64,
 	return r
 }
 
-func (sh *shard) takeLog(s *Store, key string, lp *algo.Limit, now, n int64, commit bool) algo.Result {
-	e := sh.logs[key]
+func (sh *shard) takeLog(s *Store, h id, lp *algo.Limit, now, n int64, commit bool) algo.Result {
+	e := sh.logs.get(h)
 	if !commit {
 		if e == nil {
 			return new(algo.Log).Check(*lp, now, n)
@@ -548,9 +547,8 @@ func (sh *shard) takeLog(s *Store, key string, lp *algo.Limit, now, n int64, com
 		return e.g.Check(*lp, now, n)
 	}
 	if e == nil {
-		e = new(logEntry)
 		sh.insert(s, now)
-		sh.logs[strings.Clone(key)] = e
+		e = sh.logs.put(h)
 	}
 	r := e.g.SlidingLog(*lp, now, n)
 	e.idle = e.g.IdleAt(*lp)
@@ -558,88 +556,65 @@ func (sh *shard) takeLog(s *Store, key string, lp *algo.Limit, now, n int64, com
 }
 
 // insert makes room for one more key, evicting one if the shard is full.
+// It may move entries of the shard's tables: callers look up afresh.
 func (sh *shard) insert(s *Store, now int64) {
 	if s.perShard > 0 && sh.n >= s.perShard {
-		if !sh.evict(now) {
+		if !sh.evict(s, now) {
 			s.evictions.Add(1)
 		}
 	}
 	sh.n++
 }
 
-// evict removes one key: among a sample of up to 8 of each kind of state (Go
-// randomises where a map's iteration starts), an idle one if there is one,
-// else the one closest to idle. It reports whether the victim was idle.
-func (sh *shard) evict(now int64) bool {
+// evict removes one key: among a sample of up to 8 of each kind of state,
+// from a random place in each table, an idle one if there is one, else the
+// one closest to idle. It reports whether the victim was idle.
+func (sh *shard) evict(s *Store, now int64) bool {
 	const sample = 8
 	var (
-		victim string
+		victim id
 		kind   int
 		best   int64
 		found  bool
+		done   bool
 	)
-	consider := func(k string, idle int64, which int) bool {
+	consider := func(k id, idle int64, which int) bool {
 		if !found || idle < best {
 			victim, kind, best, found = k, which, idle, true
 		}
-		return idle <= now // an idle key ends the search
+		done = idle <= now // an idle key ends the search
+		return done
 	}
-	scan := func() {
-		i := 0
-		for k, b := range sh.buckets {
-			if consider(k, b.IdleAt(), 0) {
-				return
-			}
-			if i++; i >= sample {
-				break
-			}
-		}
-		i = 0
-		for k, w := range sh.fixed {
-			if consider(k, w.IdleAt(), 1) {
-				return
-			}
-			if i++; i >= sample {
-				break
-			}
-		}
-		i = 0
-		for k, e := range sh.sliding {
-			if consider(k, e.idle, 2) {
-				return
-			}
-			if i++; i >= sample {
-				break
-			}
-		}
-		i = 0
-		for k, e := range sh.logs {
-			if consider(k, e.idle, 3) {
-				return
-			}
-			if i++; i >= sample {
-				break
-			}
-		}
+	start := rand.IntN(1 << 30)
+	sh.buckets.sample(start, sample, func(k id, b *algo.Bucket) bool { return consider(k, b.IdleAt(), 0) })
+	if !done {
+		sh.fixed.sample(start, sample, func(k id, w *algo.Window) bool { return consider(k, w.IdleAt(), 1) })
 	}
-	scan()
+	if !done {
+		sh.sliding.sample(start, sample, func(k id, e *slidingEntry) bool { return consider(k, e.idle, 2) })
+	}
+	if !done {
+		sh.logs.sample(start, sample, func(k id, e *logEntry) bool { return consider(k, e.idle, 3) })
+	}
 	if !found {
 		return true
 	}
-	sh.remove(kind, victim)
+	sh.remove(victim, kind)
 	return best <= now
 }
 
-func (sh *shard) remove(kind int, key string) {
+// remove deletes key, whose hash is h, from the table of the given kind of
+// state (0 buckets, 1 fixed windows, 2 sliding windows, 3 logs).
+func (sh *shard) remove(h id, kind int) {
 	switch kind {
 	case 0:
-		delete(sh.buckets, key)
+		sh.buckets.delete(h)
 	case 1:
-		delete(sh.fixed, key)
+		sh.fixed.delete(h)
 	case 2:
-		delete(sh.sliding, key)
+		sh.sliding.delete(h)
 	case 3:
-		delete(sh.logs, key)
+		sh.logs.delete(h)
 	}
 	sh.n--
 }
@@ -652,25 +627,26 @@ func (s *Store) Refund(_ context.Context, req ratekeeper.Request, d ratekeeper.D
 	n := int64(req.N)
 	at := d.At.UnixMicro()
 	p := algo.Params(req.Key, req.Limit)
-	sh := &s.shards[s.shardIndex(req.Key)]
+	h := s.hash(req.Key)
+	sh := &s.shards[s.shardIndex(h)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	switch req.Limit.Algorithm {
 	case ratekeeper.TokenBucket, ratekeeper.LeakyBucket:
-		if b := sh.buckets[req.Key]; b != nil {
+		if b := sh.buckets.get(h); b != nil {
 			queue := req.Reserve && req.Limit.Algorithm == ratekeeper.LeakyBucket
 			*b = b.Refund(p, n, queue, at+int64(d.Delay/time.Microsecond))
 		}
 	case ratekeeper.FixedWindow:
-		if w := sh.fixed[req.Key]; w != nil {
+		if w := sh.fixed.get(h); w != nil {
 			*w = w.Refund(p, n, at)
 		}
 	case ratekeeper.SlidingWindow:
-		if e := sh.sliding[req.Key]; e != nil {
+		if e := sh.sliding.get(h); e != nil {
 			e.s = e.s.Refund(p, n, at)
 		}
 	case ratekeeper.SlidingLog:
-		if e := sh.logs[req.Key]; e != nil {
+		if e := sh.logs.get(h); e != nil {
 			e.g.Refund(n, at)
 			e.idle = e.g.IdleAt(p)
 		}
@@ -701,26 +677,10 @@ func (s *Store) Sweep() {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for k, b := range sh.buckets {
-			if b.IdleAt() <= now {
-				sh.remove(0, k)
-			}
-		}
-		for k, w := range sh.fixed {
-			if w.IdleAt() <= now {
-				sh.remove(1, k)
-			}
-		}
-		for k, e := range sh.sliding {
-			if e.idle <= now {
-				sh.remove(2, k)
-			}
-		}
-		for k, e := range sh.logs {
-			if e.idle <= now {
-				sh.remove(3, k)
-			}
-		}
+		sh.n -= sh.buckets.sweep(func(b *algo.Bucket) bool { return b.IdleAt() <= now })
+		sh.n -= sh.fixed.sweep(func(w *algo.Window) bool { return w.IdleAt() <= now })
+		sh.n -= sh.sliding.sweep(func(e *slidingEntry) bool { return e.idle <= now })
+		sh.n -= sh.logs.sweep(func(e *logEntry) bool { return e.idle <= now })
 		sh.mu.Unlock()
 	}
 }
