@@ -85,6 +85,10 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // state without taking anything; n above the limit's capacity is an error
 // wrapping ErrCost.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Decision, error) {
+	if l.bound != nil && l.clock == nil && uint(n) <= uint(l.capacity) {
+		// The hot path, one call shorter.
+		return l.bound.Take(ctx, key, n, false, time.Time{})
+	}
 	return l.take(ctx, key, n, false)
 }
 

@@ -255,8 +255,35 @@ func (s *Store) Take(_ context.Context, req ratekeeper.Request) (ratekeeper.Deci
 // Bind returns the store bound to l: a Limiter's decisions then skip
 // converting the limit.
 func (s *Store) Bind(l ratekeeper.Limit) ratekeeper.Bound {
-	return &bound{s: s, limit: l, p: algo.Params("", l),
+	b := bound{s: s, limit: l, p: algo.Params("", l),
 		kinds: [2]kind{kindOf(l.Algorithm, false), kindOf(l.Algorithm, true)}}
+	if b.kinds[0] == kindMeter {
+		return &meterBound{b}
+	}
+	return &b
+}
+
+// meterBound is a store bound to a token or leaky bucket limit, with Allow
+// on an existing key written out as the shortest path there is.
+type meterBound struct{ bound }
+
+func (b *meterBound) Take(ctx context.Context, key string, n int, reserve bool, at time.Time) (ratekeeper.Decision, error) {
+	if reserve || n <= 0 {
+		return b.bound.Take(ctx, key, n, reserve, at)
+	}
+	s := b.s
+	k := s.hash(key)
+	sh := &s.shards[s.shardIndex(k)]
+	sh.mu.Lock()
+	now := s.now(at) // under the lock, as in Take
+	var r algo.Result
+	if st := sh.buckets.get(k); st != nil {
+		r = st.Apply(&b.p, algo.Metered, now, int64(n))
+	} else {
+		r = sh.takeBucket(s, k, algo.Metered, &b.p, now, int64(n), true, nil)
+	}
+	sh.mu.Unlock()
+	return algo.Decision(r), nil
 }
 
 // bound is a Store bound to one limit.
@@ -284,13 +311,7 @@ func (b *bound) Take(_ context.Context, key string, n int, reserve bool, at time
 	}
 	commit := n > 0
 	var r algo.Result
-	switch k { // as sh.take, one call shorter
-	case kindMeter:
-		if bk := sh.buckets.get(h); bk != nil && commit {
-			r = bk.Apply(p, algo.Metered, now, int64(n)) // the hot path of Allow
-		} else {
-			r = sh.takeBucket(s, h, algo.Metered, p, now, int64(n), commit, nil)
-		}
+	switch k { // as sh.take, one call shorter (meterBound has the buckets' Allow)
 	case kindFixed:
 		r = sh.takeFixed(s, h, p, now, int64(n), commit, nil)
 	case kindSliding:
