@@ -126,6 +126,9 @@ func (l *Limiter) Reserve(ctx context.Context, key string) (Decision, error) {
 //
 // A caller that does not proceed should give its place back with Cancel.
 func (l *Limiter) ReserveN(ctx context.Context, key string, n int) (Decision, error) {
+	if l.bound != nil && l.clock == nil && uint(n) <= uint(l.capacity) {
+		return l.bound.Take(ctx, key, n, true, time.Time{})
+	}
 	return l.take(ctx, key, n, true)
 }
 

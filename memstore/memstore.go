@@ -263,13 +263,20 @@ func (s *Store) Bind(l ratekeeper.Limit) ratekeeper.Bound {
 	return &b
 }
 
-// meterBound is a store bound to a token or leaky bucket limit, with Allow
-// on an existing key written out as the shortest path there is.
+// meterBound is a store bound to a token or leaky bucket limit, with a
+// decision on an existing key written out as the shortest path there is.
 type meterBound struct{ bound }
 
 func (b *meterBound) Take(ctx context.Context, key string, n int, reserve bool, at time.Time) (ratekeeper.Decision, error) {
-	if reserve || n <= 0 {
+	if n <= 0 {
 		return b.bound.Take(ctx, key, n, reserve, at)
+	}
+	mode := algo.Metered
+	if reserve {
+		mode = algo.Debited
+		if b.kinds[1] == kindQueue {
+			mode = algo.Queued
+		}
 	}
 	s := b.s
 	k := s.hash(key)
@@ -278,9 +285,9 @@ func (b *meterBound) Take(ctx context.Context, key string, n int, reserve bool, 
 	now := s.now(at) // under the lock, as in Take
 	var r algo.Result
 	if st := sh.buckets.get(k); st != nil {
-		r = st.Apply(&b.p, algo.Metered, now, int64(n))
+		r = st.Apply(&b.p, mode, now, int64(n))
 	} else {
-		r = sh.takeBucket(s, k, algo.Metered, &b.p, now, int64(n), true, nil)
+		r = sh.takeBucket(s, k, mode, &b.p, now, int64(n), true, nil)
 	}
 	sh.mu.Unlock()
 	return algo.Decision(r), nil
