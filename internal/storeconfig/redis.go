@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/failsafe"
@@ -13,17 +14,27 @@ import (
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
 
-// openRedis connects to Redis (failing now if it does not answer) and
-// wraps the store in failsafe with the configured timeout, policy and
-// instance count.
+// openRedis builds the Redis store, wrapped in failsafe with the
+// configured timeout, policy and instance count. A bad URL is an error. A
+// Redis that does not answer yet is not: the server starts, logs a warning,
+// and decides by on_error until Redis answers, as it would if Redis went
+// away later. A restarted gateway must not take the API down because its
+// store is down.
 func openRedis(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.Store, io.Closer, error) {
 	policy, err := failsafe.ParsePolicy(c.OnError)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: on_error: %w", err)
 	}
-	rs, err := redisstore.Open(ctx, c.URL)
+	client, err := redisstore.NewClient(c.URL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: %w", err)
+	}
+	rs := redisstore.New(client)
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if err := client.Ping(pctx).Err(); err != nil {
+		logger.Warn("store: Redis does not answer; starting anyway, deciding by on_error until it does",
+			"store", redactURL(c.URL), "on_error", c.OnError, "err", err)
 	}
 	fs := failsafe.New(rs,
 		failsafe.WithTimeout(c.Timeout),
@@ -31,10 +42,14 @@ func openRedis(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.S
 		failsafe.WithInstances(c.Instances),
 		failsafe.WithLogger(logger),
 	)
-	return fs, closers{fs, rs}, nil
+	return fs, closers{fs, rs, client}, nil
 }
 
-// closers closes each in turn: the failsafe wrapper, then Redis.
+// pingTimeout bounds the check at start that Redis answers.
+const pingTimeout = 2 * time.Second
+
+// closers closes each in turn: the failsafe wrapper, the store, then the
+// Redis client.
 type closers []io.Closer
 
 func (cs closers) Close() error {

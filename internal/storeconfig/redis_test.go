@@ -1,7 +1,11 @@
 package storeconfig
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,5 +50,47 @@ func TestOpenRedis(t *testing.T) {
 	}
 	if st := stats(); st.Denied < 1 || st.Errors < 1 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestOpenRedisDown: a server whose Redis is down when it starts still
+// starts (a warning names the store), decides by on_error meanwhile, and
+// decides from Redis once Redis answers.
+func TestOpenRedisDown(t *testing.T) {
+	in := redistest.Start(t)
+	in.Kill()
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	s, closer, err := Open(context.Background(), Config{URL: in.URL(), Timeout: 100 * time.Millisecond, OnError: "allow"}, logger)
+	if err != nil {
+		t.Fatalf("Open with Redis down: %v", err)
+	}
+	defer closer.Close()
+	if !strings.Contains(logs.String(), "does not answer") || !strings.Contains(logs.String(), in.Addr()) {
+		t.Fatalf("no warning naming the store: %s", logs.String())
+	}
+	lim := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1, Period: time.Hour}
+	take := func(key string) ratekeeper.Decision {
+		d, err := s.Take(context.Background(), ratekeeper.Request{Key: key, Limit: lim, N: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	// Fail open: both of two requests over a limit of one pass.
+	if !take("down").Allowed || !take("down").Allowed {
+		t.Fatal("with Redis down and on_error allow, a request was refused")
+	}
+	in.Restart()
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; ; i++ {
+		key := fmt.Sprint("up-", i)
+		if take(key).Allowed && !take(key).Allowed {
+			return // the second request was refused: the count is in Redis
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("decisions did not come from Redis within 10 s of its return")
+		}
+		time.Sleep(5 * time.Millisecond) // the next poll
 	}
 }

@@ -109,8 +109,8 @@ func (c Config) String() string {
 
 // Open builds the store c describes. The Closer releases it (the memory
 // store's janitor, Redis connections); call it after the last decision. A
-// Redis store must answer a PING now: Open fails rather than start a
-// server whose every decision would be the on_error policy's.
+// Redis that does not answer yet is logged, not an error: decisions follow
+// on_error until it answers.
 func Open(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.Store, io.Closer, error) {
 	if err := c.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("store: %w", err)

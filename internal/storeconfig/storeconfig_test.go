@@ -3,7 +3,6 @@ package storeconfig
 import (
 	"context"
 	"flag"
-	"strings"
 	"testing"
 	"time"
 
@@ -55,10 +54,9 @@ func TestFlags(t *testing.T) {
 	}
 }
 
-func TestOpenRedisDown(t *testing.T) {
-	// Nothing listens on port 1: Open must fail clearly, naming the URL.
-	_, _, err := Open(context.Background(), Config{URL: "redis://127.0.0.1:1/0", Timeout: 100 * time.Millisecond}, nil)
-	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
-		t.Fatalf("err = %v", err)
+func TestOpenRedisBadURL(t *testing.T) {
+	_, _, err := Open(context.Background(), Config{URL: "redis+cluster://", Timeout: 100 * time.Millisecond}, nil)
+	if err == nil {
+		t.Fatal("Open accepted a cluster URL without addresses")
 	}
 }
