@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/failsafe"
@@ -29,6 +32,7 @@ func openRedis(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.S
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: %w", err)
 	}
+	quietRedisLogs.Do(func() { redis.SetLogger(redisLog{logger}) })
 	rs := redisstore.New(client)
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
@@ -47,6 +51,18 @@ func openRedis(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.S
 
 // pingTimeout bounds the check at start that Redis answers.
 const pingTimeout = 2 * time.Second
+
+// quietRedisLogs routes go-redis's own log lines (a failed dial per
+// connection attempt while Redis is down) to the server's logger at debug
+// level, once per process: failsafe already reports store errors, at most
+// once per interval.
+var quietRedisLogs sync.Once
+
+type redisLog struct{ logger *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.logger.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
+}
 
 // closers closes each in turn: the failsafe wrapper, the store, then the
 // Redis client.
