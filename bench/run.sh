@@ -16,3 +16,6 @@ for p in "${parts[@]}"; do
     echo "== $p: no bench/run-$p.sh yet" >&2
   fi
 done
+
+# Redraw the charts in docs/benchmarks.md from the fresh results.
+./charts.sh

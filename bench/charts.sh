@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Redraws the charts in docs/benchmarks.md from the results files in
+# bench/results (bench/chart reads them as benchstat does: medians over the
+# rounds). Each run-*.sh script leaves its raw results there; run this after
+# it. Usage: bench/charts.sh
+set -euo pipefail
+cd "$(dirname "$0")"
+img=../docs/img
+chart() { go run ./chart "$@"; }
+
+if [[ -s results/memory.txt ]]; then
+  chart -in results/memory.txt -match MemoryOneKey -metric sec/op -group mode -series lib \
+    -title "One key: time per decision (token bucket)" -out "$img/bench-memory-onekey.png"
+  chart -in results/memory.txt -match MemoryManyKeys -metric sec/op -series lib \
+    -title "1,000,000 random keys, 2 goroutines: time per decision" -out "$img/bench-memory-manykeys.png"
+  chart -in results/memory.txt -match MemoryHeap -metric B/key -group algo -series lib \
+    -order ratekeeper,map_mutex,sethvargo,ulule \
+    -title "Heap per key with 1,000,000 keys" -out "$img/bench-memory-heap.png"
+fi
