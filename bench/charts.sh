@@ -17,3 +17,15 @@ if [[ -s results/memory.txt ]]; then
     -order ratekeeper,map_mutex,sethvargo,ulule \
     -title "Heap per key with 1,000,000 keys" -out "$img/bench-memory-heap.png"
 fi
+
+if [[ -s results/redis.txt ]]; then
+  chart -in results/redis.txt -match Redis/impl -metric decisions/s -group callers -series impl \
+    -order rk-token_bucket,redis_rate,ulule,rk-fixed_window,rk-sliding_window,rk-sliding_log \
+    -title "Redis store: decisions per second against one local redis-server" -out "$img/bench-redis.png"
+fi
+
+if [[ -s results/rls.txt ]]; then
+  chart -in results/rls.txt -match alg=fixed_window,keys=1/ -metric decisions/s -group callers -series impl \
+    -order ratekeeper,reference,gubernator \
+    -title "Decision service, fixed window, one key: gRPC decisions per second" -out "$img/bench-rls.png"
+fi

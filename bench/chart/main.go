@@ -32,7 +32,7 @@ func main() {
 	flag.StringVar(&c.metric, "metric", "sec/op", "the unit to draw (sec/op, decisions/s, B/key, ...)")
 	flag.StringVar(&c.group, "group", "", "sub-benchmark key whose values make the groups along the x axis (empty: one group)")
 	flag.StringVar(&c.series, "series", "lib", "sub-benchmark key whose values make the bars in a group")
-	flag.StringVar(&c.order, "order", "", "comma-separated series values, in the order to draw (default: as first seen)")
+	flag.StringVar(&c.order, "order", "", "comma-separated series values to draw, in that order (default: all, as first seen)")
 	flag.StringVar(&c.title, "title", "", "chart title")
 	flag.StringVar(&c.ylabel, "ylabel", "", "y axis label (default: the metric)")
 	flag.StringVar(&c.out, "out", "", "output file (.png or .svg)")
@@ -106,6 +106,9 @@ func read(r io.Reader, c config) (*table, error) {
 			}
 		}
 		if c.group != "" && key[0] == "" || key[1] == "" {
+			continue
+		}
+		if c.order != "" && !slices.Contains(strings.Split(c.order, ","), key[1]) {
 			continue
 		}
 		if !slices.Contains(t.groups, key[0]) {
@@ -213,6 +216,9 @@ func draw(t *table, c config) (*plot.Plot, error) {
 		p.Add(l)
 	}
 	p.Y.Max = top * 1.12
+	if !single { // room above the bars for the legend, a line per series
+		p.Y.Max = top * (1.1 + 0.075*n)
+	}
 	if single {
 		p.NominalX(t.series...)
 		return p, nil
