@@ -86,6 +86,16 @@ func TestTakeAllCluster(t *testing.T) {
 	t.Run("conformance", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) ratekeeper.Store { return s })
 	})
+	t.Run("differential", func(t *testing.T) { // against memstore, keys on every node
+		for seed := uint64(1); seed <= 5; seed++ {
+			m := memstore.New(memstore.WithJanitorInterval(0))
+			storetest.Differential(t, m, s, seed, 2000)
+			m.Close()
+			if t.Failed() {
+				t.Fatalf("seed %d", seed)
+			}
+		}
+	})
 	t.Run("one_slot", func(t *testing.T) { // one script run per batch
 		for seed := uint64(1); seed <= 5; seed++ {
 			takeAllDifferential(t, s, seed, true, func(c, j int) string { return fmt.Sprintf("{c%d}:r%d", c, j) })

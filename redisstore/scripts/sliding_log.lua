@@ -1,32 +1,46 @@
 -- sliding_log.lua: the sliding window log (internal/algo/log.go).
--- State: a sorted set of the logged requests, scored by their instant in
--- µs. Members are a sequence number in fixed-width hex, one more than the
--- newest member's, so that entries stamped in the same microsecond stay
--- distinct and member order is entry order. The set never holds more than
--- rate entries: only the newest rate entries can decide a request.
+-- State: one string, the logged requests' instants in µs, oldest first, each
+-- a little-endian double (struct '<d', 8 bytes). Entries are told apart by
+-- their place, so requests logged in the same microsecond stay distinct. The
+-- string never holds more than rate entries: only the newest rate entries can
+-- decide a request. One GET and at most one SET per decision, where a sorted
+-- set needed five commands; the price is that a write copies the window's
+-- entries (8 bytes each), which stays below a sorted set's cost up to a few
+-- thousand entries in the window (docs/redis.md).
 -- ARGV[7] is 1 when refused requests are logged too; for op r, ARGV[8] is
 -- the instant the refunded entries were stamped.
+local unpack8 = struct.unpack
 
--- The newest entry, whose stamp later requests are held to.
-local last, seq = 0, -1
-local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-if top[1] then
-  last, seq = tonumber(top[2]), tonumber(top[1], 16)
+local s = redis.call('GET', key)
+local size, last = 0, 0
+if s then
+  size = #s / 8
+  last = unpack8('<d', s, #s - 7)
+end
+
+-- first is the index (from 0) of the oldest entry at or after cut (size if
+-- none): a binary search, as entries are in order.
+local function first(cut)
+  local lo, hi = 0, size
+  while lo < hi do
+    local m = floor((lo + hi) / 2)
+    if unpack8('<d', s, m * 8 + 1) < cut then lo = m + 1 else hi = m end
+  end
+  return lo
 end
 
 if op == 'r' or op == 'c' then
   -- Remove n entries stamped at, newest first.
   local at = tonumber(ARGV[8])
-  local gone = redis.call('ZRANGEBYSCORE', key, at, at)
-  if #gone > 0 then
-    local drop = {}
-    for i = #gone, math.max(1, #gone - n + 1), -1 do
-      drop[#drop + 1] = gone[i]
-    end
-    redis.call('ZREM', key, unpack(drop))
-    top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    if top[1] then
-      redis.call('PEXPIRE', key, ttl(tonumber(top[2]) + period + 1))
+  local hi = first(at + 1)
+  local lo = first(at)
+  if hi - lo > n then lo = hi - n end
+  if lo < hi then
+    local rest = string.sub(s, 1, lo * 8) .. string.sub(s, hi * 8 + 1)
+    if rest == '' then
+      redis.call('DEL', key)
+    else
+      redis.call('SET', key, rest, 'PX', ttl(unpack8('<d', rest, #rest - 7) + period + 1))
     end
   end
   return 0
@@ -35,41 +49,38 @@ end
 -- A clock that went back counts as standing at the newest entry.
 local t = now
 if last > t then t = last end
-local from = t - period -- the window is [from, t)
-local c = redis.call('ZCOUNT', key, from, '+inf')
+local i = first(t - period) -- the window is [t - period, t): entries i..size-1
+local c = size - i
 local allowed = 0
 if c + n <= rate then allowed = 1 end
-local penalty = n > 0 and ARGV[7] == '1'
 
-if n > 0 and (allowed == 1 or penalty) then
-  -- Log n entries stamped t, dropping the expired ones (an entry dropped at
-  -- t is never needed again: later requests are held to t). When refused
-  -- requests are logged too, the oldest past rate entries go; an admitted
-  -- request never needs that, as the window held at most rate - n.
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. fmt('%d', from))
-  local args = {}
-  for i = 1, n do
-    args[#args + 1] = fmt('%d', t)
-    args[#args + 1] = fmt('%016x', seq + i)
-  end
-  redis.call('ZADD', key, unpack(args))
-  if penalty then
-    redis.call('ZREMRANGEBYRANK', key, 0, -(rate + 1))
-    c = redis.call('ZCOUNT', key, from, '+inf')
-  else
-    c = c + n
-  end
-  redis.call('PEXPIRE', key, ttl(t + period + 1))
-  last = t
+-- The common case first, inline: n > 0 admitted and logged. The expired
+-- entries go (an entry dropped at t is never needed again: later requests
+-- are held to t), n entries stamped t join, and the window held at most
+-- rate - n, so the log stays within rate.
+if allowed == 1 and n > 0 then
+  redis.call('SET', key, string.sub(s or '', i * 8 + 1) .. string.rep(struct.pack('<d', t), n),
+    'PX', ttl(t + period + 1))
+  return {1, rate - c - n, 0, t + period + 1 - now, 0, t}
 end
 
--- The decision on the log as it now stands, c entries in the window.
+-- w holds the window from entry wi on: the log as it stands, or as it is
+-- after logging a refused request.
+local w, wi = s, i
+if n > 0 and ARGV[7] == '1' then
+  -- A refused request logged as a penalty: the oldest past rate entries go.
+  w = string.sub(s or '', i * 8 + 1) .. string.rep(struct.pack('<d', t), n)
+  if #w > rate * 8 then w = string.sub(w, #w - rate * 8 + 1) end
+  redis.call('SET', key, w, 'PX', ttl(t + period + 1))
+  c, wi, last = #w / 8, 0, t
+end
+
 local retry, reset = 0, 0
 if allowed == 0 then
   -- The request fits once all but rate-n of the counted entries have left
   -- the window: an entry stamped e leaves at e+period+1.
-  local e = redis.call('ZRANGEBYSCORE', key, from, '+inf', 'WITHSCORES', 'LIMIT', c - (rate - n) - 1, 1)
-  retry = tonumber(e[2]) + period + 1 - now
+  local k = wi + c - (rate - n) - 1
+  retry = unpack8('<d', w, k * 8 + 1) + period + 1 - now
 end
 if c > 0 then
   reset = last + period + 1 - now
