@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ratekeeper/ratekeeper/internal/configerr"
 )
 
 // Config is a whole configuration: the domains of one file, or of every
@@ -83,43 +85,10 @@ type ReplaceConfig struct {
 	Name string `yaml:"name"`
 }
 
-// Error is a problem in a configuration file, located as precisely as
-// possible.
-type Error struct {
-	// File is the file's name ("" when unknown).
-	File string
-	// Line is 1-based; 0 when unknown.
-	Line int
-	// Field is the path to the field, like "descriptors[1].rate_limit.unit".
-	Field string
-	// Err is the problem.
-	Err error
-}
-
-// Error renders "file:line: field: problem".
-func (e *Error) Error() string {
-	var b strings.Builder
-	if e.File != "" {
-		b.WriteString(e.File)
-		b.WriteByte(':')
-	}
-	if e.Line > 0 {
-		b.WriteString(strconv.Itoa(e.Line))
-		b.WriteByte(':')
-	}
-	if b.Len() > 0 {
-		b.WriteByte(' ')
-	}
-	if e.Field != "" {
-		b.WriteString(e.Field)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Err.Error())
-	return b.String()
-}
-
-// Unwrap returns the problem.
-func (e *Error) Unwrap() error { return e.Err }
+// Error is one problem in a configuration file, located by file, line and
+// field ("file:line: field: problem"); the gateway's rules report the same
+// type.
+type Error = configerr.Error
 
 // maxFileSize bounds one configuration file.
 const maxFileSize = 4 << 20

@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/ratekeeper/ratekeeper/internal/configerr"
 	"github.com/ratekeeper/ratekeeper/internal/storeconfig"
 )
 
@@ -196,41 +197,10 @@ func kindName(k yaml.Kind) string {
 	return "scalar"
 }
 
-// Error is one problem in a configuration file, located by line and field.
-type Error struct {
-	// File is the file's name as given ("" for bytes without a file).
-	File string
-	// Line is 1-based; 0 when unknown.
-	Line int
-	// Field is the path to the field, like "rules[2].limit.period".
-	Field string
-	// Err is the problem.
-	Err error
-}
-
-// Error renders "file:line: field: problem".
-func (e *Error) Error() string {
-	var b strings.Builder
-	if e.File != "" {
-		b.WriteString(e.File)
-		b.WriteString(":")
-	}
-	if e.Line > 0 {
-		fmt.Fprintf(&b, "%d:", e.Line)
-	}
-	if b.Len() > 0 {
-		b.WriteString(" ")
-	}
-	if e.Field != "" {
-		b.WriteString(e.Field)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Err.Error())
-	return b.String()
-}
-
-// Unwrap returns the problem.
-func (e *Error) Unwrap() error { return e.Err }
+// Error is one problem in a configuration file, located by file, line and
+// field ("file:line: field: problem"); the gateway's rules report the same
+// type.
+type Error = configerr.Error
 
 // maxFileSize bounds what Parse reads: no sensible rules file is bigger.
 const maxFileSize = 4 << 20
