@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"hash/maphash"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -27,6 +28,7 @@ type Store struct {
 	perShard int              // 0: no cap
 	clock    ratekeeper.Clock // nil: the system clock, read through anchor
 	anchor   atomic.Pointer[anchor]
+	limits   atomic.Pointer[map[ratekeeper.Limit]*prepared] // see prepare
 	interval time.Duration
 
 	evictions atomic.Uint64
@@ -52,24 +54,66 @@ type shard struct {
 	sliding table[slidingEntry]
 	logs    table[logEntry]
 	n       int // keys in all four tables
-	// The limit this shard converted last and its parameters: a store
-	// serves a few limits, and comparing costs less than converting.
-	lastLimit  ratekeeper.Limit
-	lastParams algo.Limit
-	lastOK     bool
-	_          [64]byte
+	_       [64]byte
 }
 
-// params is algo.Params(key, *l), remembered for the next request with the
-// same limit. The caller holds sh.mu.
-func (sh *shard) params(key string, l *ratekeeper.Limit) algo.Limit {
-	if l.Stagger { // the parameters depend on the key
-		return algo.Params(key, *l)
+// prepared is a limit converted once for the store: its parameters and
+// what the shard does for Allow and for Reserve.
+type prepared struct {
+	p     algo.Limit
+	kinds [2]kind
+	// stagger: windows placed per key, so p.Offset must be the key's.
+	stagger bool
+}
+
+// maxPrepared bounds the store's cache of prepared limits; past it, a new
+// limit is converted on every call (correct, only slower).
+const maxPrepared = 1024
+
+// prepare returns l prepared, from the store's cache: a copy-on-write map,
+// since a store serves a few limits and adds one rarely.
+func (s *Store) prepare(l *ratekeeper.Limit) *prepared {
+	if m := s.limits.Load(); m != nil {
+		if pl := (*m)[*l]; pl != nil {
+			return pl
+		}
 	}
-	if !sh.lastOK || *l != sh.lastLimit {
-		sh.lastLimit, sh.lastParams, sh.lastOK = *l, algo.Params(key, *l), true
+	pl := &prepared{p: algo.Params("", *l),
+		kinds:   [2]kind{kindOf(l.Algorithm, false), kindOf(l.Algorithm, true)},
+		stagger: l.Stagger && (l.Algorithm == ratekeeper.FixedWindow || l.Algorithm == ratekeeper.SlidingWindow)}
+	for {
+		old := s.limits.Load()
+		next := map[ratekeeper.Limit]*prepared{}
+		if old != nil {
+			if len(*old) >= maxPrepared {
+				return pl
+			}
+			maps.Copy(next, *old)
+		}
+		next[*l] = pl
+		if s.limits.CompareAndSwap(old, &next) {
+			return pl
+		}
 	}
-	return sh.lastParams
+}
+
+// params is pl's parameters for key: pl's own, or, when windows are placed
+// per key, a copy in buf with the key's offset.
+func (pl *prepared) params(key string, buf *algo.Limit) *algo.Limit {
+	if !pl.stagger {
+		return &pl.p
+	}
+	*buf = pl.p
+	buf.Offset = algo.Offset(key, buf.Period)
+	return buf
+}
+
+// kind is what the shard does for a request with reserve.
+func (pl *prepared) kind(reserve bool) kind {
+	if reserve {
+		return pl.kinds[1]
+	}
+	return pl.kinds[0]
 }
 
 // slidingEntry keeps when the counter goes idle, which its state alone does
@@ -246,8 +290,9 @@ func (s *Store) Take(_ context.Context, req ratekeeper.Request) (ratekeeper.Deci
 	// would otherwise decide at an instant older than the state it finds,
 	// and be refused for a wait that has already passed.
 	now := s.now(req.Now)
-	p := sh.params(req.Key, &req.Limit)
-	r := sh.take(s, h, kindOf(req.Limit.Algorithm, req.Reserve), &p, now, int64(req.N), true, nil)
+	pl := s.prepare(&req.Limit)
+	var buf algo.Limit
+	r := sh.take(s, h, pl.kind(req.Reserve), pl.params(req.Key, &buf), now, int64(req.N), true, nil)
 	sh.mu.Unlock()
 	return algo.Decision(r), nil
 }
@@ -371,23 +416,24 @@ func (s *Store) TakeAll(_ context.Context, reqs []ratekeeper.Request, out []rate
 	for i := range reqs {
 		req, h := &reqs[i], hs[i]
 		sh := &s.shards[s.shardIndex(h)]
-		p := sh.params(req.Key, &req.Limit)
-		k := kindOf(req.Limit.Algorithm, req.Reserve)
+		pl := s.prepare(&req.Limit)
+		var buf algo.Limit
+		k := pl.kind(req.Reserve)
 		// After a refusal the rest only report what they would get.
 		commit := ok && k != kindLog
 		var u *saved
 		if commit {
-			undo = append(undo, saved{sh: sh, h: h, k: k})
+			undo = append(undo, saved{h: h, k: k})
 			u = &undo[len(undo)-1]
 		}
 		logs = logs || k == kindLog
-		r := sh.take(s, h, k, &p, at(req), int64(req.N), commit, u)
+		r := sh.take(s, h, k, pl.params(req.Key, &buf), at(req), int64(req.N), commit, u)
 		out[i] = algo.Decision(r)
 		ok = ok && r.Allowed
 	}
 	if !ok {
 		for j := len(undo) - 1; j >= 0; j-- {
-			undo[j].restore()
+			undo[j].restore(&s.shards[s.shardIndex(undo[j].h)])
 		}
 		return false, nil
 	}
@@ -398,8 +444,9 @@ func (s *Store) TakeAll(_ context.Context, reqs []ratekeeper.Request, out []rate
 				continue
 			}
 			sh := &s.shards[s.shardIndex(hs[i])]
-			p := sh.params(req.Key, &req.Limit)
-			out[i] = algo.Decision(sh.takeLog(s, hs[i], &p, at(req), int64(req.N), true))
+			var buf algo.Limit
+			p := s.prepare(&req.Limit).params(req.Key, &buf)
+			out[i] = algo.Decision(sh.takeLog(s, hs[i], p, at(req), int64(req.N), true))
 		}
 	}
 	return true, nil
@@ -407,7 +454,6 @@ func (s *Store) TakeAll(_ context.Context, reqs []ratekeeper.Request, out []rate
 
 // saved is a key's state before a batch changed it; shard.take fills it in.
 type saved struct {
-	sh      *shard
 	h       id
 	k       kind
 	existed bool
@@ -418,8 +464,7 @@ type saved struct {
 
 // restore puts the state back as save found it: a key the batch created is
 // removed again.
-func (v *saved) restore() {
-	sh := v.sh
+func (v *saved) restore(sh *shard) {
 	switch v.k {
 	case kindMeter, kindDebt, kindQueue:
 		if b := sh.buckets.get(v.h); b != nil {
