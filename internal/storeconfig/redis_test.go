@@ -78,7 +78,7 @@ func TestOpenRedisDown(t *testing.T) {
 		return d
 	}
 	// Fail open: both of two requests over a limit of one pass.
-	if !take("down").Allowed || !take("down").Allowed {
+	if first, second := take("down"), take("down"); !first.Allowed || !second.Allowed {
 		t.Fatal("with Redis down and on_error allow, a request was refused")
 	}
 	in.Restart()
