@@ -8,7 +8,9 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -128,8 +130,23 @@ func tokenScript(b *testing.B) string {
 	return strings.Join(src, "\n")
 }
 
-// tokenArgs are the script's arguments for an Allow of the bench limit.
-var tokenArgs = []string{"m", "", "1", strconv.Itoa(benchRate), "1000000", "0", strconv.Itoa(benchRate)}
+// tokenArgs are the script's arguments for an Allow of the bench limit,
+// packed as redisstore packs them (redisstore/scripts/prelude.lua): the call
+// (op m, n 1, now NaN: the server's TIME) and the limit (rate, period in µs,
+// least TTL, burst).
+var tokenArgs = []string{
+	"m" + packFloats(1, math.NaN()),
+	packFloats(benchRate, 1_000_000, 0, benchRate),
+}
+
+// packFloats packs v as little-endian doubles, the Lua struct library's '<d'.
+func packFloats(v ...float64) string {
+	b := make([]byte, 0, 8*len(v))
+	for _, f := range v {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f))
+	}
+	return string(b)
+}
 
 func scriptKey(i int) string { return "cmp:{" + keyNames[i] + "}:tb" }
 

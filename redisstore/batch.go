@@ -3,7 +3,9 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -36,8 +38,10 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ra
 		return ratekeeper.TakeAll(ctx, single{s}, reqs, out)
 	}
 	keys := make([]string, len(reqs))
-	args := make([]any, 1, 1+7*len(reqs))
-	args[0] = nowArg(reqs[0].Now)
+	args := make([]any, 1, 1+3*len(reqs))
+	var now [8]byte
+	putFloat(now[:], nowFloat(reqs[0].Now))
+	args[0] = string(now[:])
 	for i, req := range reqs {
 		a := algoIndex(req.Limit.Algorithm)
 		if a < 0 {
@@ -49,21 +53,19 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ra
 			// the memory store); one that passes refuses nobody.
 			req.Limit.LogRejected = false
 		}
-		lim := s.limitArgs(req)
-		args = append(args, a+1, takeOp(req), req.N)
-		args = append(args, lim[:]...)
+		args = append(args, a+1, callArg(takeOp(req), req.N, time.Time{}), s.limitArg(req))
 	}
-	v, err := s.run(ctx, s.batchScript, keys, args).Int64Slice()
+	v, err := s.run(ctx, s.batchScript, keys, args).Text()
 	if err != nil {
 		return false, fmt.Errorf("redisstore: take all (%d requests): %w", len(reqs), err)
 	}
-	if len(v) != 1+6*len(reqs) {
-		return false, fmt.Errorf("redisstore: take all: script answered %d values, want %d", len(v), 1+6*len(reqs))
+	if want := 8 + decisionSize*len(reqs); len(v) != want {
+		return false, fmt.Errorf("redisstore: take all: script answered %d bytes, want %d", len(v), want)
 	}
 	for i, req := range reqs {
-		out[i] = decision(req, v[1+6*i:7+6*i])
+		out[i] = decision(req, v[8+decisionSize*i:8+decisionSize*(i+1)])
 	}
-	return v[0] == 1, nil
+	return float(v, 0) == 1, nil
 }
 
 // single is a Store seen without its TakeAll, for ratekeeper.TakeAll's
@@ -108,27 +110,41 @@ func hashTag(key string) string {
 }
 
 // takeOp is the script op for a decision on req.
-func takeOp(req ratekeeper.Request) string {
+func takeOp(req ratekeeper.Request) byte {
 	if req.Reserve {
 		switch req.Limit.Algorithm {
 		case ratekeeper.TokenBucket:
-			return "d"
+			return 'd'
 		case ratekeeper.LeakyBucket:
-			return "q"
+			return 'q'
 		}
 	}
-	return "m"
+	return 'm'
 }
 
-// decision converts a script's six values.
-func decision(req ratekeeper.Request, v []int64) ratekeeper.Decision {
+// decisionSize is the length of a script's packed decision: six doubles.
+const decisionSize = 6 * 8
+
+// float is the i-th little-endian double of v.
+func float(v string, i int) float64 {
+	v = v[8*i : 8*i+8]
+	var u uint64
+	for j := 7; j >= 0; j-- {
+		u = u<<8 | uint64(v[j])
+	}
+	return math.Float64frombits(u)
+}
+
+// decision converts a script's packed decision v: allowed, remaining,
+// retry_after, reset_after, delay, at (scripts/prelude.lua).
+func decision(req ratekeeper.Request, v string) ratekeeper.Decision {
 	return algo.Decision(algo.Result{
-		Allowed:    v[0] == 1,
+		Allowed:    float(v, 0) == 1,
 		Limit:      int64(req.Limit.Capacity()),
-		Remaining:  v[1],
-		RetryAfter: v[2],
-		ResetAfter: v[3],
-		Delay:      v[4],
-		At:         v[5],
+		Remaining:  int64(float(v, 1)),
+		RetryAfter: int64(float(v, 2)),
+		ResetAfter: int64(float(v, 3)),
+		Delay:      int64(float(v, 4)),
+		At:         int64(float(v, 5)),
 	})
 }

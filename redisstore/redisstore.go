@@ -2,7 +2,9 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,7 +34,7 @@ type Store struct {
 	err         error         // a bad option, returned by every call
 
 	closeOnce sync.Once
-	limits    sync.Map // ratekeeper.Limit → *[4]any, see limitArgs
+	limits    sync.Map // ratekeeper.Limit → packed ARGV[2], see limitArg
 	nlimits   atomic.Int64
 }
 
@@ -162,33 +164,48 @@ func hasHashTag(key string) bool {
 	return end > 0
 }
 
-func nowArg(t time.Time) string {
+// putFloat writes v at b[0:8] as a little-endian double, the struct
+// library's '<d'.
+func putFloat(b []byte, v float64) {
+	binary.LittleEndian.PutUint64(b, math.Float64bits(v))
+}
+
+// nowFloat is t in µs, or NaN for the zero time: the script then reads the
+// server's TIME.
+func nowFloat(t time.Time) float64 {
 	if t.IsZero() {
-		return ""
+		return math.NaN()
 	}
-	return strconv.FormatInt(t.UnixMicro(), 10)
+	return float64(t.UnixMicro())
 }
 
-// args are the scripts' arguments (see scripts/prelude.lua).
-func (s *Store) args(op string, req ratekeeper.Request, x8 int64) []any {
-	lim := s.limitArgs(req)
-	args := make([]any, 7, 8)
-	args[0], args[1], args[2] = op, nowArg(req.Now), req.N
-	copy(args[3:], lim[:])
-	if op == "r" || op == "c" {
-		args = append(args, x8) // only a refund needs ARGV[8]
-	}
-	return args
+// callArg is a script's ARGV[1] (see scripts/prelude.lua): op, n and now,
+// packed '<c1dd'.
+func callArg(op byte, n int, now time.Time) string {
+	var b [17]byte
+	b[0] = op
+	putFloat(b[1:], float64(n))
+	putFloat(b[9:], nowFloat(now))
+	return string(b[:])
 }
 
-// limitArgs are ARGV[4..7] for req's limit: rate, period, the least TTL and
-// the algorithm's own argument, boxed once per limit (the same for every
-// key, except a staggered window's offset).
-func (s *Store) limitArgs(req ratekeeper.Request) *[4]any {
+// args are a script's arguments (see scripts/prelude.lua); x8 is ARGV[3],
+// which only refunds have.
+func (s *Store) args(op byte, req ratekeeper.Request, x8 int64) []any {
+	if op == 'r' || op == 'c' {
+		return []any{callArg(op, req.N, req.Now), s.limitArg(req), strconv.FormatInt(x8, 10)}
+	}
+	return []any{callArg(op, req.N, req.Now), s.limitArg(req)}
+}
+
+// limitArg is ARGV[2] for req's limit: rate, period, the least TTL and the
+// algorithm's own argument packed '<dddd', boxed once per limit (the same
+// for every key, except a staggered window's offset).
+func (s *Store) limitArg(req ratekeeper.Request) any {
 	staggered := req.Limit.Stagger && (req.Limit.Algorithm == ratekeeper.FixedWindow || req.Limit.Algorithm == ratekeeper.SlidingWindow)
 	if !staggered {
 		if v, ok := s.limits.Load(req.Limit); ok {
-			return v.(*[4]any)
+			return v
 		}
 	}
 	p := algo.Params(req.Key, req.Limit)
@@ -203,7 +220,12 @@ func (s *Store) limitArgs(req ratekeeper.Request) *[4]any {
 			x7 = 1
 		}
 	}
-	a := &[4]any{p.Rate, p.Period, s.leastMS, x7}
+	var b [32]byte
+	putFloat(b[0:], float64(p.Rate))
+	putFloat(b[8:], float64(p.Period))
+	putFloat(b[16:], float64(s.leastMS))
+	putFloat(b[24:], float64(x7))
+	var a any = string(b[:])
 	if !staggered && s.nlimits.Add(1) <= maxCachedLimits {
 		s.limits.Store(req.Limit, a)
 	}
@@ -224,12 +246,12 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 		return ratekeeper.Decision{}, s.err
 	}
 	keys := []string{s.Key(req.Key, req.Limit.Algorithm)}
-	v, err := s.run(ctx, s.scripts[i], keys, s.args(takeOp(req), req, 0)).Int64Slice()
+	v, err := s.run(ctx, s.scripts[i], keys, s.args(takeOp(req), req, 0)).Text()
 	if err != nil {
 		return ratekeeper.Decision{}, fmt.Errorf("redisstore: take %s: %w", req.Limit.Algorithm, err)
 	}
-	if len(v) != 6 {
-		return ratekeeper.Decision{}, fmt.Errorf("redisstore: take %s: script answered %d values, want 6", req.Limit.Algorithm, len(v))
+	if len(v) != decisionSize {
+		return ratekeeper.Decision{}, fmt.Errorf("redisstore: take %s: script answered %d bytes, want %d", req.Limit.Algorithm, len(v), decisionSize)
 	}
 	return decision(req, v), nil
 }
@@ -247,11 +269,11 @@ func (s *Store) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper
 	if s.err != nil {
 		return s.err
 	}
-	op := "r"
+	op := byte('r')
 	at := d.At.UnixMicro()
 	if req.Limit.Algorithm == ratekeeper.TokenBucket || req.Limit.Algorithm == ratekeeper.LeakyBucket {
 		if req.Reserve && req.Limit.Algorithm == ratekeeper.LeakyBucket {
-			op = "c"
+			op = 'c'
 		}
 		at += int64(d.Delay / time.Microsecond) // the slot
 	}

@@ -3,48 +3,45 @@
 -- of (KEYS, ARGV): algos[i] for i = 1..5 in the order token bucket, leaky
 -- bucket, fixed window, sliding log, sliding window.
 --
--- KEYS are the requests' keys, one each, all in one slot. ARGV[1] is now in
--- µs or "" for TIME; then 7 arguments per request: the algorithm's index,
--- op, n, rate, period, least TTL, and the script's ARGV[7].
+-- KEYS are the requests' keys, one each, all in one slot. ARGV[1] is now,
+-- packed '<d' (NaN: read TIME); then 3 arguments per request: the
+-- algorithm's index (text), the call and the limit, packed as the
+-- algorithms' ARGV[1] and ARGV[2] (prelude.lua); the calls' instants are
+-- replaced by the batch's.
 --
 -- Every request is taken; if any is refused, those allowed are given back
 -- with the algorithms' own refunds. The script runs atomically, so nothing
 -- comes between the take and the give-back, and the give-back is exact. It
--- returns {all allowed (0/1)} followed by each request's six values.
-local now = tonumber(ARGV[1])
-if not now then
+-- returns all allowed (0/1) then each request's six values, all packed as
+-- doubles in one string.
+local pack, unpack = struct.pack, struct.unpack
+local now = unpack('<d', ARGV[1])
+if now ~= now then
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
-local snow = string.format('%d', now)
 local m = #KEYS
-local out = {1}
+local all = 1
 local res = {}
 for i = 1, m do
-  local b = 1 + (i - 1) * 7
-  local r = algos[tonumber(ARGV[b + 1])]({KEYS[i]},
-    {ARGV[b + 2], snow, ARGV[b + 3], ARGV[b + 4], ARGV[b + 5], ARGV[b + 6], ARGV[b + 7]})
+  local b = 2 + (i - 1) * 3
+  local op, n = unpack('<c1d', ARGV[b + 1])
+  local r = algos[tonumber(ARGV[b])]({KEYS[i]}, {pack('<c1dd', op, n, now), ARGV[b + 2]})
   res[i] = r
-  if r[1] == 0 then out[1] = 0 end
+  if unpack('<d', r) == 0 then all = 0 end
 end
-if out[1] == 0 then
+if all == 0 then
   for i = m, 1, -1 do
-    local r = res[i]
-    local b = 1 + (i - 1) * 7
-    local n = tonumber(ARGV[b + 3])
-    if r[1] == 1 and n > 0 then
-      local op, x8 = 'r', r[6]
-      if ARGV[b + 2] == 'q' then
-        op, x8 = 'c', r[6] + r[5] -- the queue slot taken
+    local b = 2 + (i - 1) * 3
+    local op, n = unpack('<c1d', ARGV[b + 1])
+    local allowed, _, _, _, delay, at = unpack('<dddddd', res[i])
+    if allowed == 1 and n > 0 then
+      local back, x8 = 'r', at
+      if op == 'q' then
+        back, x8 = 'c', at + delay -- the queue slot taken
       end
-      algos[tonumber(ARGV[b + 1])]({KEYS[i]},
-        {op, snow, ARGV[b + 3], ARGV[b + 4], ARGV[b + 5], ARGV[b + 6], ARGV[b + 7], string.format('%d', x8)})
+      algos[tonumber(ARGV[b])]({KEYS[i]}, {pack('<c1dd', back, n, now), ARGV[b + 2], string.format('%d', x8)})
     end
   end
 end
-for i = 1, m do
-  for j = 1, 6 do
-    out[#out + 1] = res[i][j]
-  end
-end
-return out
+return pack('<d', all) .. table.concat(res)

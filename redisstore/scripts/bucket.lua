@@ -1,10 +1,10 @@
 -- bucket.lua: the token bucket and the leaky bucket (internal/algo/bucket.go).
 -- State: tail and frac packed as two little-endian doubles (struct '<d<d'),
 -- the instant tail + frac/rate µs at which the bucket is next full of tokens
--- (empty of water). ARGV[7] is the
--- capacity (burst); for op c, ARGV[8] is the slot (at + delay) of the
+-- (empty of water). x7 is the
+-- capacity (burst); for op c, ARGV[3] is the slot (at + delay) of the
 -- cancelled request.
-local burst = tonumber(ARGV[7])
+local burst = x7
 
 local tail, frac = 0, 0
 local s = redis.call('GET', key)
@@ -16,7 +16,7 @@ if op == 'r' or op == 'c' then
   local f = frac - n * period
   local q = floor(f / rate)
   local bt, bf = tail + q, f - q * rate
-  local slot = tonumber(ARGV[8])
+  local slot = tonumber(ARGV[3])
   if s and not (op == 'c' and (bt > slot or (bt == slot and bf > 0))) then
     redis.call('SET', key, struct.pack('<d<d', bt, bf), 'PX', ttl(bt + 1))
   end
@@ -39,7 +39,7 @@ if op == 'm' and n > 0 then
     local gap = tail - now
     local empty = gap
     if frac > 0 then empty = gap + 1 end
-    return {1, floor((burst * period - gap * rate - frac) / period), 0, empty, 0, now}
+    return struct.pack('<dddddd', 1, floor((burst * period - gap * rate - frac) / period), 0, empty, 0, now)
   end
 end
 
@@ -70,7 +70,7 @@ local function answer(allowed, retry, delay)
   local rem = floor((room * period - level) / period)
   if rem < 0 then rem = 0 elseif rem > burst then rem = burst end
   if allowed == 0 and op == 'q' then rem = 0 end
-  return {allowed, rem, retry, empty, delay, now}
+  return struct.pack('<dddddd', allowed, rem, retry, empty, delay, now)
 end
 
 if n == 0 then

@@ -1,9 +1,9 @@
 -- fixed_window.lua: the fixed window counter (internal/algo/window.go).
 -- State: the end of the window counted and its count, packed as two
--- little-endian doubles (struct '<d<d'). ARGV[7] is the windows' offset (0: aligned to the Unix epoch); for
--- op r, ARGV[8] is the instant the refunded request was counted at. Windows
+-- little-endian doubles (struct '<d<d'). x7 is the windows' offset (0: aligned to the Unix epoch); for
+-- op r, ARGV[3] is the instant the refunded request was counted at. Windows
 -- are [k·period+offset, (k+1)·period+offset).
-local offset = tonumber(ARGV[7])
+local offset = x7
 
 local wend, count = 0, 0
 local s = redis.call('GET', key)
@@ -13,7 +13,7 @@ end
 
 if op == 'r' or op == 'c' then
   -- Refund only if the request's window is still the one counting.
-  local at = tonumber(ARGV[8])
+  local at = tonumber(ARGV[3])
   if s and floor((at - offset) / period) * period + offset + period == wend then
     count = count - n
     if count < 0 then count = 0 end
@@ -41,4 +41,4 @@ end
 if count > 0 then reset = wend - now end
 local rem = rate - count
 if rem < 0 then rem = 0 end
-return {allowed, rem, retry, reset, 0, now}
+return struct.pack('<dddddd', allowed, rem, retry, reset, 0, now)

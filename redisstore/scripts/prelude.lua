@@ -14,23 +14,24 @@
 -- Redis 5 or later replicates a script's effects, which lets a script read
 -- TIME and then write.
 --
--- Arguments, the same positions in every script:
---   ARGV[1] op: m (allow/meter), d (token debt), q (leaky queue),
---           r (refund), c (cancel a queued slot)
---   ARGV[2] now in µs, or "" to read the Redis server's TIME
---   ARGV[3] n, the cost
---   ARGV[4] rate, ARGV[5] period in µs
---   ARGV[6] the least TTL in ms (0: exactly what the state needs)
---   ARGV[7], ARGV[8]: the algorithm's own (see each script); a decision
---           has no ARGV[8]
--- A decision returns {allowed (0/1), remaining, retry_after, reset_after,
--- delay, at}, durations in µs.
-local floor, fmt = math.floor, string.format
+-- Arguments, packed with the struct library: each RESP argument and each
+-- tonumber costs the server more than one struct.unpack of them all.
+--   ARGV[1] the call, '<c1dd': op, n (the cost), now in µs (NaN: read the
+--           Redis server's TIME). op is m (allow/meter), d (token debt),
+--           q (leaky queue), r (refund) or c (cancel a queued slot).
+--   ARGV[2] the limit, '<dddd': rate, period in µs, the least TTL in ms
+--           (0: exactly what the state needs), and x7, the algorithm's own
+--           (see each script); the same string for every call of a limit.
+--   ARGV[3] refunds only (r, c): an instant in µs, as text (see each script).
+-- A decision returns its six values packed as '<dddddd': allowed (0/1),
+-- remaining, retry_after, reset_after, delay, at, durations in µs (one bulk
+-- string is cheaper to build and to read than an array of integers). A
+-- refund returns 0.
+local floor = math.floor
 local key = KEYS[1]
-local op = ARGV[1]
-local n, rate, period, least = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local now = tonumber(ARGV[2])
-if not now then
+local op, n, now = struct.unpack('<c1dd', ARGV[1])
+local rate, period, least, x7 = struct.unpack('<dddd', ARGV[2])
+if now ~= now then
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end

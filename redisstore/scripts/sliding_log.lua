@@ -7,7 +7,7 @@
 -- set needed five commands; the price is that a write copies the window's
 -- entries (8 bytes each), which stays below a sorted set's cost up to a few
 -- thousand entries in the window (docs/redis.md).
--- ARGV[7] is 1 when refused requests are logged too; for op r, ARGV[8] is
+-- x7 is 1 when refused requests are logged too; for op r, ARGV[3] is
 -- the instant the refunded entries were stamped.
 local unpack8 = struct.unpack
 
@@ -31,7 +31,7 @@ end
 
 if op == 'r' or op == 'c' then
   -- Remove n entries stamped at, newest first.
-  local at = tonumber(ARGV[8])
+  local at = tonumber(ARGV[3])
   local hi = first(at + 1)
   local lo = first(at)
   if hi - lo > n then lo = hi - n end
@@ -61,13 +61,13 @@ if c + n <= rate then allowed = 1 end
 if allowed == 1 and n > 0 then
   redis.call('SET', key, string.sub(s or '', i * 8 + 1) .. string.rep(struct.pack('<d', t), n),
     'PX', ttl(t + period + 1))
-  return {1, rate - c - n, 0, t + period + 1 - now, 0, t}
+  return struct.pack('<dddddd', 1, rate - c - n, 0, t + period + 1 - now, 0, t)
 end
 
 -- w holds the window from entry wi on: the log as it stands, or as it is
 -- after logging a refused request.
 local w, wi = s, i
-if n > 0 and ARGV[7] == '1' then
+if n > 0 and x7 == 1 then
   -- A refused request logged as a penalty: the oldest past rate entries go.
   w = string.sub(s or '', i * 8 + 1) .. string.rep(struct.pack('<d', t), n)
   if #w > rate * 8 then w = string.sub(w, #w - rate * 8 + 1) end
@@ -87,4 +87,4 @@ if c > 0 then
 end
 local rem = rate - c
 if rem < 0 then rem = 0 end
-return {allowed, rem, retry, reset, 0, t}
+return struct.pack('<dddddd', allowed, rem, retry, reset, 0, t)

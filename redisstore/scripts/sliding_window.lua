@@ -1,8 +1,8 @@
 -- sliding_window.lua: the sliding window counter (internal/algo/window.go).
 -- State: the end of the current fixed window and the counts of it and of the
--- one before, packed as three little-endian doubles (struct '<d<d<d'). ARGV[7] is the windows' offset;
--- for op r, ARGV[8] is the instant the refunded request was counted at.
-local offset = tonumber(ARGV[7])
+-- one before, packed as three little-endian doubles (struct '<d<d<d'). x7 is the windows' offset;
+-- for op r, ARGV[3] is the instant the refunded request was counted at.
+local offset = x7
 
 local wend, prev, cur = 0, 0, 0
 local s = redis.call('GET', key)
@@ -30,7 +30,7 @@ if op == 'm' and n > 0 then
     local lag = w - period - now
     if lag < 0 then lag = 0 end
     local reset = lag + period - el + period - floor((period - 1) / c)
-    return {1, rate - est - n, 0, reset, 0, now}
+    return struct.pack('<dddddd', 1, rate - est - n, 0, reset, 0, now)
   end
 end
 
@@ -47,7 +47,7 @@ end
 if op == 'r' or op == 'c' then
   -- Refund in whichever of the two windows counted the request.
   if s then
-    local e = floor((tonumber(ARGV[8]) - offset) / period) * period + offset + period
+    local e = floor((tonumber(ARGV[3]) - offset) / period) * period + offset + period
     if e == wend then
       cur = math.max(0, cur - n)
       save()
@@ -105,4 +105,4 @@ end
 if est > 0 then reset = lag + wait(0) end
 local rem = rate - est
 if rem < 0 then rem = 0 end
-return {allowed, rem, retry, reset, 0, now}
+return struct.pack('<dddddd', allowed, rem, retry, reset, 0, now)
