@@ -2,7 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,5 +126,45 @@ func TestKeys(t *testing.T) {
 	defer bad.Close()
 	if _, err := bad.Take(context.Background(), ratekeeper.Request{Key: "k", Limit: ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1, Period: time.Second}, N: 1}); err == nil || !strings.Contains(err.Error(), "prefix") {
 		t.Fatalf("bad prefix: %v", err)
+	}
+}
+
+// TestManyIsolatesErrors: decisions coalesced into one script run (many.lua)
+// each get their own reply; a key holding another type fails its own call
+// only.
+func TestManyIsolatesErrors(t *testing.T) {
+	s := open(t, redistest.Server(t))
+	ctx := context.Background()
+	l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1000, Period: time.Hour}
+	if err := s.Client().LPush(ctx, s.Key("wrongtype", l.Algorithm), "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	lim, _ := ratekeeper.New(s, l)
+	const callers, rounds = 32, 20
+	errs := make(chan error, callers*rounds)
+	var wg sync.WaitGroup
+	for g := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				key := fmt.Sprintf("good:%d", g)
+				if g == 0 {
+					key = "wrongtype"
+				}
+				d, err := lim.Allow(ctx, key)
+				switch {
+				case g == 0 && (err == nil || !strings.Contains(err.Error(), "WRONGTYPE")):
+					errs <- fmt.Errorf("wrong type key, round %d: %+v %v", r, d, err)
+				case g != 0 && (err != nil || !d.Allowed || d.Remaining != 1000-r-1):
+					errs <- fmt.Errorf("key %s, round %d: %+v %v", key, r, d, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }

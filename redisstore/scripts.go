@@ -41,7 +41,15 @@ func loadScripts() scripts {
 
 // batchSource is batch.lua after each algorithm's script wrapped as a
 // function of (KEYS, ARGV), in algoIndex order.
-func batchSource() string {
+func batchSource() string { return wrapped("batch.lua") }
+
+// manySource is many.lua after each algorithm's script wrapped as a
+// function of (KEYS, ARGV), in algoIndex order.
+func manySource() string { return wrapped("many.lua") }
+
+// wrapped is the script file name after each algorithm's script wrapped as
+// a function of (KEYS, ARGV): algos[1..5], in algoIndex order.
+func wrapped(name string) string {
 	var b strings.Builder
 	b.WriteString("local algos = {}\n")
 	for i, name := range []string{"bucket", "bucket", "fixed_window", "sliding_log", "sliding_window"} {
@@ -51,7 +59,7 @@ func batchSource() string {
 		}
 		fmt.Fprintf(&b, "algos[%d] = function(KEYS, ARGV)\n%s\nend\n", i+1, scriptSource(name))
 	}
-	body, err := scriptFS.ReadFile("scripts/batch.lua")
+	body, err := scriptFS.ReadFile("scripts/" + name)
 	if err != nil {
 		panic(err) // embedded: cannot happen
 	}
