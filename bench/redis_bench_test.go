@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,6 +60,13 @@ type impl struct {
 	open func(b *testing.B, url string) (decider, func())
 }
 
+// cpuImpl is an implementation measured by BenchmarkRedisServerCPU only,
+// after warm decisions per key.
+type cpuImpl struct {
+	impl
+	warm int
+}
+
 var keyNames = func() []string {
 	k := make([]string, benchKeys)
 	for i := range k {
@@ -67,12 +76,16 @@ var keyNames = func() []string {
 }()
 
 func ratekeeperImpl(a ratekeeper.Algorithm, opts ...redisstore.Option) func(b *testing.B, url string) (decider, func()) {
+	return ratekeeperLimit(ratekeeper.Limit{Algorithm: a, Rate: benchRate, Period: time.Second}, opts...)
+}
+
+func ratekeeperLimit(l ratekeeper.Limit, opts ...redisstore.Option) func(b *testing.B, url string) (decider, func()) {
 	return func(b *testing.B, url string) (decider, func()) {
 		s, err := redisstore.Open(context.Background(), url, opts...)
 		if err != nil {
 			b.Fatal(err)
 		}
-		lim, err := ratekeeper.New(s, ratekeeper.Limit{Algorithm: a, Rate: benchRate, Period: time.Second})
+		lim, err := ratekeeper.New(s, l)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -199,6 +212,20 @@ var redisImpls = []impl{
 	{"tb-script-goredis-autopipeline", goredisAutoPipelineImpl},
 }
 
+// cpuImpls are measured by BenchmarkRedisServerCPU: every implementation
+// with each key's state as a second of sequential decisions leaves it, and
+// the sliding log with 60 entries per key (a window of an hour), as under
+// load (at 60k decisions/s over 1000 keys a one-second window holds 60),
+// since its script's cost grows with the entries in the window.
+var cpuImpls = func() []cpuImpl {
+	var c []cpuImpl
+	for _, im := range redisImpls {
+		c = append(c, cpuImpl{im, 1})
+	}
+	hour := ratekeeper.Limit{Algorithm: ratekeeper.SlidingLog, Rate: benchRate, Period: time.Hour}
+	return append(c, cpuImpl{impl{"rk-sliding_log-60", ratekeeperLimit(hour)}, 60})
+}()
+
 // BenchmarkRedis runs every implementation at every concurrency. Besides
 // ns/op (the inverse of throughput) it reports decisions/s, p50-µs and
 // p99-µs (each call's latency), and server-µs/op: the Redis server's CPU
@@ -314,7 +341,14 @@ func serverUsec(ctx context.Context, admin *redis.Client) (float64, bool) {
 // and the round with the least server time counts. The minimum is what the
 // script costs; the other rounds add the machine's noise (the benchmark
 // client and other work share the server's cores).
+//
+// With RK_BENCH_CALLGRIND=PID:OUTFILE, naming a redis-server run under
+// valgrind --tool=callgrind --toggle-collect=evalShaCommand
+// --callgrind-out-file=OUTFILE (bench/run-redis.sh does this), it also
+// reports server-Ir/op, the instructions the server runs per script call:
+// a count that the machine's load does not move.
 func BenchmarkRedisServerCPU(b *testing.B) {
+	cg := callgrindFromEnv(b)
 	url := redisURL(b)
 	admin, err := redis.ParseURL(url)
 	if err != nil {
@@ -322,16 +356,22 @@ func BenchmarkRedisServerCPU(b *testing.B) {
 	}
 	ac := redis.NewClient(admin)
 	defer ac.Close()
-	const cpuRounds = 5
+	cpuRounds := 5
+	if cg != nil {
+		cpuRounds = 1 // exact, and valgrind is slow
+	}
 	ctx := context.Background()
-	for _, im := range redisImpls {
+	for _, im := range cpuImpls {
 		b.Run("impl="+im.name, func(b *testing.B) {
 			decide, closeFn := im.open(b, url)
 			defer closeFn()
-			for i := 0; i < benchKeys; i++ { // every key exists, as under load
-				if err := decide(ctx, i); err != nil {
+			for i := 0; i < benchKeys*im.warm; i++ { // every key exists, as under load
+				if err := decide(ctx, i%benchKeys); err != nil {
 					b.Fatal(err)
 				}
+			}
+			if cg != nil {
+				cg.zero(b)
 			}
 			best := -1.0
 			b.ReportAllocs()
@@ -350,6 +390,60 @@ func BenchmarkRedisServerCPU(b *testing.B) {
 				}
 			}
 			b.ReportMetric(best/float64(b.N), "server-µs/op")
+			if cg != nil {
+				b.ReportMetric(cg.dump(b)/float64(b.N), "server-Ir/op")
+			}
 		})
 	}
+}
+
+// callgrind controls a redis-server run under callgrind.
+type callgrind struct{ pid, out string }
+
+func callgrindFromEnv(b *testing.B) *callgrind {
+	v := os.Getenv("RK_BENCH_CALLGRIND")
+	if v == "" {
+		return nil
+	}
+	pid, out, ok := strings.Cut(v, ":")
+	if !ok {
+		b.Fatalf("RK_BENCH_CALLGRIND=%q: want PID:OUTFILE", v)
+	}
+	return &callgrind{pid, out}
+}
+
+// zero starts counting afresh.
+func (c *callgrind) zero(b *testing.B) {
+	if out, err := exec.Command("callgrind_control", "-z", c.pid).CombinedOutput(); err != nil {
+		b.Fatalf("callgrind_control -z: %v: %s", err, out)
+	}
+}
+
+// dump writes the counts since zero and returns their instructions.
+func (c *callgrind) dump(b *testing.B) float64 {
+	if out, err := exec.Command("callgrind_control", "-d", c.pid).CombinedOutput(); err != nil {
+		b.Fatalf("callgrind_control -d: %v: %s", err, out)
+	}
+	files, _ := filepath.Glob(c.out + ".*")
+	newest, at := "", time.Time{}
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil && st.ModTime().After(at) {
+			newest, at = f, st.ModTime()
+		}
+	}
+	data, err := os.ReadFile(newest)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "summary: "); ok {
+			ir, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return ir
+		}
+	}
+	b.Fatalf("%s: no summary line", newest)
+	return 0
 }

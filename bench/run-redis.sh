@@ -3,8 +3,11 @@
 # redis-server on a free loopback port, runs every implementation at 1, 16,
 # 64 and 256 callers, writes the raw output to results/redis.txt and the
 # benchstat summary (each implementation against redis_rate) to
-# results/redis-benchstat.txt.
-# Environment: COUNT (default 5), BENCHTIME (default 1s).
+# results/redis-benchstat.txt. Then, if valgrind is installed, it runs
+# BenchmarkRedisServerCPU once more against a redis-server under callgrind,
+# which counts the instructions the server runs per script call (server-Ir/op:
+# exact, whatever the machine's load), into results/redis-callgrind.txt.
+# Environment: COUNT (default 5), BENCHTIME (default 1s), CALLGRIND=0 to skip.
 set -euo pipefail
 cd "$(dirname "$0")"
 mkdir -p results
@@ -20,7 +23,8 @@ dir=$(mktemp -d)
 redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --save "" --appendonly no \
   --daemonize no --logfile "$dir/redis.log" &
 pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
+cgpid=""
+trap 'kill $pid $cgpid 2>/dev/null; wait $pid $cgpid 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do
   redis-cli -p "$port" ping >/dev/null 2>&1 && break
   sleep 0.05
@@ -38,3 +42,24 @@ go test -c -o "$dir/bench.test" .
 } | tee results/redis.txt
 go tool -modfile=../tools/go.mod benchstat -col /impl results/redis.txt > results/redis-benchstat.txt
 cat results/redis-benchstat.txt
+
+if [ "${CALLGRIND:-1}" != 0 ] && command -v valgrind >/dev/null 2>&1; then
+  cgport=""
+  for p in $(seq $((port + 1)) 16479); do
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then cgport=$p; break; fi
+  done
+  [ -n "$cgport" ] || { echo "run-redis: no free port for the callgrind server" >&2; exit 1; }
+  valgrind --tool=callgrind --toggle-collect=evalShaCommand --callgrind-out-file="$dir/cg.out" \
+    redis-server --port "$cgport" --bind 127.0.0.1 --dir "$dir" --save "" --appendonly no \
+    --daemonize no --logfile "$dir/redis-cg.log" 2>"$dir/valgrind.log" &
+  cgpid=$!
+  for _ in $(seq 300); do
+    redis-cli -p "$cgport" ping >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  {
+    echo "# $(date -u +%FT%TZ) $(redis-server --version | cut -d' ' -f1-3) under valgrind --tool=callgrind: server-Ir/op are the instructions in EVALSHA per decision"
+    RK_BENCH_REDIS="redis://127.0.0.1:$cgport/0" RK_BENCH_CALLGRIND="$cgpid:$dir/cg.out" "$dir/bench.test" -test.run '^$' \
+      -test.bench '^BenchmarkRedisServerCPU$' -test.benchtime=2000x -test.count=1 -test.timeout 60m
+  } | tee results/redis-callgrind.txt
+fi
