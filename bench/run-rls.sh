@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# The decision service benchmarks: ratekeeper serve against Envoy's reference
-# rate limit service (bench/rlsref, built from its Go module), both on the
-# same local redis-server, driven over gRPC by bench/rlsload at 16, 64 and
-# 256 concurrent callers with 1 and 10,000 keys. Rounds alternate between
-# the two services. Raw output: results/rls.txt; benchstat summaries:
+# The decision service benchmarks: ratekeeper serve against Envoy's
+# reference rate limit service (bench/rlsref, built from its Go module),
+# both on the same local redis-server, and against gubernator (bench/gubernator,
+# built from its Go module: one node, which keeps its counts in its own
+# memory), driven over gRPC by bench/rlsload at 16, 64 and 256 concurrent
+# callers with 1 and 10,000 keys. The services take turns at every
+# configuration. Raw output: results/rls.txt; benchstat summaries:
 # results/rls-benchstat.txt (fixed_window, ratekeeper against the
-# reference) and results/rls-algorithms.txt (every algorithm of ratekeeper).
-# gubernator is not measured: its modules are not served by the Go module
-# proxy this project may use (see docs/benchmarks.md).
+# reference), results/rls-gubernator.txt (token and leaky bucket,
+# ratekeeper against gubernator) and results/rls-algorithms.txt (every
+# algorithm of ratekeeper).
 # Environment: COUNT (rounds, default 3), DURATION (per configuration,
-# default 3s), CALLERS (default 16,64,256), KEYS (default 1,10000).
+# default 2s), CALLERS (default 16,64,256), KEYS (default 1,10000).
 set -euo pipefail
 cd "$(dirname "$0")"
 mkdir -p results
@@ -17,7 +19,7 @@ if ! command -v redis-server >/dev/null 2>&1; then
   ../scripts/test-deps.sh
 fi
 COUNT=${COUNT:-3}
-DURATION=${DURATION:-3s}
+DURATION=${DURATION:-2s}
 CALLERS=${CALLERS:-16,64,256}
 KEYS=${KEYS:-1,10000}
 ALGORITHMS=fixed_window,token_bucket,leaky_bucket,sliding_window,sliding_log
@@ -47,9 +49,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "building ratekeeper, the reference service and the load generator" >&2
+echo "building ratekeeper, the reference service, gubernator and the load generator" >&2
 (cd .. && go build -o "$dir/ratekeeper" ./cmd/ratekeeper)
 go build -o "$dir/rlsref" ./rlsref
+go build -o "$dir/gubernator" ./gubernator
 go build -o "$dir/rlsload" ./rlsload
 
 redis_port=$(freeport 16500)
@@ -72,22 +75,28 @@ env RUNTIME_ROOT="$dir/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROO
   HOST=127.0.0.1 PORT="$ref_http" GRPC_HOST=127.0.0.1 GRPC_PORT="$ref_grpc" \
   DEBUG_HOST=127.0.0.1 DEBUG_PORT="$ref_debug" "$dir/rlsref" 2>"$dir/reference.log" &
 pids+=($!)
+gub_grpc=$(freeport 29081); gub_http=$(freeport 29180)
+"$dir/gubernator" -grpc-listen "127.0.0.1:$gub_grpc" -http-listen "127.0.0.1:$gub_http" 2>"$dir/gubernator.log" &
+pids+=($!)
 waitport "$rk_grpc"
 waitport "$ref_grpc"
+waitport "$gub_grpc"
 
 # The machine is shared and its load changes by the minute: the two
 # services alternate at every configuration, so that each ratio compares
 # runs made seconds apart.
-load() { "$dir/rlsload" -duration "$DURATION" "$@"; }
+load() { "$dir/rlsload" -duration "$DURATION" -warmup 300ms "$@"; }
 {
-  echo "# $(date -u +%FT%TZ) $(redis-server --version | cut -d' ' -f1-3), $(nproc) cores shared by redis, both services and the load generator (and by other engineers' builds)"
+  echo "# $(date -u +%FT%TZ) $(redis-server --version | cut -d' ' -f1-3), $(nproc) cores shared by redis, the services and the load generator (and by other engineers' builds)"
   echo "# reference: github.com/envoyproxy/ratelimit $(go list -m -f '{{.Version}}' github.com/envoyproxy/ratelimit), default settings (REDIS_POOL_SIZE 10, no implicit pipelining)"
+  echo "# gubernator: github.com/gubernator-io/gubernator/v2 $(go list -m -f '{{.Version}}' github.com/gubernator-io/gubernator/v2), one node, counts in its memory (no Redis), default settings"
   for round in $(seq "$COUNT"); do
     echo "round $round of $COUNT" >&2
     for k in ${KEYS//,/ }; do
       for c in ${CALLERS//,/ }; do
         load -keys "$k" -callers "$c" -impl reference -addr "127.0.0.1:$ref_grpc" -algorithms fixed_window
         load -keys "$k" -callers "$c" -impl ratekeeper -addr "127.0.0.1:$rk_grpc" -algorithms "$ALGORITHMS"
+        load -keys "$k" -callers "$c" -impl gubernator -addr "127.0.0.1:$gub_grpc" -api gubernator -algorithms token_bucket,leaky_bucket
       done
     done
   done
@@ -98,7 +107,9 @@ load() { "$dir/rlsload" -duration "$DURATION" "$@"; }
 fallbacks=$(curl -s "http://127.0.0.1:$rk_admin/metrics" | awk '/^ratekeeper_store_fallback_errors_total/ {print $2}')
 echo "ratekeeper store errors during the run: ${fallbacks:-0}" | tee -a results/rls.txt
 if [ -s "$dir/reference.log" ]; then echo "reference log:"; tail -5 "$dir/reference.log"; fi
+if [ -s "$dir/gubernator.log" ]; then echo "gubernator log:"; tail -5 "$dir/gubernator.log"; fi
 
 go tool -modfile=../tools/go.mod benchstat -filter '/alg:fixed_window' -col /impl results/rls.txt > results/rls-benchstat.txt
+go tool -modfile=../tools/go.mod benchstat -filter '(/alg:token_bucket OR /alg:leaky_bucket) -/impl:reference' -col /impl results/rls.txt > results/rls-gubernator.txt
 go tool -modfile=../tools/go.mod benchstat -filter '/impl:ratekeeper' -col /alg results/rls.txt > results/rls-algorithms.txt
-cat results/rls-benchstat.txt results/rls-algorithms.txt
+cat results/rls-benchstat.txt results/rls-gubernator.txt results/rls-algorithms.txt

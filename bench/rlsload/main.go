@@ -5,13 +5,16 @@
 //
 //	BenchmarkRLS/alg=fixed_window/keys=1/callers=64/impl=ratekeeper  N  ns/op  decisions/s  p50-µs  p99-µs
 //
-// Each run is bounded in time (-duration) and in calls (-max-calls). Every
-// caller sends one descriptor (ALGORITHM, KEY) in domain "bench", where KEY
-// cycles through -keys distinct values.
+// Each run is bounded in time (-duration) and in calls (-max-calls). With
+// -api envoy (ShouldRateLimit) every call sends one descriptor (ALGORITHM,
+// KEY) in domain "bench"; with -api gubernator (gubernator's GetRateLimits)
+// one rate limit named ALGORITHM with unique key KEY. KEY cycles through
+// -keys distinct values.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -24,6 +27,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/gubernator-io/gubernator/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -39,27 +43,39 @@ func main() {
 		warmup   = flag.Duration("warmup", 500*time.Millisecond, "unmeasured calls before each configuration")
 		maxCalls = flag.Int("max-calls", 2_000_000, "bound on the calls of one configuration")
 		conns    = flag.Int("conns", 4, "gRPC connections shared by the callers")
+		api      = flag.String("api", "envoy", "the `API` spoken: envoy (ShouldRateLimit) or gubernator (GetRateLimits)")
 	)
 	flag.Parse()
-	pool := make([]rlsv3.RateLimitServiceClient, *conns)
-	for i := range pool {
+	var conn []*grpc.ClientConn
+	for range *conns {
 		cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "rlsload:", err)
 			os.Exit(1)
 		}
 		defer cc.Close()
-		pool[i] = rlsv3.NewRateLimitServiceClient(cc)
+		conn = append(conn, cc)
+	}
+	var newCaller func(conn []*grpc.ClientConn, alg string, keys int) caller
+	switch *api {
+	case "envoy":
+		newCaller = envoyCaller
+	case "gubernator":
+		newCaller = gubernatorCaller
+	default:
+		fmt.Fprintf(os.Stderr, "rlsload: -api %q: want envoy or gubernator\n", *api)
+		os.Exit(2)
 	}
 	for _, alg := range strings.Split(*algs, ",") {
 		for _, k := range ints(*keys) {
+			call := newCaller(conn, alg, k)
 			for _, c := range ints(*callers) {
-				run(pool, alg, k, c, *warmup, 0)
-				r := run(pool, alg, k, c, *duration, *maxCalls)
+				run(call, c, *warmup, 0)
+				r := run(call, c, *duration, *maxCalls)
 				if r.errors > 0 || r.over > 0 {
 					fmt.Fprintf(os.Stderr, "rlsload: %s %s keys=%d callers=%d: %d errors (first: %v), %d over the limit\n", *impl, alg, k, c, r.errors, r.firstErr, r.over)
 				}
-				if r.calls == 0 {
+				if r.calls == 0 || r.elapsed <= 0 {
 					continue
 				}
 				fmt.Printf("BenchmarkRLS/alg=%s/keys=%d/callers=%d/impl=%s \t%d\t%.0f ns/op\t%.0f decisions/s\t%.1f p50-µs\t%.1f p99-µs\n",
@@ -86,16 +102,21 @@ func ints(s string) []int {
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 type result struct {
-	calls, errors, over int
+	calls, errors, over int // calls: answered within the window
 	firstErr            error
 	elapsed             time.Duration
 	p50, p99            time.Duration
 }
 
 // run has callers goroutines call ShouldRateLimit until d has passed or
-// maxCalls calls were made (0: no bound but d). Calls in flight when d
-// passes finish and count; each call is bounded by callTimeout.
-func run(pool []rlsv3.RateLimitServiceClient, alg string, keys, callers int, d time.Duration, maxCalls int) result {
+// maxCalls calls were made (0: no bound but d), and waits for the calls in
+// flight at that moment, so that none of them runs into the next
+// configuration. The rate is the calls answered within the window over its
+// length, the concurrency being full all along it; the latencies are those
+// of every call started within it, the late ones included, since leaving
+// them out would favour the short calls. Each call is bounded by
+// callTimeout.
+func run(call caller, callers int, d time.Duration, maxCalls int) result {
 	var (
 		stop atomic.Bool
 		next atomic.Int64
@@ -104,22 +125,16 @@ func run(pool []rlsv3.RateLimitServiceClient, alg string, keys, callers int, d t
 		res  result
 		lats = make([][]time.Duration, callers)
 	)
-	// Requests are built once per key: the load generator's allocations
-	// should not be what is measured.
-	reqs := make([]*rlsv3.RateLimitRequest, keys)
-	for i := range reqs {
-		reqs[i] = &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
-			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: alg, Value: "k" + strconv.Itoa(i)}},
-		}}}
-	}
+	start := time.Now()
+	deadline := start.Add(d)
 	timer := time.AfterFunc(d, func() { stop.Store(true) })
 	defer timer.Stop()
-	start := time.Now()
+	var inWindow atomic.Int64
+	var lastInWindow atomic.Int64 // the end of the window when maxCalls ends it early
 	for c := range callers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			client := pool[c%len(pool)]
 			var errs, over int
 			var first error
 			l := make([]time.Duration, 0, 4096)
@@ -130,9 +145,19 @@ func run(pool []rlsv3.RateLimitServiceClient, alg string, keys, callers int, d t
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 				t := time.Now()
-				resp, err := client.ShouldRateLimit(ctx, reqs[int(i)%keys])
-				lat := time.Since(t)
+				ok, err := call(ctx, c, int(i))
+				end := time.Now()
+				lat := end.Sub(t)
 				cancel()
+				if end.Before(deadline) {
+					inWindow.Add(1)
+					for {
+						last := lastInWindow.Load()
+						if end.UnixNano() <= last || lastInWindow.CompareAndSwap(last, end.UnixNano()) {
+							break
+						}
+					}
+				}
 				if err != nil {
 					errs++
 					if first == nil {
@@ -141,7 +166,7 @@ func run(pool []rlsv3.RateLimitServiceClient, alg string, keys, callers int, d t
 					continue
 				}
 				l = append(l, lat)
-				if resp.OverallCode != rlsv3.RateLimitResponse_OK {
+				if !ok {
 					over++
 				}
 			}
@@ -156,10 +181,13 @@ func run(pool []rlsv3.RateLimitServiceClient, alg string, keys, callers int, d t
 		}()
 	}
 	wg.Wait()
-	res.elapsed = time.Since(start)
+	res.elapsed = d
+	if maxCalls > 0 && next.Load() > int64(maxCalls) { // ended by the bound, not the clock
+		res.elapsed = time.Unix(0, lastInWindow.Load()).Sub(start)
+	}
+	res.calls = int(inWindow.Load())
 	all := slices.Concat(lats...)
 	slices.Sort(all)
-	res.calls = len(all)
 	if len(all) > 0 {
 		res.p50 = all[len(all)/2]
 		res.p99 = all[min(len(all)-1, len(all)*99/100)]
@@ -170,3 +198,73 @@ func run(pool []rlsv3.RateLimitServiceClient, alg string, keys, callers int, d t
 // callTimeout bounds one call: a service that stops answering ends the
 // run with errors rather than hanging it.
 const callTimeout = 10 * time.Second
+
+// A caller makes call i of caller c (which picks the connection) and
+// says whether the service allowed it.
+type caller func(ctx context.Context, c, i int) (ok bool, err error)
+
+// envoyCaller calls envoy.service.ratelimit.v3 ShouldRateLimit with one
+// descriptor (alg, k<i mod keys>) in domain "bench". Requests are built
+// once per key: the load generator's allocations should not be what is
+// measured.
+func envoyCaller(conn []*grpc.ClientConn, alg string, keys int) caller {
+	clients := make([]rlsv3.RateLimitServiceClient, len(conn))
+	for i, cc := range conn {
+		clients[i] = rlsv3.NewRateLimitServiceClient(cc)
+	}
+	reqs := make([]*rlsv3.RateLimitRequest, keys)
+	for i := range reqs {
+		reqs[i] = &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: alg, Value: "k" + strconv.Itoa(i)}},
+		}}}
+	}
+	return func(ctx context.Context, c, i int) (bool, error) {
+		resp, err := clients[c%len(clients)].ShouldRateLimit(ctx, reqs[i%keys])
+		if err != nil {
+			return false, err
+		}
+		return resp.OverallCode == rlsv3.RateLimitResponse_OK, nil
+	}
+}
+
+// gubernatorCaller calls gubernator's GetRateLimits with one rate limit
+// (name alg, unique key k<i mod keys>): the same limits as
+// rlsconf/ratekeeper.yaml, high enough that every call is allowed.
+// gubernator has token_bucket and leaky_bucket only.
+func gubernatorCaller(conn []*grpc.ClientConn, alg string, keys int) caller {
+	clients := make([]gubernator.V1Client, len(conn))
+	for i, cc := range conn {
+		clients[i] = gubernator.NewV1Client(cc)
+	}
+	var a gubernator.Algorithm
+	switch alg {
+	case "token_bucket":
+		a = gubernator.Algorithm_TOKEN_BUCKET
+	case "leaky_bucket":
+		a = gubernator.Algorithm_LEAKY_BUCKET
+	default:
+		fmt.Fprintf(os.Stderr, "rlsload: gubernator has no %s\n", alg)
+		os.Exit(2)
+	}
+	reqs := make([]*gubernator.GetRateLimitsReq, keys)
+	for i := range reqs {
+		reqs[i] = &gubernator.GetRateLimitsReq{Requests: []*gubernator.RateLimitReq{{
+			Name: alg, UniqueKey: "k" + strconv.Itoa(i), Hits: 1,
+			Limit: 1_000_000, Burst: 1_000_000, Duration: 1000, Algorithm: a, // a million a second
+		}}}
+	}
+	return func(ctx context.Context, c, i int) (bool, error) {
+		resp, err := clients[c%len(clients)].GetRateLimits(ctx, reqs[i%keys])
+		if err != nil {
+			return false, err
+		}
+		r := resp.GetResponses()
+		if len(r) != 1 {
+			return false, fmt.Errorf("%d responses to one request", len(r))
+		}
+		if r[0].GetError() != "" {
+			return false, errors.New(r[0].GetError())
+		}
+		return r[0].GetStatus() == gubernator.Status_UNDER_LIMIT, nil
+	}
+}
