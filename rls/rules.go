@@ -213,7 +213,11 @@ func counterKey(domain string, entries []Entry, path []*node) string {
 	for i, e := range entries {
 		n += len(e.Key) + len(e.Value) + len(path[i].value) + 16
 	}
-	b := make([]byte, 0, n)
+	var buf [128]byte // the common key fits: built on the stack, one allocation for the string
+	b := buf[:0]
+	if n > len(buf) {
+		b = make([]byte, 0, n)
+	}
 	b = append(b, "rls:"...)
 	b = appendField(b, domain)
 	for i, e := range entries {

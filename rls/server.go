@@ -37,6 +37,11 @@ const (
 	DefaultShutdownTimeout = 10 * time.Second
 )
 
+// streamWorkers is how many goroutines serve gRPC calls; a call that finds
+// them all busy (waiting on the store) gets its own goroutine, as without
+// workers. Idle workers cost their stacks only.
+const streamWorkers = 512
+
 // ServerOptions configure a Server. Zero values take the defaults.
 type ServerOptions struct {
 	// Logger receives the server's logs; nil discards them.
@@ -181,7 +186,12 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(
+		// Calls run on long-lived workers rather than a new goroutine each,
+		// whose stack would grow (runtime.morestack) on every call: 8% of
+		// the service's CPU under load before this.
+		grpc.NumStreamWorkers(streamWorkers),
+	)
 	rlsv3.RegisterRateLimitServiceServer(gs, s.svc)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

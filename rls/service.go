@@ -199,12 +199,21 @@ func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	cur := s.cur.Load()
 	rules := cur.rules
 	_, known := rules.domains[domain]
-	slots := make([]slot, len(descs))
+	// Requests carry a descriptor or two of a few entries: the working
+	// slices start on the stack.
 	var (
-		entries  []Entry
-		path     []*node
+		slotBuf  [2]slot
+		entryBuf [4]Entry
+		pathBuf  [4]*node
 		replaced map[string]bool
 	)
+	var slots []slot
+	if len(descs) <= len(slotBuf) {
+		slots = slotBuf[:len(descs)]
+	} else {
+		slots = make([]slot, len(descs))
+	}
+	entries, path := entryBuf[:0], pathBuf[:0]
 	for i, d := range descs {
 		if len(d.GetEntries()) == 0 {
 			return nil, fmt.Errorf("%w: descriptor %d has no entries", ErrInvalid, i)
@@ -422,16 +431,43 @@ func (s *Service) decide(ctx context.Context, slots []slot) error {
 	return nil
 }
 
+// statusBlock is one descriptor's status with the messages it points to,
+// allocated together.
+type statusBlock struct {
+	st    rlsv3.RateLimitResponse_DescriptorStatus
+	limit rlsv3.RateLimitResponse_RateLimit
+	reset durationpb.Duration
+}
+
+// oneStatus is the response to a request of one descriptor, the common
+// case, in a single allocation.
+type oneStatus struct {
+	resp     rlsv3.RateLimitResponse
+	statuses [1]*rlsv3.RateLimitResponse_DescriptorStatus
+	block    [1]statusBlock
+}
+
 // respond builds the response from decided slots and counts the metrics.
 func (s *Service) respond(cur *served, slots []slot) *rlsv3.RateLimitResponse {
-	resp := &rlsv3.RateLimitResponse{
-		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(slots)),
+	var (
+		resp   *rlsv3.RateLimitResponse
+		blocks []statusBlock
+	)
+	if len(slots) == 1 {
+		o := new(oneStatus)
+		resp, blocks = &o.resp, o.block[:]
+		resp.Statuses = o.statuses[:]
+	} else {
+		resp = &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(slots))}
+		blocks = make([]statusBlock, len(slots))
 	}
+	resp.OverallCode = rlsv3.RateLimitResponse_OK
 	best := -1 // the limited status with the least remaining, for headers
 	for i := range slots {
 		sl := &slots[i]
-		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		b := &blocks[i]
+		st := &b.st
+		st.Code = rlsv3.RateLimitResponse_OK
 		resp.Statuses[i] = st
 		switch sl.kind {
 		case noLimit:
@@ -441,7 +477,8 @@ func (s *Service) respond(cur *served, slots []slot) *rlsv3.RateLimitResponse {
 			continue
 		}
 		r := sl.r
-		st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: r.name, RequestsPerUnit: r.rpu, Unit: r.unit}
+		b.limit.Name, b.limit.RequestsPerUnit, b.limit.Unit = r.name, r.rpu, r.unit
+		st.CurrentLimit = &b.limit
 		reset := sl.reset
 		if sl.kind != denyAll {
 			st.LimitRemaining = uint32(sl.d.Remaining)
@@ -455,7 +492,8 @@ func (s *Service) respond(cur *served, slots []slot) *rlsv3.RateLimitResponse {
 				reset = sl.d.ResetAfter
 			}
 		}
-		st.DurationUntilReset = durationpb.New(reset)
+		b.reset.Seconds, b.reset.Nanos = int64(reset/time.Second), int32(reset%time.Second) // as durationpb.New
+		st.DurationUntilReset = &b.reset
 		if sl.over && !r.shadow {
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
