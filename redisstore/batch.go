@@ -55,7 +55,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ra
 		}
 		args = append(args, a+1, callArg(takeOp(req), req.N, time.Time{}), s.limitArg(req))
 	}
-	v, err := s.run(ctx, s.batchScript, -1, keys, args).Text()
+	v, err := s.run(ctx, s.batchScript, -1, keys, args)
 	if err != nil {
 		return false, fmt.Errorf("redisstore: take all (%d requests): %w", len(reqs), err)
 	}

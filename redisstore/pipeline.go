@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,8 +42,9 @@ type call struct {
 	algo   int // algoIndex of script, or -1 if many.lua cannot run it
 	keys   []string
 	args   []any
-	cmd    *redis.Cmd
-	done   chan struct{} // receives once cmd holds the reply (capacity 1)
+	reply  string // the script's reply (every script answers a string)
+	err    error
+	done   chan struct{} // receives once reply or err is set (capacity 1)
 }
 
 // calls recycles the calls whose callers took their reply; a call whose
@@ -81,7 +81,7 @@ func (b *batcher) close() {
 	for {
 		select {
 		case c := <-b.queue:
-			c.cmd = errCmd(c.ctx, errClosed)
+			c.err = errClosed
 			c.finish()
 		default:
 			return
@@ -89,16 +89,16 @@ func (b *batcher) close() {
 	}
 }
 
-// run sends the script run in the next pipeline and waits for its reply.
-func (b *batcher) run(ctx context.Context, s *redis.Script, algo int, keys []string, args []any) *redis.Cmd {
+// run sends the script run in the next flush and waits for its reply.
+func (b *batcher) run(ctx context.Context, s *redis.Script, algo int, keys []string, args []any) (string, error) {
 	defer b.inflight.Add(-1)
 	if b.inflight.Add(1) == 1 && b.direct {
 		select {
 		case <-b.stop:
-			return errCmd(ctx, errClosed)
+			return "", errClosed
 		default:
 		}
-		return s.Run(ctx, b.client, keys, args...)
+		return s.Run(ctx, b.client, keys, args...).Text()
 	}
 	c := calls.Get().(*call)
 	c.ctx, c.script, c.algo, c.keys, c.args = ctx, s, algo, keys, args
@@ -106,26 +106,20 @@ func (b *batcher) run(ctx context.Context, s *redis.Script, algo int, keys []str
 	case b.queue <- c:
 	case <-ctx.Done():
 		calls.Put(c)
-		return errCmd(ctx, ctx.Err())
+		return "", ctx.Err()
 	case <-b.stop:
 		calls.Put(c)
-		return errCmd(ctx, errClosed)
+		return "", errClosed
 	}
 	select {
 	case <-c.done:
-		cmd := c.cmd
+		reply, err := c.reply, c.err
 		*c = call{done: c.done}
 		calls.Put(c)
-		return cmd
+		return reply, err
 	case <-ctx.Done():
-		return errCmd(ctx, ctx.Err())
+		return "", ctx.Err()
 	}
-}
-
-func errCmd(ctx context.Context, err error) *redis.Cmd {
-	cmd := redis.NewCmd(ctx)
-	cmd.SetErr(err)
-	return cmd
 }
 
 func (b *batcher) flusher() {
@@ -163,7 +157,7 @@ func (b *batcher) exec(batch []*call) {
 	live := batch[:0]
 	for _, c := range batch {
 		if err := c.ctx.Err(); err != nil {
-			c.cmd = errCmd(c.ctx, err)
+			c.err = err
 			c.finish()
 			continue
 		}
@@ -192,14 +186,22 @@ func (b *batcher) exec(batch []*call) {
 		}
 		live = rest
 	}
+	if len(live) == 1 { // no pipeline for one call (EVALSHA, EVAL on NOSCRIPT)
+		c := live[0]
+		c.reply, c.err = c.script.Run(ctx, b.client, c.keys, c.args...).Text()
+		c.finish()
+		return
+	}
 	pipe := b.client.Pipeline()
-	for _, c := range live {
-		c.cmd = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+	cmds := make([]*redis.Cmd, len(live))
+	for i, c := range live {
+		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
 	_, _ = pipe.Exec(ctx)
 	var again []*call
-	for _, c := range live {
-		if err := c.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+	for i, c := range live {
+		c.reply, c.err = cmds[i].Text()
+		if c.err != nil && strings.HasPrefix(c.err.Error(), "NOSCRIPT") {
 			again = append(again, c)
 			continue
 		}
@@ -209,11 +211,12 @@ func (b *batcher) exec(batch []*call) {
 		return
 	}
 	pipe = b.client.Pipeline()
-	for _, c := range again {
-		c.cmd = c.script.Eval(ctx, pipe, c.keys, c.args...)
+	for i, c := range again {
+		cmds[i] = c.script.Eval(ctx, pipe, c.keys, c.args...)
 	}
 	_, _ = pipe.Exec(ctx)
-	for _, c := range again {
+	for i, c := range again {
+		c.reply, c.err = cmds[i].Text()
 		c.finish()
 	}
 }
@@ -240,26 +243,51 @@ func (b *batcher) runMany(ctx context.Context, live []*call) []*call {
 		args = append(args, c.algo+1)
 		args = append(args, c.args...)
 	}
-	res, err := b.many.Run(ctx, b.client, keys, args...).Slice()
-	if err == nil && len(res) != len(group) {
-		err = fmt.Errorf("redisstore: many.lua answered %d replies for %d calls", len(res), len(group))
-	}
-	for i, c := range group {
-		cmd := redis.NewCmd(c.ctx)
-		switch {
-		case err != nil:
-			cmd.SetErr(err)
-		default:
-			if e, ok := res[i].(error); ok {
-				cmd.SetErr(e)
-			} else {
-				cmd.SetVal(res[i])
-			}
+	v, err := b.many.Run(ctx, b.client, keys, args...).Text()
+	for _, c := range group {
+		if err == nil {
+			c.reply, c.err, v, err = nextReply(v)
+		} else {
+			c.err = err
 		}
-		c.cmd = cmd
 		c.finish()
 	}
 	return rest
+}
+
+// serverError is an error the server answered one call of many.lua: a
+// redis.Error, as go-redis would return for the call alone.
+type serverError string
+
+func (e serverError) Error() string { return string(e) }
+
+// RedisError marks e as the server's (redis.Error).
+func (e serverError) RedisError() {}
+
+var _ redis.Error = serverError("")
+
+// errManyReply is a reply of many.lua that does not parse.
+var errManyReply = errors.New("redisstore: many.lua: malformed reply")
+
+// nextReply splits v, many.lua's reply, into the first call's reply or
+// error and the rest: a byte, 'o' or 'e', a 4-byte little-endian length and
+// that many bytes. err is for a malformed v (every later call fails too).
+func nextReply(v string) (reply string, callErr error, rest string, err error) {
+	if len(v) < 5 {
+		return "", nil, "", errManyReply
+	}
+	n := int(v[1]) | int(v[2])<<8 | int(v[3])<<16 | int(v[4])<<24
+	if len(v) < 5+n {
+		return "", nil, "", errManyReply
+	}
+	body, rest := v[5:5+n], v[5+n:]
+	switch v[0] {
+	case 'o':
+		return body, nil, rest, nil
+	case 'e':
+		return "", serverError(body), rest, nil
+	}
+	return "", nil, "", errManyReply
 }
 
 // honoursDeadlines reports whether client bounds its commands by their

@@ -41,11 +41,11 @@ type Store struct {
 // run runs script, pipelined with concurrent calls unless
 // WithAutoPipeline(false). algo is the script's algoIndex, or -1 for a
 // script that many.lua cannot run for it (TakeAll's).
-func (s *Store) run(ctx context.Context, script *redis.Script, algo int, keys []string, args []any) *redis.Cmd {
+func (s *Store) run(ctx context.Context, script *redis.Script, algo int, keys []string, args []any) (string, error) {
 	if s.pipe != nil {
 		return s.pipe.run(ctx, script, algo, keys, args)
 	}
-	return script.Run(ctx, s.client, keys, args...)
+	return script.Run(ctx, s.client, keys, args...).Text()
 }
 
 // Interface guard.
@@ -249,7 +249,7 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 		return ratekeeper.Decision{}, s.err
 	}
 	keys := []string{s.Key(req.Key, req.Limit.Algorithm)}
-	v, err := s.run(ctx, s.scripts[i], i, keys, s.args(takeOp(req), req, 0)).Text()
+	v, err := s.run(ctx, s.scripts[i], i, keys, s.args(takeOp(req), req, 0))
 	if err != nil {
 		return ratekeeper.Decision{}, fmt.Errorf("redisstore: take %s: %w", req.Limit.Algorithm, err)
 	}
@@ -281,7 +281,7 @@ func (s *Store) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper
 		at += int64(d.Delay / time.Microsecond) // the slot
 	}
 	keys := []string{s.Key(req.Key, req.Limit.Algorithm)}
-	if err := s.run(ctx, s.scripts[i], i, keys, s.args(op, req, at)).Err(); err != nil {
+	if _, err := s.run(ctx, s.scripts[i], i, keys, s.args(op, req, at)); err != nil {
 		return fmt.Errorf("redisstore: refund %s: %w", req.Limit.Algorithm, err)
 	}
 	return nil

@@ -20,7 +20,7 @@ if op == 'r' or op == 'c' then
   if s and not (op == 'c' and (bt > slot or (bt == slot and bf > 0))) then
     redis.call('SET', key, struct.pack('<d<d', bt, bf), 'PX', ttl(bt + 1))
   end
-  return 0
+  return ''
 end
 
 -- The common case first, inline: the meter (token bucket and leaky bucket

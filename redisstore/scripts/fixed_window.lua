@@ -19,7 +19,7 @@ if op == 'r' or op == 'c' then
     if count < 0 then count = 0 end
     redis.call('SET', key, struct.pack('<d<d', wend, count), 'PX', ttl(wend))
   end
-  return 0
+  return ''
 end
 
 -- Roll to the window holding now; a clock that went back into an earlier

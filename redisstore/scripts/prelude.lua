@@ -26,7 +26,7 @@
 -- A decision returns its six values packed as '<dddddd': allowed (0/1),
 -- remaining, retry_after, reset_after, delay, at, durations in µs (one bulk
 -- string is cheaper to build and to read than an array of integers). A
--- refund returns 0.
+-- refund returns an empty string.
 local floor = math.floor
 local key = KEYS[1]
 local op, n, now = struct.unpack('<c1dd', ARGV[1])

@@ -43,7 +43,7 @@ if op == 'r' or op == 'c' then
       redis.call('SET', key, rest, 'PX', ttl(unpack8('<d', rest, #rest - 7) + period + 1))
     end
   end
-  return 0
+  return ''
 end
 
 -- A clock that went back counts as standing at the newest entry.

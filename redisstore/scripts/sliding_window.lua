@@ -56,7 +56,7 @@ if op == 'r' or op == 'c' then
       save()
     end
   end
-  return 0
+  return ''
 end
 
 local e = floor((now - offset) / period) * period + offset + period
