@@ -86,5 +86,8 @@ func algoIndex(a ratekeeper.Algorithm) int {
 }
 
 // suffixes end each algorithm's keys, so that one client key used with
-// several algorithms keeps one state per algorithm.
-var suffixes = [5]string{":tb", ":lb", ":fw", ":sl", ":sw"}
+// several algorithms keeps one state per algorithm. The sliding log's is
+// ":ls" since its state became a string: the sorted sets that earlier
+// builds kept under ":sl" are left alone to expire, rather than failing
+// every decision with WRONGTYPE after an upgrade.
+var suffixes = [5]string{":tb", ":lb", ":fw", ":ls", ":sw"}
