@@ -115,7 +115,8 @@ type result struct {
 // length, the concurrency being full all along it; the latencies are those
 // of every call started within it, the late ones included, since leaving
 // them out would favour the short calls. Each call is bounded by
-// callTimeout.
+// callTimeout past the window (one context for the run: a context and timer
+// per call would be the load generator's cost, not the service's).
 func run(call caller, callers int, d time.Duration, maxCalls int) result {
 	var (
 		stop atomic.Bool
@@ -127,6 +128,8 @@ func run(call caller, callers int, d time.Duration, maxCalls int) result {
 	)
 	start := time.Now()
 	deadline := start.Add(d)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(callTimeout))
+	defer cancel()
 	timer := time.AfterFunc(d, func() { stop.Store(true) })
 	defer timer.Stop()
 	var inWindow atomic.Int64
@@ -143,12 +146,10 @@ func run(call caller, callers int, d time.Duration, maxCalls int) result {
 				if maxCalls > 0 && i > int64(maxCalls) {
 					break
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 				t := time.Now()
 				ok, err := call(ctx, c, int(i))
 				end := time.Now()
 				lat := end.Sub(t)
-				cancel()
 				if end.Before(deadline) {
 					inWindow.Add(1)
 					for {
@@ -195,8 +196,8 @@ func run(call caller, callers int, d time.Duration, maxCalls int) result {
 	return res
 }
 
-// callTimeout bounds one call: a service that stops answering ends the
-// run with errors rather than hanging it.
+// callTimeout bounds the calls past the window: a service that stops
+// answering ends the run with errors rather than hanging it.
 const callTimeout = 10 * time.Second
 
 // A caller makes call i of caller c (which picks the connection) and
