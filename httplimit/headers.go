@@ -29,55 +29,67 @@ var (
 	canonRateLimit = http.CanonicalHeaderKey(HeaderRateLimit)
 )
 
-// writeHeaders adds the rate limit fields for the rules s matched. Values
-// are built in s's buffer and the header slices share one backing array, so
-// that a response costs a few allocations, not one per number.
+// writeHeaders adds the rate limit fields for the rules s matched. The
+// values are built one after another in s's buffer and become one string,
+// and the header slices share one backing array: a response costs two
+// allocations, whatever the number of rules.
 func (m *Middleware) writeHeaders(h http.Header, v verdict, s *scratch) {
 	style := v.c.style
 	if style == rules.HeadersNone || v.worst < 0 || len(s.results) == 0 {
 		return
 	}
-	vals := make([]string, 5)
-	if style == rules.HeadersBoth || style == rules.HeadersLegacy {
+	legacy := style == rules.HeadersBoth || style == rules.HeadersLegacy
+	ietf := style == rules.HeadersBoth || style == rules.HeadersIETF
+	b := s.hb[:0]
+	var ends [5]int
+	if legacy {
 		d := s.results[v.worst]
-		vals[0] = s.str(strconv.AppendInt(s.hb[:0], int64(d.Limit), 10))
-		vals[1] = s.str(strconv.AppendInt(s.hb[:0], int64(d.Remaining), 10))
-		vals[2] = s.str(strconv.AppendInt(s.hb[:0], ceilSeconds(d.ResetAfter), 10))
-		h[canonLimit] = vals[0:1:1]
-		h[canonRemaining] = vals[1:2:2]
-		h[canonReset] = vals[2:3:3]
+		b = strconv.AppendInt(b, int64(d.Limit), 10)
+		ends[0] = len(b)
+		b = strconv.AppendInt(b, int64(d.Remaining), 10)
+		ends[1] = len(b)
+		b = strconv.AppendInt(b, ceilSeconds(d.ResetAfter), 10)
+		ends[2] = len(b)
 	}
-	if style == rules.HeadersBoth || style == rules.HeadersIETF {
-		pol := s.hb[:0]
+	if ietf {
 		for n, i := range s.allMatches() {
 			if n > 0 {
-				pol = append(pol, ", "...)
+				b = append(b, ", "...)
 			}
-			pol = append(pol, v.c.rules[s.matches[i].Rule.Index].policy...)
+			b = append(b, v.c.rules[s.matches[i].Rule.Index].policy...)
 		}
-		vals[3] = s.str(pol)
-		cur := s.hb[:0]
+		ends[3] = len(b)
 		for n, i := range s.allMatches() {
 			rl := s.matches[i].Rule
 			d := s.results[i]
 			if n > 0 {
-				cur = append(cur, ", "...)
+				b = append(b, ", "...)
 			}
 			t := d.ResetAfter
 			if !d.Allowed {
 				t = d.RetryAfter
 			}
-			cur = strconv.AppendQuote(cur, rl.Name)
-			cur = append(cur, ";r="...)
-			cur = strconv.AppendInt(cur, int64(d.Remaining), 10)
-			cur = append(cur, ";t="...)
-			cur = strconv.AppendInt(cur, ceilSeconds(t), 10)
+			b = append(b, v.c.rules[rl.Index].quoted...)
+			b = append(b, ";r="...)
+			b = strconv.AppendInt(b, int64(d.Remaining), 10)
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, ceilSeconds(t), 10)
 		}
-		vals[4] = s.str(cur)
-		if len(vals[3]) > 0 {
-			h[canonPolicy] = vals[3:4:4]
-			h[canonRateLimit] = vals[4:5:5]
-		}
+		ends[4] = len(b)
+	}
+	s.hb = b
+	all := string(b)
+	vals := make([]string, 5)
+	if legacy {
+		vals[0], vals[1], vals[2] = all[:ends[0]], all[ends[0]:ends[1]], all[ends[1]:ends[2]]
+		h[canonLimit] = vals[0:1:1]
+		h[canonRemaining] = vals[1:2:2]
+		h[canonReset] = vals[2:3:3]
+	}
+	if ietf && ends[3] > ends[2] {
+		vals[3], vals[4] = all[ends[2]:ends[3]], all[ends[3]:ends[4]]
+		h[canonPolicy] = vals[3:4:4]
+		h[canonRateLimit] = vals[4:5:5]
 	}
 }
 

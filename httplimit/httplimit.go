@@ -131,6 +131,7 @@ type compiled struct {
 
 type ruleInfo struct {
 	policy   string // the rule's RateLimit-Policy item
+	quoted   string // the rule's name as RateLimit writes it
 	counters [4]prometheus.Counter
 }
 
@@ -153,7 +154,8 @@ func (m *Middleware) SetRules(set *rules.Set) {
 	for i, rl := range set.Rules {
 		ri := &c.rules[i]
 		q, w := quotaWindow(rl.Limit)
-		ri.policy = strconv.Quote(rl.Name) + ";q=" + strconv.Itoa(q) + ";w=" + strconv.FormatInt(w, 10)
+		ri.quoted = strconv.Quote(rl.Name)
+		ri.policy = ri.quoted + ";q=" + strconv.Itoa(q) + ";w=" + strconv.FormatInt(w, 10)
 		for j, res := range []string{metrics.Allowed, metrics.Limited, metrics.ShadowLimited, metrics.Queued} {
 			ri.counters[j] = m.metrics.DecisionCounter(rl.Name, res)
 		}
@@ -201,12 +203,6 @@ type scratch struct {
 	results  []ratekeeper.Decision // per match, for headers
 	keyBuf   []byte
 	hb       []byte // header values are built here
-}
-
-// str returns b as a string and keeps b's (possibly grown) array for reuse.
-func (s *scratch) str(b []byte) string {
-	s.hb = b[:0]
-	return string(b)
 }
 
 // allMatches yields the indexes of the enforced rules, then the shadow ones:

@@ -377,8 +377,14 @@ func (s *Set) Match(dst []Match, r *http.Request, ip netip.Addr) []Match {
 }
 
 // AppendMatches is Match building keys in buf, which it returns grown for
-// reuse: a caller that keeps buf between requests allocates only the keys.
+// reuse: a caller that keeps buf between requests allocates one string per
+// request, which the keys of all its matches share.
 func (s *Set) AppendMatches(dst []Match, buf []byte, r *http.Request, ip netip.Addr) ([]Match, []byte) {
+	// The keys are built one after another in buf; one conversion at the
+	// end makes them strings.
+	var endsArr [8]int
+	ends := endsArr[:0]
+	buf = buf[:0]
 	exact, others := s.byPath[r.URL.Path], s.others
 	for len(exact) > 0 || len(others) > 0 {
 		var i int
@@ -391,9 +397,21 @@ func (s *Set) AppendMatches(dst []Match, buf []byte, r *http.Request, ip netip.A
 		if !rl.match(r) {
 			continue
 		}
+		start := len(buf)
 		var ok bool
-		if buf, ok = rl.AppendKey(buf[:0], r, ip); ok {
-			dst = append(dst, Match{Rule: rl, Key: string(buf)})
+		if buf, ok = rl.AppendKey(buf, r, ip); ok {
+			dst = append(dst, Match{Rule: rl})
+			ends = append(ends, len(buf))
+		} else {
+			buf = buf[:start]
+		}
+	}
+	if len(ends) > 0 {
+		all, start := string(buf), 0
+		first := len(dst) - len(ends)
+		for i, end := range ends {
+			dst[first+i].Key = all[start:end]
+			start = end
 		}
 	}
 	return dst, buf

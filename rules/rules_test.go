@@ -2,6 +2,7 @@ package rules
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -273,4 +274,38 @@ func FuzzClientIP(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestAppendMatchesKeys checks that the keys AppendMatches builds in one
+// buffer are each the rule's own key, also after a rule that matched but
+// skipped the request, over more matches than the first buffer holds, and
+// when dst already holds matches.
+func TestAppendMatchesKeys(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("rules:\n  - name: skip\n    key: [header:X-None]\n    on_missing_key: skip\n    limit: {algorithm: fixed_window, rate: 1, period: 1s}\n")
+	for i := range 12 {
+		fmt.Fprintf(&b, "  - name: r%d\n    key: [ip, header:X-User-ID]\n    limit: {algorithm: fixed_window, rate: %d, period: 1s}\n", i, i+1)
+	}
+	c, err := Parse("m.yaml", []byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Compile(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", "/v1/x", nil)
+	r.Header.Set("X-User-ID", "alice")
+	ip := netip.MustParseAddr("192.0.2.7")
+	prior := []Match{{Key: "kept"}}
+	ms, _ := s.AppendMatches(prior, make([]byte, 0, 16), r, ip)
+	if len(ms) != 13 || ms[0].Key != "kept" {
+		t.Fatalf("%d matches, first %q", len(ms), ms[0].Key)
+	}
+	for _, m := range ms[1:] {
+		want, ok := m.Rule.Key(r, ip)
+		if !ok || m.Key != want {
+			t.Errorf("%s: key %q, want %q", m.Rule.Name, m.Key, want)
+		}
+	}
 }
