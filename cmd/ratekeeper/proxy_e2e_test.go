@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,47 +27,13 @@ import (
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// binary builds ratekeeper once per test run.
-func binary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "ratekeeper-e2e")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "ratekeeper")
-		out, err := exec.Command("go", "build", "-race", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
 // proc is a running `ratekeeper proxy`.
 type proc struct {
-	t      *testing.T
-	cmd    *exec.Cmd
+	*process
 	addr   string // the gateway's host:port
 	admin  string // the admin listener's host:port
 	config string
-	mu     sync.Mutex
-	logs   bytes.Buffer
-	done   chan struct{}
-	err    error
 }
-
-var listening = regexp.MustCompile(`"msg":"gateway listening".*"addr":"([^"]+)","admin":"([^"]*)"`)
 
 // startProxy writes yaml to a config file and starts the gateway on free
 // loopback ports.
@@ -83,53 +48,9 @@ func startProxy(t *testing.T, yaml string, args ...string) *proc {
 
 func startProxyFile(t *testing.T, config string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, config: config, done: make(chan struct{})}
 	args = append([]string{"proxy", "--config", config, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--log-format", "json", "--log-level", "debug"}, args...)
-	p.cmd = exec.Command(binary(t), args...)
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan [2]string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.logs.WriteString(line + "\n")
-			p.mu.Unlock()
-			if m := listening.FindStringSubmatch(line); m != nil {
-				ready <- [2]string{m[1], m[2]}
-			}
-		}
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("gateway logs:\n%s", p.Logs())
-		}
-	})
-	select {
-	case a := <-ready:
-		p.addr, p.admin = a[0], a[1]
-	case <-p.done:
-		t.Fatalf("gateway exited before listening: %v\n%s", p.err, p.Logs())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("gateway did not listen within 60s\n%s", p.Logs())
-	}
-	return p
-}
-
-func (p *proc) Logs() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.String()
+	p, m := startProcess(t, "gateway listening", args...)
+	return &proc{process: p, addr: fmt.Sprint(m["addr"]), admin: fmt.Sprint(m["admin"]), config: config}
 }
 
 func (p *proc) url(path string) string { return "http://" + p.addr + path }

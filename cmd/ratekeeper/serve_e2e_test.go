@@ -6,10 +6,7 @@ package main
 // as Envoy would, and over its HTTP JSON API.
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -19,7 +16,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,77 +35,27 @@ import (
 
 // rlsProc is a running `ratekeeper serve`.
 type rlsProc struct {
-	t                *testing.T
-	cmd              *exec.Cmd
+	*process
 	grpc, http, admn string
 	client           rlsv3.RateLimitServiceClient
 	conn             *grpc.ClientConn
-	mu               sync.Mutex
-	logs             bytes.Buffer
-	done             chan struct{}
-	err              error
 }
 
 // startServe runs `ratekeeper serve --config config` on free loopback ports.
 func startServe(t *testing.T, config string, args ...string) *rlsProc {
 	t.Helper()
-	p := &rlsProc{t: t, done: make(chan struct{})}
 	args = append([]string{"serve", "--config", config, "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
 		"--admin-listen", "127.0.0.1:0", "--watch", "50ms", "--log-format", "json", "--log-level", "debug"}, args...)
-	p.cmd = exec.Command(binary(t), args...)
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan [3]string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			p.mu.Lock()
-			p.logs.WriteString(line + "\n")
-			p.mu.Unlock()
-			var m map[string]any
-			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "rate limit service listening" {
-				ready <- [3]string{fmt.Sprint(m["grpc"]), fmt.Sprint(m["http"]), fmt.Sprint(m["admin"])}
-			}
-		}
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if p.conn != nil {
-			p.conn.Close()
-		}
-		p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("serve logs:\n%s", p.Logs())
-		}
-	})
-	select {
-	case a := <-ready:
-		p.grpc, p.http, p.admn = a[0], a[1], a[2]
-	case <-p.done:
-		t.Fatalf("serve exited before listening: %v\n%s", p.err, p.Logs())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("serve did not listen within 60s\n%s", p.Logs())
-	}
+	proc, m := startProcess(t, "rate limit service listening", args...)
+	p := &rlsProc{process: proc, grpc: fmt.Sprint(m["grpc"]), http: fmt.Sprint(m["http"]), admn: fmt.Sprint(m["admin"])}
+	var err error
 	p.conn, err = grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { p.conn.Close() })
 	p.client = rlsv3.NewRateLimitServiceClient(p.conn)
 	return p
-}
-
-func (p *rlsProc) Logs() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.String()
 }
 
 func ctx10s(t *testing.T) context.Context {

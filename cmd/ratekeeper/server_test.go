@@ -13,7 +13,7 @@ func TestTuneGC(t *testing.T) {
 		t.Errorf("with GOGC set: GC percent %d, want it left at 100", got)
 	}
 	tuneGC(func(string) string { return "" })
-	if got := debug.SetGCPercent(100); got != serveGCPercent {
-		t.Errorf("without GOGC: GC percent %d, want %d", got, serveGCPercent)
+	if got := debug.SetGCPercent(100); got != serverGCPercent {
+		t.Errorf("without GOGC: GC percent %d, want %d", got, serverGCPercent)
 	}
 }
