@@ -18,6 +18,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,8 +46,26 @@ func main() {
 		maxCalls = flag.Int("max-calls", 2_000_000, "bound on the calls of one configuration")
 		conns    = flag.Int("conns", 4, "gRPC connections shared by the callers")
 		api      = flag.String("api", "envoy", "the `API` spoken: envoy (ShouldRateLimit) or gubernator (GetRateLimits)")
+		cpuprof  = flag.String("cpuprofile", "", "write the load generator's CPU profile to `file`")
 	)
 	flag.Parse()
+	if os.Getenv("GOGC") == "" {
+		// The generator shares the machine's cores with the services: a
+		// quarter of the collector's work (as ratekeeper serve does).
+		debug.SetGCPercent(400)
+	}
+	if *cpuprof != "" {
+		f, err := os.Create(*cpuprof)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rlsload:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "rlsload:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var conn []*grpc.ClientConn
 	for range *conns {
 		cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -116,7 +136,12 @@ type result struct {
 // of every call started within it, the late ones included, since leaving
 // them out would favour the short calls. Each call is bounded by
 // callTimeout past the window (one context for the run: a context and timer
-// per call would be the load generator's cost, not the service's).
+// per call would be the load generator's cost, not the service's). The
+// context is cancelled then rather than given a deadline: gRPC would send
+// the time left as a grpc-timeout header, different on every call, which
+// neither side's HPACK table can index (encoding and decoding it cost both
+// sides CPU) and for which the service arms a timer per call. Envoy sends
+// its fixed timeout, which HPACK indexes after the first call.
 func run(call caller, callers int, d time.Duration, maxCalls int) result {
 	var (
 		stop atomic.Bool
@@ -128,8 +153,10 @@ func run(call caller, callers int, d time.Duration, maxCalls int) result {
 	)
 	start := time.Now()
 	deadline := start.Add(d)
-	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(callTimeout))
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	bound := time.AfterFunc(d+callTimeout, cancel)
+	defer bound.Stop()
 	timer := time.AfterFunc(d, func() { stop.Store(true) })
 	defer timer.Stop()
 	var inWindow atomic.Int64
