@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -129,18 +130,20 @@ func ululeImpl(b *testing.B, url string) (decider, func()) {
 	}, func() { c.Close() }
 }
 
-// tokenScript is ratekeeper's token bucket script as redisstore runs it,
-// for the client comparison: the same script through other clients.
+// tokenScript is ratekeeper's token bucket script as redisstore builds it
+// (redisstore/scripts.go), for the client comparison: the same script
+// through other clients.
 func tokenScript(b *testing.B) string {
-	var src []string
-	for _, f := range []string{"prelude.lua", "bucket.lua"} {
+	read := func(f string) string {
 		s, err := os.ReadFile("../redisstore/scripts/" + f)
 		if err != nil {
 			b.Fatal(err)
 		}
-		src = append(src, string(s))
+		return string(s)
 	}
-	return strings.Join(src, "\n")
+	return read("prelude.lua") +
+		"local function algo(key, op, n, now, rate, period, least, x7, x8)\n" + read("bucket.lua") + "\nend\n" +
+		read("single.lua")
 }
 
 // tokenArgs are the script's arguments for an Allow of the bench limit,
@@ -266,6 +269,8 @@ func load(b *testing.B, admin *redis.Client, c int, decide decider) {
 	var wg sync.WaitGroup
 	var failed atomic.Value
 	b.ReportAllocs()
+	srv0, srvOK := serverCPU(ctx, admin)
+	cli0 := processCPU()
 	b.ResetTimer()
 	start := time.Now()
 	for g := 0; g < c; g++ {
@@ -291,6 +296,8 @@ func load(b *testing.B, admin *redis.Client, c int, decide decider) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
+	cli := processCPU() - cli0
+	srv1, srv1OK := serverCPU(ctx, admin)
 	if err, ok := failed.Load().(error); ok {
 		b.Fatal(err)
 	}
@@ -308,6 +315,43 @@ func load(b *testing.B, admin *redis.Client, c int, decide decider) {
 	if us, ok := serverUsec(ctx, admin); ok && b.N > 0 {
 		b.ReportMetric(us/float64(b.N), "server-µs/op")
 	}
+	if b.N > 0 {
+		b.ReportMetric(float64(cli)/float64(time.Microsecond)/float64(b.N), "client-cpu-µs/op")
+		if srvOK && srv1OK {
+			b.ReportMetric((srv1-srv0)*1e6/float64(b.N), "server-cpu-µs/op")
+		}
+	}
+}
+
+// processCPU is the CPU time (user and system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// serverCPU is the CPU time in seconds the Redis server has used (user and
+// system, all its threads), from INFO cpu.
+func serverCPU(ctx context.Context, admin *redis.Client) (float64, bool) {
+	info, err := admin.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, false
+	}
+	total, n := 0.0, 0
+	for _, line := range strings.Split(info, "\n") {
+		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (name == "used_cpu_sys" || name == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, false
+			}
+			total += f
+			n++
+		}
+	}
+	return total, n == 2
 }
 
 // serverUsec is the server's CPU time in script runs (EVALSHA, EVAL) since

@@ -53,9 +53,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ra
 			// the memory store); one that passes refuses nobody.
 			req.Limit.LogRejected = false
 		}
-		args = append(args, a+1, callArg(takeOp(req), req.N, time.Time{}), s.limitArg(req))
+		args = append(args, a+1, callArg(takeOp(req), req.N, time.Time{}), s.limitArg(req).boxed)
 	}
-	v, err := s.run(ctx, s.batchScript, -1, keys, args)
+	v, err := s.run(ctx, job{script: s.batchScript, algo: -1, keys: keys, args: args})
 	if err != nil {
 		return false, fmt.Errorf("redisstore: take all (%d requests): %w", len(reqs), err)
 	}

@@ -2,49 +2,129 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"math"
+	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// batcher coalesces concurrent script runs into pipelines: each of a few
-// flushers takes whatever calls are queued, sends them in one round trip
-// and hands each caller its reply. A caller waits for its reply or its
-// context, whichever comes first, so a hung server never holds a caller past
-// its deadline (go-redis's own autopipeliner waits out the batch).
+// job is one script run: a decision or refund on one key (algo >= 0),
+// whose arguments the pipeliner packs as the script or many.lua wants them,
+// or TakeAll's batch script (algo < 0) with its keys and args as given.
+type job struct {
+	script *redis.Script
+	algo   int // algoIndex, or -1
+	key    string
+	op     byte
+	n      int
+	now    time.Time // zero: the server's TIME
+	limit  *limitArg
+	x8     int64 // refunds (op r or c) only
+	keys   []string
+	args   []any
+}
+
+// refund reports whether j is a refund, whose script takes a third
+// argument.
+func (j *job) refund() bool { return j.op == 'r' || j.op == 'c' }
+
+// run sends j alone: one EVALSHA (EVAL if the server answers NOSCRIPT).
+func (j *job) run(ctx context.Context, c redis.Scripter) (string, error) {
+	return j.script.Run(ctx, c, j.keyList(), j.argList()...).Text()
+}
+
+// evalSha queues j on pipe as an EVALSHA.
+func (j *job) evalSha(ctx context.Context, pipe redis.Pipeliner) *redis.Cmd {
+	return j.script.EvalSha(ctx, pipe, j.keyList(), j.argList()...)
+}
+
+// eval queues j on pipe as an EVAL.
+func (j *job) eval(ctx context.Context, pipe redis.Pipeliner) *redis.Cmd {
+	return j.script.Eval(ctx, pipe, j.keyList(), j.argList()...)
+}
+
+func (j *job) keyList() []string {
+	if j.algo < 0 {
+		return j.keys
+	}
+	return []string{j.key}
+}
+
+// argList is the script's ARGV (scripts/prelude.lua).
+func (j *job) argList() []any {
+	if j.algo < 0 {
+		return j.args
+	}
+	if j.refund() {
+		return []any{callArg(j.op, j.n, j.now), j.limit.boxed, strconv.FormatInt(j.x8, 10)}
+	}
+	return []any{callArg(j.op, j.n, j.now), j.limit.boxed}
+}
+
+// appendRecord appends j's record for many.lua: '<Bc1ddddddd', the
+// algorithm's index from 1, op, n, now, the limit (32 bytes, '<dddd'), x8
+// (NaN for a decision).
+func (j *job) appendRecord(b []byte) []byte {
+	b = append(b, byte(j.algo+1), j.op)
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(j.n)))
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(nowFloat(j.now)))
+	b = append(b, j.limit.packed...)
+	x8 := math.NaN()
+	if j.refund() {
+		x8 = float64(j.x8)
+	}
+	return binary.LittleEndian.AppendUint64(b, math.Float64bits(x8))
+}
+
+// batcher coalesces concurrent script runs: callers add their calls to a
+// pending batch, and a batch goes to one of a few flushers, which sends it in
+// one round trip (one run of many.lua on a standalone server, a pipeline on
+// Cluster) and hands each caller its reply. A caller waits for its reply or
+// its context, whichever comes first, so a hung server never holds a caller
+// past its deadline (go-redis's own autopipeliner waits out the batch).
+//
+// When a batch goes is what makes it cheap: each round trip costs the client
+// and the server about as much as a dozen decisions inside it. A batch goes
+// once it holds half the callers waiting for a reply, or every caller not
+// waiting on a batch already sent (no more calls can come before a reply),
+// or maxBatch calls; and only while fewer than flushers batches are in
+// flight. Under a steady load that keeps two batches in flight, each of half
+// the callers, one filling while the other is on the server; a lone caller
+// goes at once (straight to the server, without a flusher, when nothing else
+// is pending).
 type batcher struct {
 	client redis.UniversalClient
-	queue  chan *call
-	stop   chan struct{}
+	direct bool          // client bounds commands by their context's deadline
+	ready  chan []*call  // batches for the flushers; never more than flushers
+	stop   chan struct{} // closed by close
 	wg     sync.WaitGroup
-
-	// inflight counts the calls between run's start and its reply. A call
-	// that finds none in flight is alone: it goes straight to the client,
-	// sparing the hand-off to a flusher and back, if direct says the
-	// client honours context deadlines.
-	inflight atomic.Int32
-	direct   bool
 
 	// many runs the decisions and refunds of a flush in one script run
 	// (scripts/many.lua); nil on Cluster, whose keys lie on several nodes:
 	// there each call is its own EVALSHA in the pipeline.
 	many *redis.Script
+
+	mu      sync.Mutex
+	closed  bool
+	callers int       // callers in run
+	sent    int       // calls in batches whose reply has not come back
+	flights int       // batches handed to flushers whose reply has not come back
+	pending []*call   // the batch filling
+	spares  [][]*call // empty batches to fill next
 }
 
-// call is one script run waiting for its pipeline.
+// call is one job waiting for its flush.
 type call struct {
-	ctx    context.Context
-	script *redis.Script
-	algo   int // algoIndex of script, or -1 if many.lua cannot run it
-	keys   []string
-	args   []any
-	reply  string // the script's reply (every script answers a string)
-	err    error
-	done   chan struct{} // receives once reply or err is set (capacity 1)
+	job
+	ctx   context.Context
+	reply string // the script's reply (every script answers a string)
+	err   error
+	done  chan struct{} // receives once reply or err is set (capacity 1)
 }
 
 // calls recycles the calls whose callers took their reply; a call whose
@@ -56,14 +136,19 @@ var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1
 func (c *call) finish() { c.done <- struct{}{} }
 
 const (
-	flushers = 4   // script runs or pipelines in flight at once (2 to 8 measured: 4 best on 2 cores)
-	maxBatch = 256 // calls per pipeline
+	flushers = 4   // batches in flight at most
+	maxBatch = 256 // calls per batch
 )
 
 var errClosed = errors.New("redisstore: store is closed")
 
 func newBatcher(client redis.UniversalClient) *batcher {
-	b := &batcher{client: client, queue: make(chan *call, maxBatch*flushers), stop: make(chan struct{}), direct: honoursDeadlines(client)}
+	b := &batcher{
+		client: client,
+		direct: honoursDeadlines(client),
+		ready:  make(chan []*call, flushers),
+		stop:   make(chan struct{}),
+	}
 	if _, ok := client.(*redis.Client); ok {
 		b.many = redis.NewScript(manySource())
 	}
@@ -74,91 +159,150 @@ func newBatcher(client redis.UniversalClient) *batcher {
 	return b
 }
 
-// close stops the flushers; calls still queued get errClosed.
+// close stops the flushers once their batches are answered; calls pending
+// or not yet taken by a flusher get errClosed.
 func (b *batcher) close() {
+	b.mu.Lock()
+	b.closed = true
+	var left []*call
+	left = append(left, b.pending...)
+	b.pending = nil
+	for more := true; more; {
+		select {
+		case batch := <-b.ready:
+			left = append(left, batch...)
+		default:
+			more = false
+		}
+	}
+	b.mu.Unlock()
 	close(b.stop)
 	b.wg.Wait()
-	for {
-		select {
-		case c := <-b.queue:
-			c.err = errClosed
-			c.finish()
-		default:
-			return
-		}
+	for _, c := range left {
+		c.err = errClosed
+		c.finish()
 	}
 }
 
-// run sends the script run in the next flush and waits for its reply.
-func (b *batcher) run(ctx context.Context, s *redis.Script, algo int, keys []string, args []any) (string, error) {
-	defer b.inflight.Add(-1)
-	if b.inflight.Add(1) == 1 && b.direct {
-		select {
-		case <-b.stop:
-			return "", errClosed
-		default:
-		}
-		return s.Run(ctx, b.client, keys, args...).Text()
-	}
-	c := calls.Get().(*call)
-	c.ctx, c.script, c.algo, c.keys, c.args = ctx, s, algo, keys, args
-	select {
-	case b.queue <- c:
-	case <-ctx.Done():
-		calls.Put(c)
-		return "", ctx.Err()
-	case <-b.stop:
-		calls.Put(c)
+// run sends j in the next batch and waits for its reply.
+func (b *batcher) run(ctx context.Context, j job) (string, error) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
 		return "", errClosed
 	}
+	b.callers++
+	if b.callers == 1 && b.direct && len(b.pending) == 0 {
+		// Alone: straight to the server, sparing the hand-off to a
+		// flusher and back.
+		b.mu.Unlock()
+		reply, err := j.run(ctx, b.client)
+		b.leave()
+		return reply, err
+	}
+	c := calls.Get().(*call)
+	c.job, c.ctx = j, ctx
+	b.pending = append(b.pending, c)
+	b.dispatch()
+	b.mu.Unlock()
 	select {
 	case <-c.done:
 		reply, err := c.reply, c.err
 		*c = call{done: c.done}
 		calls.Put(c)
+		b.leave()
 		return reply, err
 	case <-ctx.Done():
+		b.leave()
 		return "", ctx.Err()
 	}
 }
 
+// leave counts a caller out of run, which may make the pending batch ready.
+func (b *batcher) leave() {
+	b.mu.Lock()
+	b.callers--
+	b.dispatch()
+	b.mu.Unlock()
+}
+
+// dispatch hands the pending batch to the flushers if it should go (see
+// batcher). b.mu is held; the send never blocks, as at most flushers
+// batches are in flight.
+func (b *batcher) dispatch() {
+	q := len(b.pending)
+	if q == 0 || b.flights == flushers || b.closed {
+		return
+	}
+	if q < maxBatch && 2*q < b.callers && q < b.callers-b.sent {
+		return
+	}
+	n := min(q, maxBatch)
+	batch := b.pending[:n:n]
+	var next []*call
+	if k := len(b.spares); k > 0 {
+		next, b.spares = b.spares[k-1], b.spares[:k-1]
+	}
+	b.pending = append(next, b.pending[n:]...)
+	b.sent += n
+	b.flights++
+	b.ready <- batch
+}
+
+// answered counts batch as back from the server, before its callers get
+// their replies, so that the batch filling meanwhile can go; batch's array
+// is reused for a later batch.
+func (b *batcher) answered(batch []*call) {
+	b.mu.Lock()
+	b.sent -= len(batch)
+	b.flights--
+	if len(b.spares) < flushers {
+		clear(batch)
+		b.spares = append(b.spares, batch[:0])
+	}
+	b.dispatch()
+	b.mu.Unlock()
+}
+
+// flush is a flusher's scratch space, kept from batch to batch.
+type flush struct {
+	calls []*call // the batch, whose callers get their replies at the end
+	live  []*call // the calls sent
+	buf   []byte  // many.lua's argument
+}
+
 func (b *batcher) flusher() {
 	defer b.wg.Done()
-	batch := make([]*call, 0, maxBatch)
+	var f flush
 	for {
-		batch = batch[:0]
 		select {
-		case c := <-b.queue:
-			batch = append(batch, c)
+		case batch := <-b.ready:
+			f.calls = append(f.calls[:0], batch...)
+			b.exec(&f)
+			b.answered(batch)
+			for _, c := range f.calls {
+				c.finish()
+			}
+			clear(f.calls)
 		case <-b.stop:
 			return
 		}
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case c := <-b.queue:
-				batch = append(batch, c)
-			default:
-				break drain
-			}
-		}
-		b.exec(batch)
 	}
 }
 
-// exec runs batch: its decisions and refunds in one script run if many.lua
-// can take them (several, on one server), the rest in one pipeline, run
-// again with EVAL (which loads the script) if the server answered NOSCRIPT.
-func (b *batcher) exec(batch []*call) {
-	// The pipeline lives as long as the latest caller waits; callers whose
-	// context is already done are not sent.
+// exec runs f.calls and sets each one's reply: their decisions and refunds
+// in one script run if many.lua can take them (several, on one server), the
+// rest in one pipeline, run again with EVAL (which loads the script) if the
+// server answered NOSCRIPT.
+func (b *batcher) exec(f *flush) {
+	// The round trip lives as long as the latest caller waits; callers
+	// whose context is already done are not sent.
 	var deadline time.Time
 	bounded := true
-	live := batch[:0]
-	for _, c := range batch {
+	live := f.live[:0]
+	for _, c := range f.calls {
 		if err := c.ctx.Err(); err != nil {
 			c.err = err
-			c.finish()
 			continue
 		}
 		if d, ok := c.ctx.Deadline(); ok {
@@ -170,6 +314,8 @@ func (b *batcher) exec(batch []*call) {
 		}
 		live = append(live, c)
 	}
+	f.live = live
+	defer clear(f.live)
 	if len(live) == 0 {
 		return
 	}
@@ -180,22 +326,20 @@ func (b *batcher) exec(batch []*call) {
 		defer cancel()
 	}
 	if b.many != nil && len(live) > 1 {
-		rest := b.runMany(ctx, live)
-		if len(rest) == 0 {
-			return
-		}
-		live = rest
+		live = b.runMany(ctx, live, f)
 	}
-	if len(live) == 1 { // no pipeline for one call (EVALSHA, EVAL on NOSCRIPT)
+	switch len(live) {
+	case 0:
+		return
+	case 1: // no pipeline for one call (EVALSHA, EVAL on NOSCRIPT)
 		c := live[0]
-		c.reply, c.err = c.script.Run(ctx, b.client, c.keys, c.args...).Text()
-		c.finish()
+		c.reply, c.err = c.job.run(ctx, b.client)
 		return
 	}
 	pipe := b.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(live))
 	for i, c := range live {
-		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+		cmds[i] = c.evalSha(ctx, pipe)
 	}
 	_, _ = pipe.Exec(ctx)
 	var again []*call
@@ -203,54 +347,48 @@ func (b *batcher) exec(batch []*call) {
 		c.reply, c.err = cmds[i].Text()
 		if c.err != nil && strings.HasPrefix(c.err.Error(), "NOSCRIPT") {
 			again = append(again, c)
-			continue
 		}
-		c.finish()
 	}
 	if len(again) == 0 {
 		return
 	}
 	pipe = b.client.Pipeline()
 	for i, c := range again {
-		cmds[i] = c.script.Eval(ctx, pipe, c.keys, c.args...)
+		cmds[i] = c.eval(ctx, pipe)
 	}
 	_, _ = pipe.Exec(ctx)
 	for i, c := range again {
 		c.reply, c.err = cmds[i].Text()
-		c.finish()
 	}
 }
 
 // runMany runs the calls of live that many.lua can run, in one script run,
-// and hands each its reply; it returns the others, in live's array.
-func (b *batcher) runMany(ctx context.Context, live []*call) []*call {
-	rest := live[:0]
-	var group []*call
+// and sets each one's reply; it returns the others.
+func (b *batcher) runMany(ctx context.Context, live []*call, f *flush) []*call {
+	var rest []*call
+	keys := make([]string, 0, len(live))
+	f.buf = f.buf[:0]
 	for _, c := range live {
-		if c.algo < 0 || len(c.keys) != 1 {
+		if c.algo < 0 {
 			rest = append(rest, c)
 			continue
 		}
-		group = append(group, c)
+		keys = append(keys, c.key)
+		f.buf = c.appendRecord(f.buf)
 	}
-	if len(group) < 2 {
-		return append(rest, group...)
+	if len(keys) < 2 {
+		return live // not worth many.lua
 	}
-	keys := make([]string, len(group))
-	args := make([]any, 0, 4*len(group))
-	for i, c := range group {
-		keys[i] = c.keys[0]
-		args = append(args, c.algo+1)
-		args = append(args, c.args...)
-	}
-	v, err := b.many.Run(ctx, b.client, keys, args...).Text()
-	for _, c := range group {
+	v, err := b.many.Run(ctx, b.client, keys, f.buf).Text()
+	for _, c := range live {
+		if c.algo < 0 {
+			continue
+		}
 		if err == nil {
 			c.reply, c.err, v, err = nextReply(v)
 		} else {
 			c.err = err
 		}
-		c.finish()
 	}
 	return rest
 }
@@ -270,9 +408,23 @@ var _ redis.Error = serverError("")
 var errManyReply = errors.New("redisstore: many.lua: malformed reply")
 
 // nextReply splits v, many.lua's reply, into the first call's reply or
-// error and the rest: a byte, 'o' or 'e', a 4-byte little-endian length and
-// that many bytes. err is for a malformed v (every later call fails too).
+// error and the rest: 'd' and a 48-byte decision, 'r' (a refund's empty
+// reply), or 'o' (a reply) or 'e' (an error), a 4-byte little-endian length
+// and that many bytes. err is for a malformed v (every later call fails
+// too).
 func nextReply(v string) (reply string, callErr error, rest string, err error) {
+	if len(v) == 0 {
+		return "", nil, "", errManyReply
+	}
+	switch v[0] {
+	case 'd':
+		if len(v) < 1+decisionSize {
+			return "", nil, "", errManyReply
+		}
+		return v[1 : 1+decisionSize], nil, v[1+decisionSize:], nil
+	case 'r':
+		return "", nil, v[1:], nil
+	}
 	if len(v) < 5 {
 		return "", nil, "", errManyReply
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,18 +33,17 @@ type Store struct {
 	err         error         // a bad option, returned by every call
 
 	closeOnce sync.Once
-	limits    sync.Map // ratekeeper.Limit → packed ARGV[2], see limitArg
+	limits    sync.Map // ratekeeper.Limit → *limitArg
 	nlimits   atomic.Int64
 }
 
-// run runs script, pipelined with concurrent calls unless
-// WithAutoPipeline(false). algo is the script's algoIndex, or -1 for a
-// script that many.lua cannot run for it (TakeAll's).
-func (s *Store) run(ctx context.Context, script *redis.Script, algo int, keys []string, args []any) (string, error) {
+// run runs j, pipelined with concurrent calls unless
+// WithAutoPipeline(false).
+func (s *Store) run(ctx context.Context, j job) (string, error) {
 	if s.pipe != nil {
-		return s.pipe.run(ctx, script, algo, keys, args)
+		return s.pipe.run(ctx, j)
 	}
-	return script.Run(ctx, s.client, keys, args...).Text()
+	return j.run(ctx, s.client)
 }
 
 // Interface guard.
@@ -192,23 +190,37 @@ func callArg(op byte, n int, now time.Time) string {
 	return string(b[:])
 }
 
-// args are a script's arguments (see scripts/prelude.lua); x8 is ARGV[3],
-// which only refunds have.
-func (s *Store) args(op byte, req ratekeeper.Request, x8 int64) []any {
-	if op == 'r' || op == 'c' {
-		return []any{callArg(op, req.N, req.Now), s.limitArg(req), strconv.FormatInt(x8, 10)}
+// job is the script run of op on req (see scripts/prelude.lua); x8 is
+// ARGV[3], which only refunds have.
+func (s *Store) job(op byte, req ratekeeper.Request, x8 int64) job {
+	i := algoIndex(req.Limit.Algorithm)
+	return job{
+		script: s.scripts[i],
+		algo:   i,
+		key:    s.Key(req.Key, req.Limit.Algorithm),
+		op:     op,
+		n:      req.N,
+		now:    req.Now,
+		limit:  s.limitArg(req),
+		x8:     x8,
 	}
-	return []any{callArg(op, req.N, req.Now), s.limitArg(req)}
 }
 
-// limitArg is ARGV[2] for req's limit: rate, period, the least TTL and the
-// algorithm's own argument packed '<dddd', boxed once per limit (the same
-// for every key, except a staggered window's offset).
-func (s *Store) limitArg(req ratekeeper.Request) any {
+// limitArg is a script's ARGV[2] for a limit: rate, period, the least TTL
+// and the algorithm's own argument packed '<dddd' (32 bytes), and the same
+// boxed for go-redis.
+type limitArg struct {
+	packed string
+	boxed  any
+}
+
+// limitArg is ARGV[2] for req's limit, made once per limit (the same for
+// every key, except a staggered window's offset).
+func (s *Store) limitArg(req ratekeeper.Request) *limitArg {
 	staggered := req.Limit.Stagger && (req.Limit.Algorithm == ratekeeper.FixedWindow || req.Limit.Algorithm == ratekeeper.SlidingWindow)
 	if !staggered {
 		if v, ok := s.limits.Load(req.Limit); ok {
-			return v
+			return v.(*limitArg)
 		}
 	}
 	p := algo.Params(req.Key, req.Limit)
@@ -228,7 +240,8 @@ func (s *Store) limitArg(req ratekeeper.Request) any {
 	putFloat(b[8:], float64(p.Period))
 	putFloat(b[16:], float64(s.leastMS))
 	putFloat(b[24:], float64(x7))
-	var a any = string(b[:])
+	a := &limitArg{packed: string(b[:])}
+	a.boxed = a.packed
 	if !staggered && s.nlimits.Add(1) <= maxCachedLimits {
 		s.limits.Store(req.Limit, a)
 	}
@@ -248,8 +261,7 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 	if s.err != nil {
 		return ratekeeper.Decision{}, s.err
 	}
-	keys := []string{s.Key(req.Key, req.Limit.Algorithm)}
-	v, err := s.run(ctx, s.scripts[i], i, keys, s.args(takeOp(req), req, 0))
+	v, err := s.run(ctx, s.job(takeOp(req), req, 0))
 	if err != nil {
 		return ratekeeper.Decision{}, fmt.Errorf("redisstore: take %s: %w", req.Limit.Algorithm, err)
 	}
@@ -280,8 +292,7 @@ func (s *Store) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper
 		}
 		at += int64(d.Delay / time.Microsecond) // the slot
 	}
-	keys := []string{s.Key(req.Key, req.Limit.Algorithm)}
-	if _, err := s.run(ctx, s.scripts[i], i, keys, s.args(op, req, at)); err != nil {
+	if _, err := s.run(ctx, s.job(op, req, at)); err != nil {
 		return fmt.Errorf("redisstore: refund %s: %w", req.Limit.Algorithm, err)
 	}
 	return nil

@@ -13,57 +13,62 @@ import (
 //go:embed scripts/*.lua
 var scriptFS embed.FS
 
-// scriptSource is one algorithm's script: the prelude, then its own file.
-func scriptSource(name string) string {
-	prelude, err := scriptFS.ReadFile("scripts/prelude.lua")
+// file is an embedded script file.
+func file(name string) string {
+	b, err := scriptFS.ReadFile("scripts/" + name)
 	if err != nil {
 		panic(err) // embedded: cannot happen
 	}
-	body, err := scriptFS.ReadFile("scripts/" + name + ".lua")
-	if err != nil {
-		panic(err)
-	}
-	return string(prelude) + "\n" + string(body)
+	return string(b)
+}
+
+// algoFiles names each algorithm's file, in algoIndex order.
+var algoFiles = [5]string{"bucket", "bucket", "fixed_window", "sliding_log", "sliding_window"}
+
+// function is the algorithm file name wrapped as the Lua function fn of one
+// call (see scripts/prelude.lua).
+func function(fn, name string) string {
+	return "local function " + fn + "(key, op, n, now, rate, period, least, x7, x8)\n" +
+		file(name+".lua") + "\nend\n"
+}
+
+// scriptSource is one algorithm's script: the prelude, its function, and
+// the driver of one call.
+func scriptSource(name string) string {
+	return file("prelude.lua") + function("algo", name) + file("single.lua")
 }
 
 // scripts holds one script per algorithm, indexed by algoIndex.
 type scripts [5]*redis.Script
 
 func loadScripts() scripts {
-	return scripts{
-		redis.NewScript(scriptSource("bucket")),
-		redis.NewScript(scriptSource("bucket")),
-		redis.NewScript(scriptSource("fixed_window")),
-		redis.NewScript(scriptSource("sliding_log")),
-		redis.NewScript(scriptSource("sliding_window")),
+	var s scripts
+	for i, name := range algoFiles {
+		s[i] = redis.NewScript(scriptSource(name))
 	}
+	return s
 }
 
-// batchSource is batch.lua after each algorithm's script wrapped as a
-// function of (KEYS, ARGV), in algoIndex order.
+// batchSource is batch.lua after the algorithms' functions.
 func batchSource() string { return wrapped("batch.lua") }
 
-// manySource is many.lua after each algorithm's script wrapped as a
-// function of (KEYS, ARGV), in algoIndex order.
+// manySource is many.lua after the algorithms' functions.
 func manySource() string { return wrapped("many.lua") }
 
-// wrapped is the script file name after each algorithm's script wrapped as
-// a function of (KEYS, ARGV): algos[1..5], in algoIndex order.
+// wrapped is the prelude, each algorithm's function, the table algos of
+// them in algoIndex order (1 to 5), and then the driver file name.
 func wrapped(name string) string {
 	var b strings.Builder
-	b.WriteString("local algos = {}\n")
-	for i, name := range []string{"bucket", "bucket", "fixed_window", "sliding_log", "sliding_window"} {
-		if i == 1 {
-			b.WriteString("algos[2] = algos[1]\n")
-			continue
+	b.WriteString(file("prelude.lua"))
+	var fns [len(algoFiles)]string
+	for i, f := range algoFiles {
+		fns[i] = "algo_" + f
+		if i == 0 || algoFiles[i-1] != f {
+			b.WriteString(function(fns[i], f))
 		}
-		fmt.Fprintf(&b, "algos[%d] = function(KEYS, ARGV)\n%s\nend\n", i+1, scriptSource(name))
 	}
-	body, err := scriptFS.ReadFile("scripts/" + name)
-	if err != nil {
-		panic(err) // embedded: cannot happen
-	}
-	b.Write(body)
+	fmt.Fprintf(&b, "local algos = {%s}\n", strings.Join(fns[:], ", "))
+	b.WriteString(file(name))
 	return b.String()
 }
 

@@ -1,7 +1,7 @@
 -- batch.lua: several requests decided as one, all or none (TakeAll). The Go
--- side puts before this file each algorithm's script wrapped in a function
--- of (KEYS, ARGV): algos[i] for i = 1..5 in the order token bucket, leaky
--- bucket, fixed window, sliding log, sliding window.
+-- side puts before this file each algorithm's function (prelude.lua):
+-- algos[i] for i = 1..5 in the order token bucket, leaky bucket, fixed
+-- window, sliding log, sliding window.
 --
 -- KEYS are the requests' keys, one each, all in one slot. ARGV[1] is now,
 -- packed '<d' (NaN: read TIME); then 3 arguments per request: the
@@ -26,7 +26,8 @@ local res = {}
 for i = 1, m do
   local b = 2 + (i - 1) * 3
   local op, n = unpack('<c1d', ARGV[b + 1])
-  local r = algos[tonumber(ARGV[b])]({KEYS[i]}, {pack('<c1dd', op, n, now), ARGV[b + 2]})
+  local rate, period, least, x7 = unpack('<dddd', ARGV[b + 2])
+  local r = algos[tonumber(ARGV[b])](KEYS[i], op, n, now, rate, period, least, x7, nil)
   res[i] = r
   if unpack('<d', r) == 0 then all = 0 end
 end
@@ -34,13 +35,14 @@ if all == 0 then
   for i = m, 1, -1 do
     local b = 2 + (i - 1) * 3
     local op, n = unpack('<c1d', ARGV[b + 1])
+    local rate, period, least, x7 = unpack('<dddd', ARGV[b + 2])
     local allowed, _, _, _, delay, at = unpack('<dddddd', res[i])
     if allowed == 1 and n > 0 then
       local back, x8 = 'r', at
       if op == 'q' then
         back, x8 = 'c', at + delay -- the queue slot taken
       end
-      algos[tonumber(ARGV[b])]({KEYS[i]}, {pack('<c1dd', back, n, now), ARGV[b + 2], string.format('%d', x8)})
+      algos[tonumber(ARGV[b])](KEYS[i], back, n, now, rate, period, least, x7, x8)
     end
   end
 end

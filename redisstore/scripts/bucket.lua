@@ -2,7 +2,7 @@
 -- State: tail and frac packed as two little-endian doubles (struct '<d<d'),
 -- the instant tail + frac/rate µs at which the bucket is next full of tokens
 -- (empty of water). x7 is the
--- capacity (burst); for op c, ARGV[3] is the slot (at + delay) of the
+-- capacity (burst); for op c, x8 is the slot (at + delay) of the
 -- cancelled request.
 local burst = x7
 
@@ -16,9 +16,9 @@ if op == 'r' or op == 'c' then
   local f = frac - n * period
   local q = floor(f / rate)
   local bt, bf = tail + q, f - q * rate
-  local slot = tonumber(ARGV[3])
+  local slot = x8
   if s and not (op == 'c' and (bt > slot or (bt == slot and bf > 0))) then
-    redis.call('SET', key, struct.pack('<d<d', bt, bf), 'PX', ttl(bt + 1))
+    redis.call('SET', key, struct.pack('<d<d', bt, bf), 'PX', ttl(bt + 1, now, least))
   end
   return ''
 end
@@ -35,7 +35,7 @@ if op == 'm' and n > 0 then
     end
     local f = frac + n * period
     tail, frac = tail + floor(f / rate), f % rate
-    redis.call('SET', key, struct.pack('<d<d', tail, frac), 'PX', ttl(tail + 1))
+    redis.call('SET', key, struct.pack('<d<d', tail, frac), 'PX', ttl(tail + 1, now, least))
     local gap = tail - now
     local empty = gap
     if frac > 0 then empty = gap + 1 end
@@ -95,7 +95,7 @@ elseif op == 'q' then
 end
 local f = frac + n * period
 tail, frac = tail + floor(f / rate), f % rate
-redis.call('SET', key, struct.pack('<d<d', tail, frac), 'PX', ttl(tail + 1))
+redis.call('SET', key, struct.pack('<d<d', tail, frac), 'PX', ttl(tail + 1, now, least))
 if op == 'd' then
   -- Debt: proceed once the water is back under burst.
   delay = tail - now - floor((burst * period - frac) / rate)

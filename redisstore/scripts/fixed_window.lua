@@ -1,7 +1,7 @@
 -- fixed_window.lua: the fixed window counter (internal/algo/window.go).
 -- State: the end of the window counted and its count, packed as two
 -- little-endian doubles (struct '<d<d'). x7 is the windows' offset (0: aligned to the Unix epoch); for
--- op r, ARGV[3] is the instant the refunded request was counted at. Windows
+-- op r, x8 is the instant the refunded request was counted at. Windows
 -- are [k·period+offset, (k+1)·period+offset).
 local offset = x7
 
@@ -13,11 +13,11 @@ end
 
 if op == 'r' or op == 'c' then
   -- Refund only if the request's window is still the one counting.
-  local at = tonumber(ARGV[3])
+  local at = x8
   if s and floor((at - offset) / period) * period + offset + period == wend then
     count = count - n
     if count < 0 then count = 0 end
-    redis.call('SET', key, struct.pack('<d<d', wend, count), 'PX', ttl(wend))
+    redis.call('SET', key, struct.pack('<d<d', wend, count), 'PX', ttl(wend, now, least))
   end
   return ''
 end
@@ -33,7 +33,7 @@ if count + n <= rate then
   allowed = 1
   if n > 0 then
     count = count + n
-    redis.call('SET', key, struct.pack('<d<d', wend, count), 'PX', ttl(wend))
+    redis.call('SET', key, struct.pack('<d<d', wend, count), 'PX', ttl(wend, now, least))
   end
 else
   retry = wend - now

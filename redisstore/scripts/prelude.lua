@@ -1,5 +1,9 @@
--- prelude.lua: what every ratekeeper script starts with (the Go side
--- prepends this file to each algorithm's script).
+-- prelude.lua: what every ratekeeper script starts with. The Go side
+-- (scripts.go) puts after it each algorithm's file wrapped as a function of
+-- one call, local function(key, op, n, now, rate, period, least, x7, x8),
+-- then a driver: single.lua for one call, many.lua for the calls of a flush,
+-- batch.lua for TakeAll. The arguments are those of the call below, unpacked;
+-- x8 is ARGV[3] as a number (nil for a decision).
 --
 -- Every number is an integer count of microseconds or requests. Lua numbers
 -- are doubles, exact for integers below 2^53; internal/algo keeps every
@@ -10,12 +14,14 @@
 -- default formatting, which keeps only 14 digits.
 --
 -- The scripts are written for the server's CPU: each run pays for every
--- closure it creates and every call it makes, so the common path is inline.
+-- closure and table it creates and every call it makes, so the common path
+-- is inline and the helpers below take what they need as arguments.
 -- Redis 5 or later replicates a script's effects, which lets a script read
 -- TIME and then write.
 --
--- Arguments, packed with the struct library: each RESP argument and each
--- tonumber costs the server more than one struct.unpack of them all.
+-- A call's arguments (single.lua), packed with the struct library: each RESP
+-- argument and each tonumber costs the server more than one struct.unpack of
+-- them all.
 --   ARGV[1] the call, '<c1dd': op, n (the cost), now in µs (NaN: read the
 --           Redis server's TIME). op is m (allow/meter), d (token debt),
 --           q (leaky queue), r (refund) or c (cancel a queued slot).
@@ -27,19 +33,12 @@
 -- remaining, retry_after, reset_after, delay, at, durations in µs (one bulk
 -- string is cheaper to build and to read than an array of integers). A
 -- refund returns an empty string.
-local floor = math.floor
-local key = KEYS[1]
-local op, n, now = struct.unpack('<c1dd', ARGV[1])
-local rate, period, least, x7 = struct.unpack('<dddd', ARGV[2])
-if now ~= now then
-  local t = redis.call('TIME')
-  now = t[1] * 1000000 + t[2]
-end
+local floor, ceil = math.floor, math.ceil
 
 -- ttl is how long, in ms rounded up, until the instant idle (µs) at which
--- the state is back to fresh and the key can go.
-local function ttl(idle)
-  local ms = math.ceil((idle - now) / 1000)
+-- the state is back to fresh and the key can go: at least least, and 1.
+local function ttl(idle, now, least)
+  local ms = ceil((idle - now) / 1000)
   if ms < least then ms = least end
   if ms < 1 then ms = 1 end
   return ms

@@ -7,7 +7,7 @@
 -- set needed five commands; the price is that a write copies the window's
 -- entries (8 bytes each), which stays below a sorted set's cost up to a few
 -- thousand entries in the window (docs/redis.md).
--- x7 is 1 when refused requests are logged too; for op r, ARGV[3] is
+-- x7 is 1 when refused requests are logged too; for op r, x8 is
 -- the instant the refunded entries were stamped.
 local unpack8 = struct.unpack
 
@@ -31,7 +31,7 @@ end
 
 if op == 'r' or op == 'c' then
   -- Remove n entries stamped at, newest first.
-  local at = tonumber(ARGV[3])
+  local at = x8
   local hi = first(at + 1)
   local lo = first(at)
   if hi - lo > n then lo = hi - n end
@@ -40,7 +40,7 @@ if op == 'r' or op == 'c' then
     if rest == '' then
       redis.call('DEL', key)
     else
-      redis.call('SET', key, rest, 'PX', ttl(unpack8('<d', rest, #rest - 7) + period + 1))
+      redis.call('SET', key, rest, 'PX', ttl(unpack8('<d', rest, #rest - 7) + period + 1, now, least))
     end
   end
   return ''
@@ -60,7 +60,7 @@ if c + n <= rate then allowed = 1 end
 -- rate - n, so the log stays within rate.
 if allowed == 1 and n > 0 then
   redis.call('SET', key, string.sub(s or '', i * 8 + 1) .. string.rep(struct.pack('<d', t), n),
-    'PX', ttl(t + period + 1))
+    'PX', ttl(t + period + 1, now, least))
   return struct.pack('<dddddd', 1, rate - c - n, 0, t + period + 1 - now, 0, t)
 end
 
@@ -71,7 +71,7 @@ if n > 0 and x7 == 1 then
   -- A refused request logged as a penalty: the oldest past rate entries go.
   w = string.sub(s or '', i * 8 + 1) .. string.rep(struct.pack('<d', t), n)
   if #w > rate * 8 then w = string.sub(w, #w - rate * 8 + 1) end
-  redis.call('SET', key, w, 'PX', ttl(t + period + 1))
+  redis.call('SET', key, w, 'PX', ttl(t + period + 1, now, least))
   c, wi, last = #w / 8, 0, t
 end
 

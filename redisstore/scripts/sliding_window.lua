@@ -1,7 +1,7 @@
 -- sliding_window.lua: the sliding window counter (internal/algo/window.go).
 -- State: the end of the current fixed window and the counts of it and of the
 -- one before, packed as three little-endian doubles (struct '<d<d<d'). x7 is the windows' offset;
--- for op r, ARGV[3] is the instant the refunded request was counted at.
+-- for op r, x8 is the instant the refunded request was counted at.
 local offset = x7
 
 local wend, prev, cur = 0, 0, 0
@@ -26,7 +26,7 @@ if op == 'm' and n > 0 then
   local est = floor(p * (period - el) / period) + c
   if est + n <= rate then
     c = c + n
-    redis.call('SET', key, struct.pack('<d<d<d', w, p, c), 'PX', ttl(w + period))
+    redis.call('SET', key, struct.pack('<d<d<d', w, p, c), 'PX', ttl(w + period, now, least))
     local lag = w - period - now
     if lag < 0 then lag = 0 end
     local reset = lag + period - el + period - floor((period - 1) / c)
@@ -41,13 +41,13 @@ local function save()
   elseif prev > 0 then
     idle = wend
   end
-  redis.call('SET', key, struct.pack('<d<d<d', wend, prev, cur), 'PX', ttl(idle))
+  redis.call('SET', key, struct.pack('<d<d<d', wend, prev, cur), 'PX', ttl(idle, now, least))
 end
 
 if op == 'r' or op == 'c' then
   -- Refund in whichever of the two windows counted the request.
   if s then
-    local e = floor((tonumber(ARGV[3]) - offset) / period) * period + offset + period
+    local e = floor((x8 - offset) / period) * period + offset + period
     if e == wend then
       cur = math.max(0, cur - n)
       save()
