@@ -191,6 +191,9 @@ func (s *Server) Run(ctx context.Context) error {
 		// whose stack would grow (runtime.morestack) on every call: 8% of
 		// the service's CPU under load before this.
 		grpc.NumStreamWorkers(streamWorkers),
+		// Rate limit requests and responses encoded by hand, the rest by
+		// gRPC's proto codec: see codec.
+		grpc.ForceServerCodecV2(newCodec()),
 	)
 	rlsv3.RegisterRateLimitServiceServer(gs, s.svc)
 	hs := health.NewServer()
