@@ -36,10 +36,19 @@
 local floor, ceil = math.floor, math.ceil
 
 -- ttl is how long, in ms rounded up, until the instant idle (µs) at which
--- the state is back to fresh and the key can go: at least least, and 1.
+-- the state is back to fresh and the key can go: at least least, and 1; as
+-- text, which SET takes as it is, where Redis formats a number argument with
+-- printf's %.17g (more instructions than the rest of SET's arguments). A run
+-- formats each distinct TTL once.
+local ttls = {}
 local function ttl(idle, now, least)
   local ms = ceil((idle - now) / 1000)
   if ms < least then ms = least end
   if ms < 1 then ms = 1 end
-  return ms
+  local s = ttls[ms]
+  if not s then
+    s = string.format('%d', ms)
+    ttls[ms] = s
+  end
+  return s
 end
