@@ -43,6 +43,8 @@ type Gateway struct {
 	mw      *httplimit.Middleware
 	store   io.Closer
 	handler http.Handler
+	// upstreamProxy is the proxy to the upstream (nil for the demo API).
+	upstreamProxy *httputil.ReverseProxy
 
 	cfg   *rules.Config // the config being served; guarded by mu
 	file  startFields   // the file's start-only fields as last read
@@ -126,7 +128,7 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 		closer.Close()
 		return nil, err
 	}
-	up, err := g.upstream(cfg.Upstream)
+	up, err := g.upstream(cfg.Upstream, cfg.UpstreamTransport != "standard")
 	if err != nil {
 		closer.Close()
 		return nil, err
@@ -157,10 +159,20 @@ func (g *Gateway) AdminAddr() net.Addr {
 }
 
 // upstream builds the proxy to the upstream, or the demo API.
-func (g *Gateway) upstream(s string) (http.Handler, error) {
+func (g *Gateway) upstream(s string, direct bool) (http.Handler, error) {
 	if s == Demo {
 		return DemoHandler(), nil
 	}
+	rp, err := g.proxyTo(s, direct)
+	if err != nil {
+		return nil, err
+	}
+	g.upstreamProxy = rp
+	return rp, nil
+}
+
+// proxyTo builds the reverse proxy to the upstream URL s.
+func (g *Gateway) proxyTo(s string, direct bool) (*httputil.ReverseProxy, error) {
 	target, err := url.Parse(s)
 	if err != nil {
 		return nil, fmt.Errorf("upstream: %w", err)
@@ -172,6 +184,10 @@ func (g *Gateway) upstream(s string) (http.Handler, error) {
 	// A proxy passes bodies as they are: no Accept-Encoding of its own, no
 	// transparent decompression.
 	tr.DisableCompression = true
+	var rt http.RoundTripper = tr
+	if dt := newDirectTransport(target, tr); dt != nil && direct {
+		rt = dt
+	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// X-Forwarded-For from a trusted proxy is passed on with the
@@ -183,7 +199,7 @@ func (g *Gateway) upstream(s string) (http.Handler, error) {
 			pr.SetURL(target)
 			pr.SetXForwarded()
 		},
-		Transport:  tr,
+		Transport:  rt,
 		BufferPool: bufferPool{},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
@@ -202,6 +218,11 @@ func (g *Gateway) upstream(s string) (http.Handler, error) {
 // returns. It polls the file for changes meanwhile.
 func (g *Gateway) Run(ctx context.Context) error {
 	defer g.store.Close()
+	if g.upstreamProxy != nil {
+		if ci, ok := g.upstreamProxy.Transport.(interface{ CloseIdleConnections() }); ok {
+			defer ci.CloseIdleConnections()
+		}
+	}
 	g.mu.Lock()
 	cfg := g.cfg
 	g.mu.Unlock()
@@ -310,6 +331,7 @@ func (g *Gateway) reloadLocked() error {
 				{"listen", was.listen, now.listen},
 				{"admin_listen", was.admin, now.admin},
 				{"upstream", was.upstream, now.upstream},
+				{"upstream_transport", was.transport, now.transport},
 				{"store", was.store, now.store},
 			} {
 				if f.was != f.now {
@@ -317,7 +339,7 @@ func (g *Gateway) reloadLocked() error {
 				}
 			}
 			g.file = now
-			cfg.Listen, cfg.AdminListen, cfg.Upstream, cfg.Store = old.Listen, old.AdminListen, old.Upstream, old.Store
+			cfg.Listen, cfg.AdminListen, cfg.Upstream, cfg.UpstreamTransport, cfg.Store = old.Listen, old.AdminListen, old.Upstream, old.UpstreamTransport, old.Store
 			g.mw.SetRules(set)
 			g.cfg = cfg
 			g.metrics.Reload(true, len(set.Rules))
@@ -340,10 +362,10 @@ func (bufferPool) Get() []byte  { return buffers.Get().(*[32 << 10]byte)[:] }
 func (bufferPool) Put(b []byte) { buffers.Put((*[32 << 10]byte)(b[:32<<10])) }
 
 // startFields are the fields read at start only.
-type startFields struct{ listen, admin, upstream, store string }
+type startFields struct{ listen, admin, upstream, transport, store string }
 
 func startOnly(c *rules.Config) startFields {
-	return startFields{c.Listen, c.AdminListen, c.Upstream, c.Store.String()}
+	return startFields{c.Listen, c.AdminListen, c.Upstream, c.UpstreamTransport, c.Store.String()}
 }
 
 // fileKey is what the watcher compares: size and mtime cheaply, the hash

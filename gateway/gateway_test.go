@@ -77,3 +77,41 @@ func BenchmarkProxy(b *testing.B) {
 		}
 	})
 }
+
+func TestUpstreamTransport(t *testing.T) {
+	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+	for _, tc := range []struct {
+		setting string
+		conns   int64 // connections the upstream sees for 3 requests
+	}{{"", 1}, {"direct", 1}, {"standard", 1}} {
+		g := newTestGateway(t, "upstream: "+up.URL+"\nupstream_transport: "+tc.setting+"\nrules: []\n")
+		rp := g.upstreamProxy
+		_, direct := rp.Transport.(*directTransport)
+		if want := tc.setting != "standard"; direct != want {
+			t.Errorf("upstream_transport %q: direct %v, want %v", tc.setting, direct, want)
+		}
+		before := up.conns.Load()
+		for range 3 {
+			w := httptest.NewRecorder()
+			g.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/x", nil))
+			if w.Code != 200 || w.Body.String() != "ok" {
+				t.Errorf("upstream_transport %q: %d %q", tc.setting, w.Code, w.Body)
+			}
+		}
+		if n := up.conns.Load() - before; n != tc.conns {
+			t.Errorf("upstream_transport %q: %d connections for 3 requests", tc.setting, n)
+		}
+	}
+}
+
+func TestUpstreamDownIs502(t *testing.T) {
+	up := httptest.NewServer(http.NotFoundHandler())
+	addr := up.URL
+	up.Close()
+	g := newTestGateway(t, "upstream: "+addr+"\nrules: []\n")
+	w := httptest.NewRecorder()
+	g.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/x", nil))
+	if w.Code != http.StatusBadGateway || !strings.Contains(w.Body.String(), "unreachable") {
+		t.Errorf("%d %q", w.Code, w.Body)
+	}
+}

@@ -33,6 +33,11 @@ func (c *Config) build() (*Set, []*Error) {
 			fail("upstream", "%q has no host", c.Upstream)
 		}
 	}
+	switch c.UpstreamTransport {
+	case "", "direct", "standard":
+	default:
+		fail("upstream_transport", "%q: use direct or standard", c.UpstreamTransport)
+	}
 	for _, f := range []struct{ name, addr string }{{"listen", c.Listen}, {"admin_listen", c.AdminListen}} {
 		if f.addr != "" {
 			if _, _, err := net.SplitHostPort(f.addr); err != nil {

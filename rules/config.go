@@ -18,8 +18,8 @@ import (
 )
 
 // Config is a whole configuration file as written. Listen, AdminListen,
-// Upstream, ShutdownTimeout and Watch are read by the gateway (ratekeeper
-// proxy) only; the middleware ignores them.
+// Upstream, UpstreamTransport, ShutdownTimeout and Watch are read by the
+// gateway (ratekeeper proxy) only; the middleware ignores them.
 type Config struct {
 	// Listen is the gateway's address, default 127.0.0.1:8080.
 	Listen string `yaml:"listen"`
@@ -28,6 +28,12 @@ type Config struct {
 	// Upstream is the URL of the API behind the gateway, or "builtin:demo"
 	// for the small demo API built into the binary.
 	Upstream string `yaml:"upstream"`
+	// UpstreamTransport is how the gateway sends requests to a plain-HTTP
+	// upstream: "direct" (default) on the request's own goroutine over its
+	// own pool of keep-alive connections, or "standard" through Go's
+	// http.Transport for every request. HTTPS upstreams, upgrades and
+	// "Expect: 100-continue" always take http.Transport.
+	UpstreamTransport string `yaml:"upstream_transport"`
 	// ShutdownTimeout bounds how long a graceful shutdown waits for
 	// in-flight requests, default 30s.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`

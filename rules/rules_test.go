@@ -93,6 +93,7 @@ func TestErrorsNameFileLineField(t *testing.T) {
 		{"rules:\n  - name: q\n    mode: queue\n    limit: {algorithm: token_bucket, rate: 1, period: 1s}\n", "f.yaml:3: rules[0].mode: queue mode needs the leaky_bucket"},
 		{"rules:\n  - name: k\n    key: [cookie:x]\n    limit: {algorithm: token_bucket, rate: 1, period: 1s}\n", `f.yaml:3: rules[0].key[0]: "cookie:x" is not`},
 		{"store: {url: ftp://x}\n", "f.yaml:1: store: url: unknown scheme"},
+		{"upstream_transport: fast\n", `f.yaml:1: upstream_transport: "fast": use direct or standard`},
 		{"rules: [\n", "f.yaml:"},
 	}
 	for _, c := range cases {
