@@ -139,3 +139,25 @@ func TestStoreClockFollowsWallClock(t *testing.T) {
 		t.Errorf("request time: %d, want %d", got, want)
 	}
 }
+
+// TestPrepareSlotsCompareWholeLimit: limits that share a slot of the
+// prepared cache (same numbers, algorithm names of one length) each get
+// their own preparation.
+func TestPrepareSlotsCompareWholeLimit(t *testing.T) {
+	s := New()
+	defer s.Close()
+	fixed := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 5, Period: time.Second}
+	bucket := fixed
+	bucket.Algorithm = ratekeeper.TokenBucket
+	if recentSlot(&fixed) != recentSlot(&bucket) {
+		t.Skip("the two limits no longer share a slot")
+	}
+	for range 3 {
+		if k := s.prepare(&fixed).kind(false); k != kindFixed {
+			t.Fatalf("fixed window prepared as kind %d", k)
+		}
+		if k := s.prepare(&bucket).kind(false); k != kindMeter {
+			t.Fatalf("token bucket prepared as kind %d", k)
+		}
+	}
+}
