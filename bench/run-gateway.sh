@@ -4,6 +4,7 @@
 #   direct     wrk -> upstream
 #   rk-1       wrk -> ratekeeper proxy (1 rule, memory store) -> upstream
 #   rk-50      wrk -> ratekeeper proxy (50 rules, 3 match)    -> upstream
+#   rk-std     rk-1 with Go's http.Transport to the upstream (upstream_transport: standard)
 #   go-rp      wrk -> plain httputil.ReverseProxy, no limits  -> upstream
 #   nginx      wrk -> nginx with limit_req at the same limit  -> upstream
 # Each contender gets wrk at full speed (closed loop: throughput, and the
@@ -45,14 +46,15 @@ go build -o "$tmp/plainproxy" ./gateway/plainproxy
 go build -o "$tmp/load" ./gateway/load
 sed "s#@DIR@#$tmp#g" gateway/nginx.conf.in > "$tmp/nginx.conf"
 
-"$tmp/upstream" -listen 127.0.0.1:18081 & pids+=($!)
-"$tmp/ratekeeper" proxy --config gateway/one-rule.yaml --log-level warn & pids+=($!)
-"$tmp/ratekeeper" proxy --config gateway/fifty-rules.yaml --log-level warn & pids+=($!)
-"$tmp/plainproxy" -listen 127.0.0.1:18085 & pids+=($!)
-"$NGINX" -p "$tmp" -c "$tmp/nginx.conf" & pids+=($!)
+"$tmp/upstream" -listen 127.0.0.1:18081 & pids+=($!); pid_direct=$!
+"$tmp/ratekeeper" proxy --config gateway/one-rule.yaml --log-level warn & pids+=($!); pid_rk1=$!
+"$tmp/ratekeeper" proxy --config gateway/fifty-rules.yaml --log-level warn & pids+=($!); pid_rk50=$!
+"$tmp/ratekeeper" proxy --config gateway/one-rule-standard.yaml --log-level warn & pids+=($!); pid_rkstd=$!
+"$tmp/plainproxy" -listen 127.0.0.1:18085 & pids+=($!); pid_gorp=$!
+"$NGINX" -p "$tmp" -c "$tmp/nginx.conf" & pids+=($!); pid_nginx=$!
 
-declare -A port=([direct]=18081 [rk-1]=18082 [rk-50]=18083 [go-rp]=18085 [nginx]=18084)
-order=(direct rk-1 rk-50 go-rp nginx)
+declare -A port=([direct]=18081 [rk-1]=18082 [rk-50]=18083 [rk-std]=18086 [go-rp]=18085 [nginx]=18084)
+order=(direct rk-1 rk-50 rk-std go-rp nginx)
 for name in "${order[@]}"; do
   for _ in $(seq 100); do
     curl -fs -o /dev/null "http://127.0.0.1:${port[$name]}/v1/items/7" && break
@@ -62,18 +64,35 @@ for name in "${order[@]}"; do
   [ "$code" = 200 ] || { echo "run-gateway: $name answers $code" >&2; exit 1; }
 done
 
+# CPU time a contender's processes used (nginx: master and workers), in
+# clock ticks: on a shared machine, CPU per request is steadier than
+# requests/s. direct's is the upstream's own.
+declare -A pid=([direct]=$pid_direct [rk-1]=$pid_rk1 [rk-50]=$pid_rk50 [rk-std]=$pid_rkstd [go-rp]=$pid_gorp [nginx]=$pid_nginx)
+ticks() {
+  local t=0 p
+  for p in $1 $(pgrep -P "$1" || true); do
+    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+  done
+  echo "$t"
+}
+hz=$(getconf CLK_TCK)
+
 out=results/gateway.txt
 {
   echo "# gateway benchmark $(date -u +%FT%TZ), $(nproc) cores, wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS rounds"
-  echo "# round contender wrk_requests/s wrk_p50_ms wrk_p99_ms | load at $RATE/s over $CONNS conns: p50_ms p99_ms"
+  echo "# round contender wrk_requests/s wrk_p50_ms wrk_p99_ms | load at $RATE/s over $CONNS conns: p50_ms p99_ms | contender CPU µs per request under wrk"
 } > "$out"
 to_ms() { # wrk latency like 1.23ms, 800.00us, 1.02s -> ms
   awk -v v="$1" 'BEGIN{ if (v ~ /us$/) {sub(/us$/,"",v); print v/1000} else if (v ~ /ms$/) {sub(/ms$/,"",v); print v+0} else if (v ~ /s$/) {sub(/s$/,"",v); print v*1000} else print v }'
 }
 for r in $(seq "$ROUNDS"); do
   for name in "${order[@]}"; do
+    t0=$(ticks "${pid[$name]}")
     res=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -H 'X-User-ID: alice' "http://127.0.0.1:${port[$name]}/v1/items/7")
+    t1=$(ticks "${pid[$name]}")
     rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$res")
+    nreq=$(awk '/requests in/ {print $1}' <<<"$res")
+    cpu=$(awk -v d=$((t1 - t0)) -v hz="$hz" -v n="$nreq" 'BEGIN { printf "%.1f", d / hz * 1e6 / n }')
     p50=$(to_ms "$(awk '$1=="50%" {print $2}' <<<"$res")")
     p99=$(to_ms "$(awk '$1=="99%" {print $2}' <<<"$res")")
     non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$res")
@@ -82,25 +101,26 @@ for r in $(seq "$ROUNDS"); do
     lp50=$(sed -E 's/.*p50 ([0-9.]+) ms.*/\1/' <<<"$res")
     lp99=$(sed -E 's/.*p99 ([0-9.]+) ms.*/\1/' <<<"$res")
     grep -q "failed 0," <<<"$res" || echo "run-gateway: $name: $res" >&2
-    echo "$r $name $rps $p50 $p99 $lp50 $lp99" | tee -a "$out"
+    echo "$r $name $rps $p50 $p99 $lp50 $lp99 $cpu" | tee -a "$out"
   done
 done
 
 # Medians per contender, and the ratios the targets are about.
 awk '
-  /^[0-9]/ { rps[$2] = rps[$2] " " $3; p99[$2] = p99[$2] " " $5; lp50[$2] = lp50[$2] " " $6; lp99[$2] = lp99[$2] " " $7 }
+  /^[0-9]/ { rps[$2] = rps[$2] " " $3; p99[$2] = p99[$2] " " $5; lp50[$2] = lp50[$2] " " $6; lp99[$2] = lp99[$2] " " $7; cpu[$2] = cpu[$2] " " $8 }
   function median(s,   a, n, i, j, t) {
     n = split(s, a, " ")
     for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
     return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
   }
   END {
-    printf "\n%-8s %12s %10s | %10s %10s %12s %12s\n", "median", "wrk req/s", "wrk p99", "load p50", "load p99", "added p50", "added p99"
+    printf "\n%-8s %12s %10s %10s | %10s %10s %12s %12s\n", "median", "wrk req/s", "wrk p99", "cpu µs/req", "load p50", "load p99", "added p50", "added p99"
     d50 = median(lp50["direct"]); d99 = median(lp99["direct"])
-    split("direct rk-1 rk-50 go-rp nginx", names, " ")
-    for (i = 1; i <= 5; i++) { n = names[i]; printf "%-8s %12.0f %10.2f | %10.3f %10.3f %12.3f %12.3f\n", n, median(rps[n]), median(p99[n]), median(lp50[n]), median(lp99[n]), median(lp50[n]) - d50, median(lp99[n]) - d99 }
-    printf "\nthroughput vs nginx: rk-1 %.2fx, rk-50 %.2fx, go-rp %.2fx\n", median(rps["rk-1"]) / median(rps["nginx"]), median(rps["rk-50"]) / median(rps["nginx"]), median(rps["go-rp"]) / median(rps["nginx"])
-    printf "throughput vs go-rp: rk-1 %.2fx, rk-50 %.2fx\n", median(rps["rk-1"]) / median(rps["go-rp"]), median(rps["rk-50"]) / median(rps["go-rp"])
+    split("direct rk-1 rk-50 rk-std go-rp nginx", names, " ")
+    for (i = 1; i <= 6; i++) { n = names[i]; printf "%-8s %12.0f %10.2f %10.1f | %10.3f %10.3f %12.3f %12.3f\n", n, median(rps[n]), median(p99[n]), median(cpu[n]), median(lp50[n]), median(lp99[n]), median(lp50[n]) - d50, median(lp99[n]) - d99 }
+    printf "\nthroughput vs nginx: rk-1 %.2fx, rk-50 %.2fx, rk-std %.2fx, go-rp %.2fx\n", median(rps["rk-1"]) / median(rps["nginx"]), median(rps["rk-50"]) / median(rps["nginx"]), median(rps["rk-std"]) / median(rps["nginx"]), median(rps["go-rp"]) / median(rps["nginx"])
+    printf "CPU per request vs nginx: rk-1 %.2fx, rk-50 %.2fx, rk-std %.2fx, go-rp %.2fx\n", median(cpu["rk-1"]) / median(cpu["nginx"]), median(cpu["rk-50"]) / median(cpu["nginx"]), median(cpu["rk-std"]) / median(cpu["nginx"]), median(cpu["go-rp"]) / median(cpu["nginx"])
+    printf "throughput vs go-rp: rk-1 %.2fx, rk-50 %.2fx, rk-std %.2fx\n", median(rps["rk-1"]) / median(rps["go-rp"]), median(rps["rk-50"]) / median(rps["go-rp"]), median(rps["rk-std"]) / median(rps["go-rp"])
   }' "$out" | tee -a "$out"
 
 # Latency without queueing: one connection, one request at a time. At 64
