@@ -3,7 +3,11 @@
 //
 // It is an httputil.ReverseProxy behind the httplimit middleware: bodies
 // stream both ways, WebSocket upgrades pass through, and an unreachable
-// upstream is answered 502 with a problem+json body that says so. The rules
+// upstream is answered 502 with a problem+json body that says so. Requests
+// to a plain-HTTP upstream go out on the serving goroutine over the
+// gateway's own keep-alive pool (directTransport), everything else through
+// http.Transport; upstream_transport: standard keeps http.Transport for
+// all. The rules
 // reload on SIGHUP (the command calls Reload) and when the file changes (the
 // file's size, mtime and content hash are polled): a file that does not
 // validate is logged and the rules in use keep serving. Counters live in the
