@@ -141,9 +141,7 @@ func tokenScript(b *testing.B) string {
 		}
 		return string(s)
 	}
-	return read("prelude.lua") +
-		"local function algo(key, op, n, now, rate, period, least, x7, x8)\n" + read("bucket.lua") + "\nend\n" +
-		read("single.lua")
+	return read("prelude.lua") + read("single.lua") + read("bucket.lua")
 }
 
 // tokenArgs are the script's arguments for an Allow of the bench limit,

@@ -32,10 +32,10 @@ func function(fn, name string) string {
 		file(name+".lua") + "\nend\n"
 }
 
-// scriptSource is one algorithm's script: the prelude, its function, and
-// the driver of one call.
+// scriptSource is one algorithm's script: the prelude, the arguments of
+// one call, and the algorithm's file as it is.
 func scriptSource(name string) string {
-	return file("prelude.lua") + function("algo", name) + file("single.lua")
+	return file("prelude.lua") + file("single.lua") + file(name+".lua")
 }
 
 // scripts holds one script per algorithm, indexed by algoIndex.

@@ -21,6 +21,7 @@ local buf = ARGV[1]
 local pos = 1
 local now
 local out = {}
+ttls = {}
 local k = 0
 for i = 1, #KEYS do
   local a, op, n, at, rate, period, least, x7, x8

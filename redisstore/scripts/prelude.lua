@@ -1,9 +1,10 @@
 -- prelude.lua: what every ratekeeper script starts with. The Go side
--- (scripts.go) puts after it each algorithm's file wrapped as a function of
--- one call, local function(key, op, n, now, rate, period, least, x7, x8),
--- then a driver: single.lua for one call, many.lua for the calls of a flush,
--- batch.lua for TakeAll. The arguments are those of the call below, unpacked;
--- x8 is ARGV[3] as a number (nil for a decision).
+-- (scripts.go) puts after it either single.lua and one algorithm's file, for
+-- a script of one call, or each algorithm's file wrapped as a function of
+-- one call, local function(key, op, n, now, rate, period, least, x7, x8), and
+-- a driver that calls them: many.lua for the calls of a flush, batch.lua for
+-- TakeAll. The arguments are those of the call below, unpacked; x8 is
+-- ARGV[3] as a number (nil for a decision).
 --
 -- Every number is an integer count of microseconds or requests. Lua numbers
 -- are doubles, exact for integers below 2^53; internal/algo keeps every
@@ -36,15 +37,18 @@
 local floor, ceil = math.floor, math.ceil
 
 -- ttl is how long, in ms rounded up, until the instant idle (µs) at which
--- the state is back to fresh and the key can go: at least least, and 1; as
--- text, which SET takes as it is, where Redis formats a number argument with
--- printf's %.17g (more instructions than the rest of SET's arguments). A run
--- formats each distinct TTL once.
-local ttls = {}
+-- the state is back to fresh and the key can go: at least least, and 1.
+-- many.lua sets ttls to a table, and then ttl answers text, formatting each
+-- distinct TTL once per run: SET takes text as it is, where Redis formats a
+-- number argument with printf's %.17g, which costs more than the rest of
+-- SET's arguments. A script of one call answers the number: formatting it
+-- in Lua costs as much as Redis does.
+local ttls
 local function ttl(idle, now, least)
   local ms = ceil((idle - now) / 1000)
   if ms < least then ms = least end
   if ms < 1 then ms = 1 end
+  if not ttls then return ms end
   local s = ttls[ms]
   if not s then
     s = string.format('%d', ms)

@@ -1,5 +1,7 @@
--- single.lua: the driver of one call (see prelude.lua): its key and packed
--- arguments, run by the algorithm's function, algo.
+-- single.lua: a script of one call is prelude.lua, this file, then the
+-- algorithm's file as it is, which sees here the call's key and arguments
+-- as its function in many.lua would (see prelude.lua).
+local key = KEYS[1]
 local op, n, now = struct.unpack('<c1dd', ARGV[1])
 local rate, period, least, x7 = struct.unpack('<dddd', ARGV[2])
 if now ~= now then
@@ -8,4 +10,3 @@ if now ~= now then
 end
 local x8
 if ARGV[3] then x8 = tonumber(ARGV[3]) end
-return algo(KEYS[1], op, n, now, rate, period, least, x7, x8)
