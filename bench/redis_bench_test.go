@@ -232,6 +232,7 @@ var cpuImpls = func() []cpuImpl {
 // p99-µs (each call's latency), and server-µs/op: the Redis server's CPU
 // time in commands per decision, from INFO commandstats.
 func BenchmarkRedis(b *testing.B) {
+	cg := callgrindFromEnv(b)
 	url := redisURL(b)
 	admin, err := redis.ParseURL(url)
 	if err != nil {
@@ -244,14 +245,16 @@ func BenchmarkRedis(b *testing.B) {
 			b.Run(fmt.Sprintf("impl=%s/callers=%d", im.name, c), func(b *testing.B) {
 				decide, closeFn := im.open(b, url)
 				defer closeFn()
-				load(b, ac, c, decide)
+				load(b, ac, c, decide, cg)
 			})
 		}
 	}
 }
 
-// load makes b.N decisions from c goroutines and reports the metrics.
-func load(b *testing.B, admin *redis.Client, c int, decide decider) {
+// load makes b.N decisions from c goroutines and reports the metrics; with
+// cg, also server-Ir/op, the server's instructions in EVALSHA per decision
+// (under load, where ratekeeper runs many decisions per script).
+func load(b *testing.B, admin *redis.Client, c int, decide decider, cg *callgrind) {
 	ctx := context.Background()
 	// Warm up: connections, script cache.
 	for i := 0; i < 10; i++ {
@@ -268,6 +271,9 @@ func load(b *testing.B, admin *redis.Client, c int, decide decider) {
 	var failed atomic.Value
 	b.ReportAllocs()
 	srv0, srvOK := serverCPU(ctx, admin)
+	if cg != nil {
+		cg.zero(b)
+	}
 	cli0 := processCPU()
 	b.ResetTimer()
 	start := time.Now()
@@ -295,6 +301,10 @@ func load(b *testing.B, admin *redis.Client, c int, decide decider) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	cli := processCPU() - cli0
+	var ir float64
+	if cg != nil {
+		ir = cg.dump(b)
+	}
 	srv1, srv1OK := serverCPU(ctx, admin)
 	if err, ok := failed.Load().(error); ok {
 		b.Fatal(err)
@@ -317,6 +327,9 @@ func load(b *testing.B, admin *redis.Client, c int, decide decider) {
 		b.ReportMetric(float64(cli)/float64(time.Microsecond)/float64(b.N), "client-cpu-µs/op")
 		if srvOK && srv1OK {
 			b.ReportMetric((srv1-srv0)*1e6/float64(b.N), "server-cpu-µs/op")
+		}
+		if cg != nil {
+			b.ReportMetric(ir/float64(b.N), "server-Ir/op")
 		}
 	}
 }

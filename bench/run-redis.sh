@@ -6,7 +6,9 @@
 # results/redis-benchstat.txt. Then, if valgrind is installed, it runs
 # BenchmarkRedisServerCPU once more against a redis-server under callgrind,
 # which counts the instructions the server runs per script call (server-Ir/op:
-# exact, whatever the machine's load), into results/redis-callgrind.txt.
+# exact, whatever the machine's load), and BenchmarkRedis at 64 callers, where
+# ratekeeper runs many decisions per script (server-Ir/op per decision), into
+# results/redis-callgrind.txt.
 # Environment: COUNT (default 5), BENCHTIME (default 1s), CALLGRIND=0 to skip.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -61,5 +63,7 @@ if [ "${CALLGRIND:-1}" != 0 ] && command -v valgrind >/dev/null 2>&1; then
     echo "# $(date -u +%FT%TZ) $(redis-server --version | cut -d' ' -f1-3) under valgrind --tool=callgrind: server-Ir/op are the instructions in EVALSHA per decision"
     RK_BENCH_REDIS="redis://127.0.0.1:$cgport/0" RK_BENCH_CALLGRIND="$cgpid:$dir/cg.out" "$dir/bench.test" -test.run '^$' \
       -test.bench '^BenchmarkRedisServerCPU$' -test.benchtime=2000x -test.count=1 -test.timeout 60m
+    RK_BENCH_REDIS="redis://127.0.0.1:$cgport/0" RK_BENCH_CALLGRIND="$cgpid:$dir/cg.out" "$dir/bench.test" -test.run '^$' \
+      -test.bench '^BenchmarkRedis$/impl=(redis_rate|ulule|rk-[a-z_]+)$/callers=64$' -test.benchtime=20000x -test.count=1 -test.timeout 60m
   } | tee results/redis-callgrind.txt
 fi
