@@ -17,11 +17,11 @@
 // Redis Cluster; a key that holds its own tag ("user:{42}:posts") shares a
 // slot with every key of the same tag.
 //
-// Concurrent calls are coalesced by a few flusher goroutines, so that many
-// callers share round trips: on a standalone or Sentinel-managed server a
-// flush is one script run that makes each queued decision in turn (one
-// command and one TIME for all), on Cluster a pipeline of one script run per
-// decision. See WithAutoPipeline and docs/benchmarks.md.
+// Concurrent calls are coalesced into batches, so that many callers share
+// round trips: on a standalone or Sentinel-managed server a batch is one
+// script run that makes each decision in turn (one command and one TIME for
+// all), on Cluster a pipeline of one script run per decision. See
+// WithAutoPipeline and docs/benchmarks.md.
 //
 // TakeAll (ratekeeper.BatchStore) decides several requests in one script
 // run, all or none, when their keys share a slot: always on a standalone or

@@ -80,12 +80,13 @@ func WithMinTTL(d time.Duration) Option {
 }
 
 // WithAutoPipeline says whether concurrent calls are coalesced (default
-// true): a few flusher goroutines each send whatever calls are waiting in
-// one round trip, as one script run that makes them in turn on a standalone
-// or Sentinel-managed server, as a pipeline on Cluster. Many callers then
-// share round trips and the server's per-command costs, which multiplies
-// throughput under load; a call that finds no other in flight goes straight
-// to the server. Each caller still waits no longer than its context allows.
+// true): calls wait in a batch that goes in one round trip once it holds
+// half the waiting callers, or all the calls that can come before a reply,
+// as one script run that makes them in turn on a standalone or
+// Sentinel-managed server, as a pipeline on Cluster. Many callers then share
+// round trips and the server's per-command costs, which multiplies
+// throughput under load; a call alone goes straight to the server. Each
+// caller still waits no longer than its context allows.
 func WithAutoPipeline(on bool) Option {
 	return optionFunc(func(c *config) { c.autoPipeline = on })
 }
