@@ -22,7 +22,16 @@ import (
 // decisions, reservations, refunds and cancellations are coalesced into
 // runs of many.lua; each must still get what the memory store answers.
 func TestDifferentialConcurrent(t *testing.T) {
-	s := open(t, redistest.Server(t))
+	differentialConcurrent(t, open(t, redistest.Server(t)))
+}
+
+// TestDifferentialConcurrentCluster: the same on Redis Cluster, where a
+// batch is a pipeline of one script run per call.
+func TestDifferentialConcurrentCluster(t *testing.T) {
+	differentialConcurrent(t, open(t, redistest.Cluster(t)))
+}
+
+func differentialConcurrent(t *testing.T, s *redisstore.Store) {
 	const goroutines = 24
 	var wg sync.WaitGroup
 	for g := range goroutines {

@@ -30,6 +30,13 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) ratekeeper.Store { return s })
 }
 
+// TestConformanceCluster runs the suite on Redis Cluster, where the
+// pipeliner sends a batch as a pipeline of one script run per decision.
+func TestConformanceCluster(t *testing.T) {
+	s := open(t, redistest.Cluster(t))
+	storetest.Run(t, func(t *testing.T) ratekeeper.Store { return s })
+}
+
 func TestConformanceNoAutoPipeline(t *testing.T) {
 	s := open(t, redistest.Server(t), redisstore.WithAutoPipeline(false))
 	storetest.Run(t, func(t *testing.T) ratekeeper.Store { return s })
