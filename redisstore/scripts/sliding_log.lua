@@ -3,10 +3,12 @@
 -- a little-endian double (struct '<d', 8 bytes). Entries are told apart by
 -- their place, so requests logged in the same microsecond stay distinct. The
 -- string never holds more than rate entries: only the newest rate entries can
--- decide a request. One GET and at most one SET per decision, where a sorted
--- set needed five commands; the price is that a write copies the window's
--- entries (8 bytes each), which stays below a sorted set's cost up to a few
--- thousand entries in the window (docs/redis.md).
+-- decide a request. One GET per decision, and when a request is logged an
+-- APPEND and a PEXPIRE (or now and then one SET), where a sorted set needed
+-- five commands; the price is that the GET copies the window's entries
+-- (8 bytes each) into Lua, which stays below a sorted set's cost up to a few
+-- thousand entries in the window (docs/redis.md). The string may start with
+-- expired entries (see below).
 -- x7 is 1 when refused requests are logged too; for op r, x8 is
 -- the instant the refunded entries were stamped.
 local unpack8 = struct.unpack
@@ -30,13 +32,19 @@ local function first(cut)
 end
 
 if op == 'r' or op == 'c' then
-  -- Remove n entries stamped at, newest first.
+  -- Remove n entries stamped at, newest first, and the expired entries in
+  -- front, those before last - period: a log that kept them could count
+  -- them again once the refund takes its newest entries and a clock that
+  -- went back stands earlier than last. (Entries stamped alike expire
+  -- alike, so a refund's entries are all expired or none.)
   local at = x8
+  local d = first(last - period)
   local hi = first(at + 1)
   local lo = first(at)
   if hi - lo > n then lo = hi - n end
-  if lo < hi then
-    local rest = string.sub(s, 1, lo * 8) .. string.sub(s, hi * 8 + 1)
+  if lo < d then lo, hi = d, d end
+  if d > 0 or lo < hi then
+    local rest = string.sub(s, d * 8 + 1, lo * 8) .. string.sub(s, hi * 8 + 1)
     if rest == '' then
       redis.call('DEL', key)
     else
@@ -54,13 +62,26 @@ local c = size - i
 local allowed = 0
 if c + n <= rate then allowed = 1 end
 
--- The common case first, inline: n > 0 admitted and logged. The expired
--- entries go (an entry dropped at t is never needed again: later requests
--- are held to t), n entries stamped t join, and the window held at most
--- rate - n, so the log stays within rate.
+-- The common case first, inline: n > 0 admitted and logged, n entries
+-- stamped t join. Every string Lua makes costs the server about 24
+-- instructions a byte (it hashes each one), so the log is not rebuilt on
+-- every write: the new entries are appended, and the expired ones (the
+-- first i) stay in front, where first() steps over them, until they number
+-- more than a quarter of the live ones, or keeping them would take the log
+-- past rate entries; then one SET writes the live entries alone. Dropping an
+-- entry at t is safe: it left the window at t, and later requests are held
+-- to t. The window held at most rate - n, so the log stays within rate.
 if allowed == 1 and n > 0 then
-  redis.call('SET', key, string.sub(s or '', i * 8 + 1) .. string.rep(struct.pack('<d', t), n),
-    'PX', ttl(t + period + 1, now, least))
+  local add = struct.pack('<d', t)
+  if n > 1 then add = string.rep(add, n) end
+  local ms = ttl(t + period + 1, now, least)
+  if s and i * 4 <= c and size + n <= rate then
+    redis.call('APPEND', key, add)
+    redis.call('PEXPIRE', key, ms)
+  else
+    if i > 0 then add = string.sub(s, i * 8 + 1) .. add end
+    redis.call('SET', key, add, 'PX', ms)
+  end
   return struct.pack('<dddddd', 1, rate - c - n, 0, t + period + 1 - now, 0, t)
 end
 
