@@ -28,7 +28,8 @@ import (
 //
 // Everything else goes to the fallback transport unchanged: another
 // scheme or host, protocol upgrades (WebSocket), "Expect: 100-continue",
-// and every request when the fallback would send it through a proxy.
+// bodies of unknown length or over 32 KiB, and every request when the
+// fallback would send it through a proxy.
 //
 // A connection goes back to the pool when its response body has been read
 // to the end; a body closed before its end, a "Connection: close", an error,
@@ -109,8 +110,20 @@ func (t *directTransport) serves(req *http.Request) bool {
 			return false
 		}
 	}
+	// The direct path writes the whole body before it reads the answer. An
+	// upstream that answers early (413, 401) and neither reads the rest nor
+	// closes would leave a large body's write blocked, so bodies that may
+	// not fit in the sockets' buffers go to http.Transport, which reads the
+	// answer while it writes.
+	if req.ContentLength < 0 || req.ContentLength > directMaxBody {
+		return req.Body == nil || req.Body == http.NoBody
+	}
 	return true
 }
+
+// directMaxBody is the largest request body the direct path sends, well
+// under what a connection's send and receive buffers hold.
+const directMaxBody = 32 << 10
 
 // RoundTrip implements http.RoundTripper.
 func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {

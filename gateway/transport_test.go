@@ -572,6 +572,42 @@ func TestDirectFallsBack(t *testing.T) {
 	}
 }
 
+// TestDirectEarlyAnswer sends a large body to an upstream that answers 413
+// after the request's head and then neither reads nor closes: the answer
+// must come back, not a write blocked on full socket buffers.
+func TestDirectEarlyAnswer(t *testing.T) {
+	done := make(chan struct{})
+	url := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil || line == "\r\n" {
+				break
+			}
+		}
+		io.WriteString(c, "HTTP/1.1 413 Request Entity Too Large\r\nContent-Length: 8\r\n\r\ntoo big\n")
+		<-done
+	})
+	t.Cleanup(func() { close(done) })
+	dt, rec := newDirect(t, url)
+	for _, size := range []int{directMaxBody, 16 << 20} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, "PUT", url, bytes.NewReader(make([]byte, size)))
+		resp, err := dt.RoundTrip(req)
+		if err != nil {
+			cancel()
+			t.Fatalf("%d-byte body: %v", size, err)
+		}
+		resp.Body.Close()
+		cancel()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("%d-byte body: status %d, want 413", size, resp.StatusCode)
+		}
+	}
+	if n := rec.n.Load(); n != 1 {
+		t.Errorf("fallback used %d times, want 1 (for the large body only)", n)
+	}
+}
+
 func TestDirectConcurrent(t *testing.T) {
 	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
