@@ -10,6 +10,12 @@
 // KEY) in domain "bench"; with -api gubernator (gubernator's GetRateLimits)
 // one rate limit named ALGORITHM with unique key KEY. KEY cycles through
 // -keys distinct values.
+//
+// With -client lean (the default) the calls go over a lean gRPC client of
+// its own (lean.go: HTTP/2 frames written and read with
+// golang.org/x/net/http2 and hpack, pre-encoded headers and messages),
+// which spends a fraction of grpc-go's CPU per call and so stands in for
+// Envoy's C++ client; -client grpc uses grpc-go's client as before.
 package main
 
 import (
@@ -32,6 +38,7 @@ import (
 	"github.com/gubernator-io/gubernator/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 )
 
 func main() {
@@ -45,6 +52,7 @@ func main() {
 		warmup   = flag.Duration("warmup", 500*time.Millisecond, "unmeasured calls before each configuration")
 		maxCalls = flag.Int("max-calls", 2_000_000, "bound on the calls of one configuration")
 		conns    = flag.Int("conns", 4, "gRPC connections shared by the callers")
+		client   = flag.String("client", "lean", "the gRPC `client`: lean (HTTP/2 frames written directly) or grpc (grpc-go)")
 		api      = flag.String("api", "envoy", "the `API` spoken: envoy (ShouldRateLimit) or gubernator (GetRateLimits)")
 		cpuprof  = flag.String("cpuprofile", "", "write the load generator's CPU profile to `file`")
 	)
@@ -66,29 +74,54 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	var conn []*grpc.ClientConn
-	for range *conns {
-		cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	var newCaller func(alg string, keys int) caller
+	switch *client {
+	case "grpc":
+		var conn []*grpc.ClientConn
+		for range *conns {
+			cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "rlsload:", err)
+				os.Exit(1)
+			}
+			defer cc.Close()
+			conn = append(conn, cc)
+		}
+		switch *api {
+		case "envoy":
+			newCaller = func(alg string, keys int) caller { return envoyCaller(conn, alg, keys) }
+		case "gubernator":
+			newCaller = func(alg string, keys int) caller { return gubernatorCaller(conn, alg, keys) }
+		}
+	case "lean":
+		path := map[string]string{"envoy": rlsv3.RateLimitService_ShouldRateLimit_FullMethodName,
+			"gubernator": gubernator.V1_GetRateLimits_FullMethodName}[*api]
+		if path == "" {
+			break
+		}
+		lc, err := newLeanClient(*addr, path, *conns, slices.Max(ints(*callers)))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "rlsload:", err)
 			os.Exit(1)
 		}
-		defer cc.Close()
-		conn = append(conn, cc)
-	}
-	var newCaller func(conn []*grpc.ClientConn, alg string, keys int) caller
-	switch *api {
-	case "envoy":
-		newCaller = envoyCaller
-	case "gubernator":
-		newCaller = gubernatorCaller
+		defer lc.Close()
+		switch *api {
+		case "envoy":
+			newCaller = func(alg string, keys int) caller { return leanEnvoyCaller(lc, alg, keys) }
+		case "gubernator":
+			newCaller = func(alg string, keys int) caller { return leanGubernatorCaller(lc, alg, keys) }
+		}
 	default:
+		fmt.Fprintf(os.Stderr, "rlsload: -client %q: want lean or grpc\n", *client)
+		os.Exit(2)
+	}
+	if newCaller == nil {
 		fmt.Fprintf(os.Stderr, "rlsload: -api %q: want envoy or gubernator\n", *api)
 		os.Exit(2)
 	}
 	for _, alg := range strings.Split(*algs, ",") {
 		for _, k := range ints(*keys) {
-			call := newCaller(conn, alg, k)
+			call := newCaller(alg, k)
 			for _, c := range ints(*callers) {
 				run(call, c, *warmup, 0)
 				r := run(call, c, *duration, *maxCalls)
@@ -240,12 +273,7 @@ func envoyCaller(conn []*grpc.ClientConn, alg string, keys int) caller {
 	for i, cc := range conn {
 		clients[i] = rlsv3.NewRateLimitServiceClient(cc)
 	}
-	reqs := make([]*rlsv3.RateLimitRequest, keys)
-	for i := range reqs {
-		reqs[i] = &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
-			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: alg, Value: "k" + strconv.Itoa(i)}},
-		}}}
-	}
+	reqs := envoyRequests(alg, keys)
 	return func(ctx context.Context, c, i int) (bool, error) {
 		resp, err := clients[c%len(clients)].ShouldRateLimit(ctx, reqs[i%keys])
 		if err != nil {
@@ -264,6 +292,36 @@ func gubernatorCaller(conn []*grpc.ClientConn, alg string, keys int) caller {
 	for i, cc := range conn {
 		clients[i] = gubernator.NewV1Client(cc)
 	}
+	reqs := gubernatorRequests(alg, keys)
+	return func(ctx context.Context, c, i int) (bool, error) {
+		resp, err := clients[c%len(clients)].GetRateLimits(ctx, reqs[i%keys])
+		if err != nil {
+			return false, err
+		}
+		r := resp.GetResponses()
+		if len(r) != 1 {
+			return false, fmt.Errorf("%d responses to one request", len(r))
+		}
+		if r[0].GetError() != "" {
+			return false, errors.New(r[0].GetError())
+		}
+		return r[0].GetStatus() == gubernator.Status_UNDER_LIMIT, nil
+	}
+}
+
+// envoyRequests are the requests of envoyCaller, one per key.
+func envoyRequests(alg string, keys int) []*rlsv3.RateLimitRequest {
+	reqs := make([]*rlsv3.RateLimitRequest, keys)
+	for i := range reqs {
+		reqs[i] = &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: alg, Value: "k" + strconv.Itoa(i)}},
+		}}}
+	}
+	return reqs
+}
+
+// gubernatorRequests are the requests of gubernatorCaller, one per key.
+func gubernatorRequests(alg string, keys int) []*gubernator.GetRateLimitsReq {
 	var a gubernator.Algorithm
 	switch alg {
 	case "token_bucket":
@@ -281,18 +339,69 @@ func gubernatorCaller(conn []*grpc.ClientConn, alg string, keys int) caller {
 			Limit: 1_000_000, Burst: 1_000_000, Duration: 1000, Algorithm: a, // a million a second
 		}}}
 	}
+	return reqs
+}
+
+// marshalAll encodes each message once, as a length-prefixed gRPC
+// message.
+func marshalAll[M proto.Message](msgs []M) [][]byte {
+	out := make([][]byte, len(msgs))
+	for i, m := range msgs {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rlsload:", err)
+			os.Exit(1)
+		}
+		out[i] = grpcMessage(b)
+	}
+	return out
+}
+
+// leanEnvoyCaller is envoyCaller over the lean client: the requests are
+// encoded once per key, and the answer counts only with grpc-status 0 and
+// an overall_code of OK or OVER_LIMIT.
+func leanEnvoyCaller(lc *leanClient, alg string, keys int) caller {
+	msgs := marshalAll(envoyRequests(alg, keys))
 	return func(ctx context.Context, c, i int) (bool, error) {
-		resp, err := clients[c%len(clients)].GetRateLimits(ctx, reqs[i%keys])
+		resp, err := lc.call(ctx, c, msgs[i%keys])
 		if err != nil {
 			return false, err
 		}
-		r := resp.GetResponses()
-		if len(r) != 1 {
-			return false, fmt.Errorf("%d responses to one request", len(r))
+		code, err := overallCode(resp)
+		if err != nil {
+			return false, err
 		}
-		if r[0].GetError() != "" {
-			return false, errors.New(r[0].GetError())
+		switch rlsv3.RateLimitResponse_Code(code) {
+		case rlsv3.RateLimitResponse_OK:
+			return true, nil
+		case rlsv3.RateLimitResponse_OVER_LIMIT:
+			return false, nil
 		}
-		return r[0].GetStatus() == gubernator.Status_UNDER_LIMIT, nil
+		return false, fmt.Errorf("overall_code %d", code)
+	}
+}
+
+// leanGubernatorCaller is gubernatorCaller over the lean client.
+func leanGubernatorCaller(lc *leanClient, alg string, keys int) caller {
+	msgs := marshalAll(gubernatorRequests(alg, keys))
+	return func(ctx context.Context, c, i int) (bool, error) {
+		resp, err := lc.call(ctx, c, msgs[i%keys])
+		if err != nil {
+			return false, err
+		}
+		status, errText, err := gubernatorStatus(resp)
+		if err != nil {
+			return false, err
+		}
+		if errText != "" {
+			return false, errors.New(errText)
+		}
+		switch gubernator.Status(status) {
+		case gubernator.Status_UNDER_LIMIT:
+			return true, nil
+		case gubernator.Status_OVER_LIMIT:
+			return false, nil
+		}
+		return false, fmt.Errorf("status %d", status)
 	}
 }
