@@ -112,6 +112,17 @@ type Store struct {
 // Interface guard.
 var _ ratekeeper.Store = (*Store)(nil)
 
+// DeadlineStore is a primary that can bound a decision by a deadline given
+// beside its context, at less cost than a context with that deadline (a
+// timer and a registration with the caller's context on every call). The
+// Redis store is one. TakeBy must return by about the deadline, as Take
+// would by its context's, and report running out of time as an error.
+// When the primary is a DeadlineStore, Take bounds its calls this way.
+type DeadlineStore interface {
+	ratekeeper.Store
+	TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error)
+}
+
 // Option configures a Store.
 type Option interface {
 	apply(*Store)
@@ -237,9 +248,19 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 		s.short.Add(1)
 		return s.fallback(ctx, req)
 	}
-	d, err := s.callPrimary(ctx, func(ctx context.Context) (ratekeeper.Decision, error) {
-		return s.primary.Take(ctx, req)
-	}, probe)
+	var (
+		d   ratekeeper.Decision
+		err error
+	)
+	if ds, ok := s.primary.(DeadlineStore); ok && s.timeout > 0 {
+		deadline := time.Now().Add(s.timeout)
+		d, err = ds.TakeBy(ctx, req, deadline)
+		err = s.settle(ctx, err, probe, err != nil && !time.Now().Before(deadline))
+	} else {
+		d, err = s.callPrimary(ctx, func(ctx context.Context) (ratekeeper.Decision, error) {
+			return s.primary.Take(ctx, req)
+		}, probe)
+	}
 	if err == nil {
 		return d, nil
 	}
@@ -280,18 +301,25 @@ func (s *Store) callPrimary(ctx context.Context, call func(context.Context) (rat
 		defer cancel()
 	}
 	d, err := call(cctx)
+	return d, s.settle(ctx, err, probe, err != nil && cctx.Err() != nil)
+}
+
+// settle counts the outcome err of a call to the primary made for ctx and
+// returns err, saying so if it was the timeout (late: the call ended past
+// it).
+func (s *Store) settle(ctx context.Context, err error, probe, late bool) error {
 	if err == nil {
 		s.succeeded(probe)
-		return d, nil
+		return nil
 	}
 	if ctx.Err() != nil {
 		// The caller gave up: not the store's failure.
 		if probe {
 			s.probing.Store(false)
 		}
-		return d, err
+		return err
 	}
-	if errors.Is(err, context.DeadlineExceeded) || cctx.Err() != nil {
+	if errors.Is(err, context.DeadlineExceeded) || late {
 		s.timeouts.Add(1)
 		err = fmt.Errorf("failsafe: store call timed out after %v: %w", s.timeout, err)
 	}
@@ -301,7 +329,7 @@ func (s *Store) callPrimary(ctx context.Context, call func(context.Context) (rat
 		s.onError(err)
 	}
 	s.logError(err)
-	return d, err
+	return err
 }
 
 // admit says whether to call the primary, and whether the call is the

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
@@ -260,3 +261,64 @@ func TestTakeAll(t *testing.T) {
 		})
 	}
 }
+
+// byDeadline is a DeadlineStore that, while hang is set, returns an error
+// that is not context.DeadlineExceeded (as a socket deadline gives) once
+// the deadline has passed; it records the deadlines it was given.
+type byDeadline struct {
+	flaky
+	deadlines []time.Time
+}
+
+var errIOTimeout = errors.New("i/o timeout")
+
+func (b *byDeadline) TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
+	b.deadlines = append(b.deadlines, deadline)
+	if b.hang.Load() {
+		select {
+		case <-time.After(time.Until(deadline)):
+			return ratekeeper.Decision{}, errIOTimeout
+		case <-ctx.Done():
+			return ratekeeper.Decision{}, ctx.Err()
+		}
+	}
+	return b.flaky.Take(ctx, req)
+}
+
+// TestTakeBy: with a DeadlineStore, Take passes it the deadline now +
+// timeout, counts an error past it as a timeout, and a cancelled caller as
+// none.
+func TestTakeBy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &byDeadline{}
+		s := New(p, WithTimeout(20*time.Millisecond), WithPolicy(Deny))
+		start := time.Now()
+		if d, err := s.Take(context.Background(), req("k")); err != nil || !d.Allowed {
+			t.Fatalf("up: %+v %v", d, err)
+		}
+		p.hang.Store(true)
+		d, err := s.Take(context.Background(), req("k"))
+		if err != nil || d.Allowed {
+			t.Fatalf("hung: %+v %v; want denied by the policy", d, err)
+		}
+		if el := time.Since(start); el != 20*time.Millisecond {
+			t.Errorf("took %v with a 20ms timeout", el)
+		}
+		if len(p.deadlines) != 2 || !p.deadlines[0].Equal(start.Add(20*time.Millisecond)) {
+			t.Errorf("deadlines %v, want start + 20ms first", p.deadlines)
+		}
+		if st := s.Stats(); st.Timeouts != 1 || st.Errors != 1 || st.FallbackDenied != 1 {
+			t.Errorf("%+v", st)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := s.Take(ctx, req("k")); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled: err = %v, want context.Canceled", err)
+		}
+		if st := s.Stats(); st.Errors != 1 {
+			t.Errorf("a cancelled caller counted as a store error: %+v", st)
+		}
+	})
+}
+
+var _ DeadlineStore = (*byDeadline)(nil)

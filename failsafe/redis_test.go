@@ -28,6 +28,26 @@ func (w *watched) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.
 	return d, err
 }
 
+// watchedBy is watched with the Redis store's TakeBy, which the failsafe
+// store then uses to bound its calls instead of a context per call.
+type watchedBy struct {
+	*watched
+	rs *redisstore.Store
+}
+
+func (w watchedBy) TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
+	d, err := w.rs.TakeBy(ctx, req, deadline)
+	if err == nil {
+		w.lastOK.Store(time.Now().UnixNano())
+	}
+	return d, err
+}
+
+var (
+	_ failsafe.DeadlineStore = watchedBy{}
+	_ failsafe.DeadlineStore = (*redisstore.Store)(nil) // serve bounds its Redis calls by TakeBy
+)
+
 // call is one decision under load.
 type call struct {
 	start, end time.Time
@@ -72,139 +92,149 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 				}
 			}},
 	} {
-		t.Run(string(tt.policy), func(t *testing.T) {
-			before := runtime.NumGoroutine()
-			srv := redistest.Start(t)
-			ctx := context.Background()
-			rs, err := redisstore.Open(ctx, srv.URL())
-			if err != nil {
-				t.Fatal(err)
+		for _, by := range []bool{false, true} {
+			name := string(tt.policy) + "/context"
+			if by {
+				name = string(tt.policy) + "/deadline" // TakeBy, as serve runs it
 			}
-			w := &watched{Store: rs}
-			fs := failsafe.New(w, failsafe.WithTimeout(timeout), failsafe.WithPolicy(tt.policy),
-				failsafe.WithInstances(2), failsafe.WithBreaker(5, 100*time.Millisecond))
-			lim, err := ratekeeper.New(fs, tt.limit)
-			if err != nil {
-				t.Fatal(err)
-			}
+			t.Run(name, func(t *testing.T) {
+				before := runtime.NumGoroutine()
+				srv := redistest.Start(t)
+				ctx := context.Background()
+				rs, err := redisstore.Open(ctx, srv.URL())
+				if err != nil {
+					t.Fatal(err)
+				}
+				w := &watched{Store: rs}
+				var primary ratekeeper.Store = w
+				if by {
+					primary = watchedBy{w, rs}
+				}
+				fs := failsafe.New(primary, failsafe.WithTimeout(timeout), failsafe.WithPolicy(tt.policy),
+					failsafe.WithInstances(2), failsafe.WithBreaker(5, 100*time.Millisecond))
+				lim, err := ratekeeper.New(fs, tt.limit)
+				if err != nil {
+					t.Fatal(err)
+				}
 
-			var (
-				mu    sync.Mutex
-				calls []call
-				stop  atomic.Bool
-				wg    sync.WaitGroup
-			)
-			for g := 0; g < 16; g++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					var mine []call
-					for i := 0; i < 200000 && !stop.Load(); i++ {
-						c := call{start: time.Now()}
-						d, err := lim.Allow(ctx, "client")
-						c.end, c.allowed, c.err = time.Now(), d.Allowed, err
-						mine = append(mine, c)
-						// Pace the load (16 goroutines, up to ~16k calls/s), so
-						// that the test measures the store, not the scheduler of
-						// a 2-core machine running 16 spinning goroutines.
+				var (
+					mu    sync.Mutex
+					calls []call
+					stop  atomic.Bool
+					wg    sync.WaitGroup
+				)
+				for g := 0; g < 16; g++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						var mine []call
+						for i := 0; i < 200000 && !stop.Load(); i++ {
+							c := call{start: time.Now()}
+							d, err := lim.Allow(ctx, "client")
+							c.end, c.allowed, c.err = time.Now(), d.Allowed, err
+							mine = append(mine, c)
+							// Pace the load (16 goroutines, up to ~16k calls/s), so
+							// that the test measures the store, not the scheduler of
+							// a 2-core machine running 16 spinning goroutines.
+							time.Sleep(time.Millisecond)
+						}
+						mu.Lock()
+						calls = append(calls, mine...)
+						mu.Unlock()
+					}()
+				}
+				waitFor := func(what string, d time.Duration, cond func() bool) time.Duration {
+					t.Helper()
+					start := time.Now()
+					for !cond() {
+						if time.Since(start) > d {
+							t.Fatalf("%s: not within %v", what, d)
+						}
 						time.Sleep(time.Millisecond)
 					}
-					mu.Lock()
-					calls = append(calls, mine...)
-					mu.Unlock()
-				}()
-			}
-			waitFor := func(what string, d time.Duration, cond func() bool) time.Duration {
-				t.Helper()
-				start := time.Now()
-				for !cond() {
-					if time.Since(start) > d {
-						t.Fatalf("%s: not within %v", what, d)
+					return time.Since(start)
+				}
+				servedSince := func(at time.Time) func() bool {
+					return func() bool { return w.lastOK.Load() > at.UnixNano() }
+				}
+
+				began := time.Now()
+				waitFor("decisions from Redis", 5*time.Second, servedSince(time.Now()))
+				time.Sleep(200 * time.Millisecond) // load against a healthy server
+
+				var outages []outage
+				recover := func(kind string, back time.Time) {
+					d := waitFor("decisions from Redis after "+kind, time.Second, servedSince(back))
+					t.Logf("%s: decisions from Redis again %v after its return", kind, d.Round(time.Millisecond))
+				}
+
+				// Kill it, keep the load on, bring it back.
+				from := time.Now()
+				srv.Kill()
+				time.Sleep(500 * time.Millisecond)
+				outages = append(outages, outage{from, time.Now()})
+				srv.Restart()
+				recover("kill", time.Now())
+
+				// Hang it: calls now wait for the timeout, until the breaker opens.
+				from = time.Now()
+				srv.Pause()
+				time.Sleep(500 * time.Millisecond)
+				outages = append(outages, outage{from, time.Now()})
+				srv.Resume()
+				recover("pause", time.Now())
+
+				time.Sleep(100 * time.Millisecond)
+				stop.Store(true)
+				wg.Wait()
+
+				var worst, worstAt time.Duration
+				allowed, refused := 0, 0
+				for _, c := range calls {
+					if c.err != nil {
+						t.Fatalf("call error: %v", c.err)
 					}
-					time.Sleep(time.Millisecond)
-				}
-				return time.Since(start)
-			}
-			servedSince := func(at time.Time) func() bool {
-				return func() bool { return w.lastOK.Load() > at.UnixNano() }
-			}
-
-			began := time.Now()
-			waitFor("decisions from Redis", 5*time.Second, servedSince(time.Now()))
-			time.Sleep(200 * time.Millisecond) // load against a healthy server
-
-			var outages []outage
-			recover := func(kind string, back time.Time) {
-				d := waitFor("decisions from Redis after "+kind, time.Second, servedSince(back))
-				t.Logf("%s: decisions from Redis again %v after its return", kind, d.Round(time.Millisecond))
-			}
-
-			// Kill it, keep the load on, bring it back.
-			from := time.Now()
-			srv.Kill()
-			time.Sleep(500 * time.Millisecond)
-			outages = append(outages, outage{from, time.Now()})
-			srv.Restart()
-			recover("kill", time.Now())
-
-			// Hang it: calls now wait for the timeout, until the breaker opens.
-			from = time.Now()
-			srv.Pause()
-			time.Sleep(500 * time.Millisecond)
-			outages = append(outages, outage{from, time.Now()})
-			srv.Resume()
-			recover("pause", time.Now())
-
-			time.Sleep(100 * time.Millisecond)
-			stop.Store(true)
-			wg.Wait()
-
-			var worst, worstAt time.Duration
-			allowed, refused := 0, 0
-			for _, c := range calls {
-				if c.err != nil {
-					t.Fatalf("call error: %v", c.err)
-				}
-				if c.end.Sub(c.start) > worst {
-					worst = c.end.Sub(c.start)
-					worstAt = c.start.Sub(began)
-				}
-				for _, o := range outages {
-					// Decisions wholly inside an outage, after in-flight ones drained.
-					if c.start.After(o.from.Add(timeout+margin)) && c.end.Before(o.to) {
-						if c.allowed {
-							allowed++
-						} else {
-							refused++
+					if c.end.Sub(c.start) > worst {
+						worst = c.end.Sub(c.start)
+						worstAt = c.start.Sub(began)
+					}
+					for _, o := range outages {
+						// Decisions wholly inside an outage, after in-flight ones drained.
+						if c.start.After(o.from.Add(timeout+margin)) && c.end.Before(o.to) {
+							if c.allowed {
+								allowed++
+							} else {
+								refused++
+							}
 						}
 					}
 				}
-			}
-			st := fs.Stats()
-			t.Logf("%d calls, slowest %v (at %v; outages %v); during outages %d allowed, %d refused; stats %+v", len(calls), worst.Round(time.Millisecond), worstAt.Round(time.Millisecond), outagesSince(began, outages), allowed, refused, st)
-			if worst > timeout+margin {
-				t.Errorf("a call took %v, more than the timeout %v + %v", worst, timeout, margin)
-			}
-			if allowed+refused == 0 {
-				t.Fatal("no decisions during the outages")
-			}
-			tt.ok(t, allowed, refused)
-			if st.BreakerOpens < 2 || st.Breaker != failsafe.Closed {
-				t.Errorf("breaker: %+v", st)
-			}
-
-			fs.Close()
-			rs.Close()
-			srv.Kill()
-			deadline := time.Now().Add(5 * time.Second)
-			for runtime.NumGoroutine() > before {
-				if time.Now().After(deadline) {
-					buf := make([]byte, 1<<20)
-					t.Fatalf("goroutines: %d before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+				st := fs.Stats()
+				t.Logf("%d calls, slowest %v (at %v; outages %v); during outages %d allowed, %d refused; stats %+v", len(calls), worst.Round(time.Millisecond), worstAt.Round(time.Millisecond), outagesSince(began, outages), allowed, refused, st)
+				if worst > timeout+margin {
+					t.Errorf("a call took %v, more than the timeout %v + %v", worst, timeout, margin)
 				}
-				time.Sleep(10 * time.Millisecond)
-			}
-		})
+				if allowed+refused == 0 {
+					t.Fatal("no decisions during the outages")
+				}
+				tt.ok(t, allowed, refused)
+				if st.BreakerOpens < 2 || st.Breaker != failsafe.Closed {
+					t.Errorf("breaker: %+v", st)
+				}
+
+				fs.Close()
+				rs.Close()
+				srv.Kill()
+				deadline := time.Now().Add(5 * time.Second)
+				for runtime.NumGoroutine() > before {
+					if time.Now().After(deadline) {
+						buf := make([]byte, 1<<20)
+						t.Fatalf("goroutines: %d before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			})
+		}
 	}
 }
 

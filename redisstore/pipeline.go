@@ -123,10 +123,11 @@ type batcher struct {
 // call is one job waiting for its flush.
 type call struct {
 	job
-	ctx   context.Context
-	reply string // the script's reply (every script answers a string)
-	err   error
-	done  chan struct{} // receives once reply or err is set (capacity 1)
+	ctx      context.Context
+	deadline time.Time // the call's own bound besides ctx's (zero: none)
+	reply    string    // the script's reply (every script answers a string)
+	err      error
+	done     chan struct{} // receives once reply or err is set (capacity 1)
 }
 
 // calls recycles the calls whose callers took their reply; a call whose
@@ -186,8 +187,18 @@ func (b *batcher) close() {
 	}
 }
 
-// run sends j in the next batch and waits for its reply.
-func (b *batcher) run(ctx context.Context, j job) (string, error) {
+// run sends j in the next batch and waits for its reply, at most until
+// ctx is done or deadline (if not zero) has passed. The deadline costs no
+// context of its own when the client honours deadlines: the round trip of
+// its batch ends by then, and with it the wait.
+func (b *batcher) run(ctx context.Context, j job, deadline time.Time) (string, error) {
+	if !deadline.IsZero() && !b.direct {
+		// A round trip may outlast the deadline: the wait needs a timer.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+		deadline = time.Time{}
+	}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -198,12 +209,17 @@ func (b *batcher) run(ctx context.Context, j job) (string, error) {
 		// Alone: straight to the server, sparing the hand-off to a
 		// flusher and back.
 		b.mu.Unlock()
+		if !deadline.IsZero() {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+		}
 		reply, err := j.run(ctx, b.client)
 		b.leave()
 		return reply, err
 	}
 	c := calls.Get().(*call)
-	c.job, c.ctx = j, ctx
+	c.job, c.ctx, c.deadline = j, ctx, deadline
 	b.pending = append(b.pending, c)
 	b.dispatch()
 	b.mu.Unlock()
@@ -299,7 +315,7 @@ func (b *batcher) flusher() {
 func (b *batcher) exec(f *flush) {
 	// The round trip lives as long as the latest caller waits; callers
 	// whose context is already done are not sent.
-	var deadline time.Time
+	var deadline, now time.Time
 	bounded := true
 	live := f.live[:0]
 	for _, c := range f.calls {
@@ -307,7 +323,20 @@ func (b *batcher) exec(f *flush) {
 			c.err = err
 			continue
 		}
-		if d, ok := c.ctx.Deadline(); ok {
+		d, ok := c.ctx.Deadline()
+		if !c.deadline.IsZero() {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			if !now.Before(c.deadline) {
+				c.err = context.DeadlineExceeded
+				continue
+			}
+			if !ok || c.deadline.Before(d) {
+				d, ok = c.deadline, true
+			}
+		}
+		if ok {
 			if d.After(deadline) {
 				deadline = d
 			}

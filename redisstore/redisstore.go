@@ -40,8 +40,18 @@ type Store struct {
 // run runs j, pipelined with concurrent calls unless
 // WithAutoPipeline(false).
 func (s *Store) run(ctx context.Context, j job) (string, error) {
+	return s.runBy(ctx, j, time.Time{})
+}
+
+// runBy is run bounded by deadline too, unless it is zero.
+func (s *Store) runBy(ctx context.Context, j job, deadline time.Time) (string, error) {
 	if s.pipe != nil {
-		return s.pipe.run(ctx, j)
+		return s.pipe.run(ctx, j, deadline)
+	}
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
 	}
 	return j.run(ctx, s.client)
 }
@@ -255,6 +265,16 @@ const maxCachedLimits = 4096
 
 // Take decides req in one script run.
 func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
+	return s.TakeBy(ctx, req, time.Time{})
+}
+
+// TakeBy is Take bounded by deadline as well as by ctx (a zero deadline:
+// by ctx only). With the automatic pipeline on a client that honours
+// deadlines (ContextTimeoutEnabled, as Open sets), it costs less than a
+// context with that deadline: a call that waits for a batch sets no timer
+// of its own, since the batch's round trip ends by the latest deadline of
+// its calls. The failsafe store bounds its calls this way.
+func (s *Store) TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
 	i := algoIndex(req.Limit.Algorithm)
 	if i < 0 {
 		return ratekeeper.Decision{}, fmt.Errorf("redisstore: unknown algorithm %q", req.Limit.Algorithm)
@@ -262,7 +282,7 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 	if s.err != nil {
 		return ratekeeper.Decision{}, s.err
 	}
-	v, err := s.run(ctx, s.job(takeOp(req), req, 0))
+	v, err := s.runBy(ctx, s.job(takeOp(req), req, 0), deadline)
 	if err != nil {
 		return ratekeeper.Decision{}, fmt.Errorf("redisstore: take %s: %w", req.Limit.Algorithm, err)
 	}
