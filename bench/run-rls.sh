@@ -4,14 +4,21 @@
 # both on the same local redis-server, and against gubernator (bench/gubernator,
 # built from its Go module: one node, which keeps its counts in its own
 # memory), driven over gRPC by bench/rlsload at 16, 64 and 256 concurrent
-# callers with 1 and 10,000 keys. The services take turns at every
+# callers with 1 and 10,000 keys (rlsload's lean client, HTTP/2 frames
+# written directly, standing in for Envoy's C++ client; CLIENT=grpc for
+# grpc-go's client). The services take turns at every
 # configuration. Raw output: results/rls.txt; benchstat summaries:
 # results/rls-benchstat.txt (fixed_window, ratekeeper against the
 # reference), results/rls-gubernator.txt (token and leaky bucket,
 # ratekeeper against gubernator) and results/rls-algorithms.txt (every
 # algorithm of ratekeeper).
+# Then, at 64 callers and one key, the CPU time each process spends per
+# decision (the service's and redis-server's from /proc, the load
+# generator's from bash's time, over 4 s; 3 alternating rounds, the
+# generator's grpc-go client too): results/rls-cpu.txt.
 # Environment: COUNT (rounds, default 3), DURATION (per configuration,
-# default 2s), CALLERS (default 16,64,256), KEYS (default 1,10000).
+# default 2s), CALLERS (default 16,64,256), KEYS (default 1,10000), CLIENT
+# (lean or grpc, default lean), CPU (0: skip the CPU measurements).
 set -euo pipefail
 cd "$(dirname "$0")"
 mkdir -p results
@@ -22,6 +29,8 @@ COUNT=${COUNT:-3}
 DURATION=${DURATION:-2s}
 CALLERS=${CALLERS:-16,64,256}
 KEYS=${KEYS:-1,10000}
+CLIENT=${CLIENT:-lean}
+CPU=${CPU:-1}
 ALGORITHMS=fixed_window,token_bucket,leaky_bucket,sliding_window,sliding_log
 
 used=" "
@@ -58,14 +67,14 @@ go build -o "$dir/rlsload" ./rlsload
 redis_port=$(freeport 16500)
 redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir" --save "" --appendonly no \
   --daemonize no --logfile "$dir/redis.log" &
-pids+=($!)
+pids+=($!); redis_pid=$!
 waitport "$redis_port"
 
 rk_grpc=$(freeport 18081); rk_admin=$(freeport 19090)
 "$dir/ratekeeper" serve --config rlsconf/ratekeeper.yaml --grpc-listen "127.0.0.1:$rk_grpc" \
   --http-listen - --admin-listen "127.0.0.1:$rk_admin" --log-level warn \
   --store "redis://127.0.0.1:$redis_port/0" --store-timeout 1s --store-on-error deny 2>"$dir/ratekeeper.log" &
-pids+=($!)
+pids+=($!); rk_pid=$!
 
 mkdir -p "$dir/runtime/ratelimit/config"
 cp rlsconf/reference.yaml "$dir/runtime/ratelimit/config/bench.yaml"
@@ -76,10 +85,10 @@ env RUNTIME_ROOT="$dir/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROO
   DISABLE_STATS=true USE_STATSD=false LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$redis_port" \
   HOST=127.0.0.1 PORT="$ref_http" GRPC_HOST=127.0.0.1 GRPC_PORT="$ref_grpc" \
   DEBUG_HOST=127.0.0.1 DEBUG_PORT="$ref_debug" "$dir/rlsref" 2>"$dir/reference.log" &
-pids+=($!)
+pids+=($!); ref_pid=$!
 gub_grpc=$(freeport 29081); gub_http=$(freeport 29180)
 "$dir/gubernator" -grpc-listen "127.0.0.1:$gub_grpc" -http-listen "127.0.0.1:$gub_http" 2>"$dir/gubernator.log" &
-pids+=($!)
+pids+=($!); gub_pid=$!
 waitport "$rk_grpc"
 waitport "$ref_grpc"
 waitport "$gub_grpc"
@@ -87,9 +96,10 @@ waitport "$gub_grpc"
 # The machine is shared and its load changes by the minute: the two
 # services alternate at every configuration, so that each ratio compares
 # runs made seconds apart.
-load() { "$dir/rlsload" -duration "$DURATION" -warmup 300ms "$@"; }
+load() { "$dir/rlsload" -client "$CLIENT" -duration "$DURATION" -warmup 300ms "$@"; }
 {
-  echo "# $(date -u +%FT%TZ) $(redis-server --version | cut -d' ' -f1-3), $(nproc) cores shared by redis, the services and the load generator (and by other engineers' builds)"
+  echo "# $(date -u +%FT%TZ) $(redis-server --version | cut -d' ' -f1-3), $(nproc) cores shared by redis, the services and the load generator (and by other engineers' builds); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "# load generator: bench/rlsload -client $CLIENT"
   echo "# reference: github.com/envoyproxy/ratelimit $(go list -m -f '{{.Version}}' github.com/envoyproxy/ratelimit), default settings (REDIS_POOL_SIZE 10, no implicit pipelining), stats off"
   echo "# gubernator: github.com/gubernator-io/gubernator/v2 $(go list -m -f '{{.Version}}' github.com/gubernator-io/gubernator/v2), one node, counts in its memory (no Redis), default settings"
   for round in $(seq "$COUNT"); do
@@ -103,6 +113,37 @@ load() { "$dir/rlsload" -duration "$DURATION" -warmup 300ms "$@"; }
     done
   done
 } | tee results/rls.txt
+
+# CPU per decision of each process at 64 callers, one key, over one 4 s
+# configuration.
+cpu() { # name service-pid client rlsload-args...
+  local name=$1 spid=$2 client=$3 tk s0 s1 r0 r1 n g
+  shift 3
+  tk=$(getconf CLK_TCK)
+  s0=$(awk '{print $14+$15}' "/proc/$spid/stat"); r0=$(awk '{print $14+$15}' "/proc/$redis_pid/stat")
+  g=$( { TIMEFORMAT='%U %S'; time "$dir/rlsload" -client "$client" -duration 4s -warmup 1ms -keys 1 -callers 64 "$@" >"$dir/cpu.out" 2>"$dir/cpu.err"; } 2>&1 )
+  s1=$(awk '{print $14+$15}' "/proc/$spid/stat"); r1=$(awk '{print $14+$15}' "/proc/$redis_pid/stat")
+  n=$(awk '/^Benchmark/ {print $2}' "$dir/cpu.out")
+  if [ -s "$dir/cpu.err" ]; then cat "$dir/cpu.err" >&2; fi
+  awk -v name="$name" -v client="$client" -v n="${n:-0}" -v tk="$tk" -v s=$((s1 - s0)) -v r=$((r1 - r0)) -v g="$g" 'BEGIN {
+    split(g, a, " "); if (n == 0) exit
+    printf "cpu %-24s client=%-4s %7.0f decisions/s  service %5.1f us  generator %5.1f us  redis %5.1f us\n",
+      name, client, n / 4, s / tk * 1e6 / n, (a[1] + a[2]) * 1e6 / n, r / tk * 1e6 / n }'
+}
+if [ "$CPU" != 0 ]; then
+  {
+    echo "# $(date -u +%FT%TZ) CPU time per decision at 64 callers, one key, 4 s each, 3 alternating rounds; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    for round in 1 2 3; do
+      echo "cpu round $round of 3" >&2
+      cpu reference/fixed_window "$ref_pid" lean -addr "127.0.0.1:$ref_grpc" -algorithms fixed_window
+      cpu ratekeeper/fixed_window "$rk_pid" lean -addr "127.0.0.1:$rk_grpc" -algorithms fixed_window
+      cpu ratekeeper/token_bucket "$rk_pid" lean -addr "127.0.0.1:$rk_grpc" -algorithms token_bucket
+      cpu gubernator/token_bucket "$gub_pid" lean -addr "127.0.0.1:$gub_grpc" -api gubernator -algorithms token_bucket
+      cpu reference/fixed_window "$ref_pid" grpc -addr "127.0.0.1:$ref_grpc" -algorithms fixed_window
+      cpu ratekeeper/fixed_window "$rk_pid" grpc -addr "127.0.0.1:$rk_grpc" -algorithms fixed_window
+    done
+  } | tee results/rls-cpu.txt
+fi
 
 # Decisions the store did not make (timeouts, errors) would flatter the
 # figures: there must be none.
