@@ -282,7 +282,7 @@ func Differential(t *testing.T, want, got ratekeeper.Store, seed uint64, steps i
 // RandomLimit draws a valid limit of a random algorithm, with rates that
 // often do not divide their period.
 func RandomLimit(rng *rand.Rand) ratekeeper.Limit {
-	periods := []time.Duration{time.Millisecond, 7 * time.Millisecond, time.Second, 3 * time.Second, time.Minute, time.Hour}
+	periods := []time.Duration{time.Millisecond, 7 * time.Millisecond, time.Second, 3 * time.Second, time.Minute, time.Hour, 24 * time.Hour}
 	l := ratekeeper.Limit{
 		Algorithm: ratekeeper.Algorithms[rng.IntN(len(ratekeeper.Algorithms))],
 		Rate:      1 + rng.IntN(20),
