@@ -18,7 +18,8 @@
 # generator's grpc-go client too): results/rls-cpu.txt.
 # Environment: COUNT (rounds, default 3), DURATION (per configuration,
 # default 2s), CALLERS (default 16,64,256), KEYS (default 1,10000), CLIENT
-# (lean or grpc, default lean), CPU (0: skip the CPU measurements).
+# (lean or grpc, default lean), CPU (0: skip the CPU measurements), OUT
+# (the results files' prefix, default rls).
 set -euo pipefail
 cd "$(dirname "$0")"
 mkdir -p results
@@ -31,6 +32,7 @@ CALLERS=${CALLERS:-16,64,256}
 KEYS=${KEYS:-1,10000}
 CLIENT=${CLIENT:-lean}
 CPU=${CPU:-1}
+OUT=${OUT:-rls} # the results files: results/$OUT.txt, results/$OUT-benchstat.txt, ...
 ALGORITHMS=fixed_window,token_bucket,leaky_bucket,sliding_window,sliding_log
 
 used=" "
@@ -112,7 +114,7 @@ load() { "$dir/rlsload" -client "$CLIENT" -duration "$DURATION" -warmup 300ms "$
       done
     done
   done
-} | tee results/rls.txt
+} | tee "results/$OUT.txt"
 
 # CPU per decision of each process at 64 callers, one key, over one 4 s
 # configuration.
@@ -142,17 +144,17 @@ if [ "$CPU" != 0 ]; then
       cpu reference/fixed_window "$ref_pid" grpc -addr "127.0.0.1:$ref_grpc" -algorithms fixed_window
       cpu ratekeeper/fixed_window "$rk_pid" grpc -addr "127.0.0.1:$rk_grpc" -algorithms fixed_window
     done
-  } | tee results/rls-cpu.txt
+  } | tee "results/$OUT-cpu.txt"
 fi
 
 # Decisions the store did not make (timeouts, errors) would flatter the
 # figures: there must be none.
 fallbacks=$(curl -s "http://127.0.0.1:$rk_admin/metrics" | awk '/^ratekeeper_store_fallback_errors_total/ {print $2}')
-echo "ratekeeper store errors during the run: ${fallbacks:-0}" | tee -a results/rls.txt
+echo "ratekeeper store errors during the run: ${fallbacks:-0}" | tee -a "results/$OUT.txt"
 if [ -s "$dir/reference.log" ]; then echo "reference log:"; tail -5 "$dir/reference.log"; fi
 if [ -s "$dir/gubernator.log" ]; then echo "gubernator log:"; tail -5 "$dir/gubernator.log"; fi
 
-go tool -modfile=../tools/go.mod benchstat -filter '/alg:fixed_window' -col /impl results/rls.txt > results/rls-benchstat.txt
-go tool -modfile=../tools/go.mod benchstat -filter '(/alg:token_bucket OR /alg:leaky_bucket) -/impl:reference' -col /impl results/rls.txt > results/rls-gubernator.txt
-go tool -modfile=../tools/go.mod benchstat -filter '/impl:ratekeeper' -col /alg results/rls.txt > results/rls-algorithms.txt
-cat results/rls-benchstat.txt results/rls-gubernator.txt results/rls-algorithms.txt
+go tool -modfile=../tools/go.mod benchstat -filter '/alg:fixed_window' -col /impl "results/$OUT.txt" > "results/$OUT-benchstat.txt"
+go tool -modfile=../tools/go.mod benchstat -filter '(/alg:token_bucket OR /alg:leaky_bucket) -/impl:reference' -col /impl "results/$OUT.txt" > "results/$OUT-gubernator.txt"
+go tool -modfile=../tools/go.mod benchstat -filter '/impl:ratekeeper' -col /alg "results/$OUT.txt" > "results/$OUT-algorithms.txt"
+cat "results/$OUT-benchstat.txt" "results/$OUT-gubernator.txt" "results/$OUT-algorithms.txt"
