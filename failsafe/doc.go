@@ -18,6 +18,11 @@
 // request falls under) to the primary in one call, and to the policy when
 // that fails.
 //
+// The timeout is a context deadline for each call to the primary, except
+// that a primary that is a DeadlineStore (the Redis store is one) gets the
+// deadline beside the caller's context, in Take: it bounds the call itself,
+// which spares a timer and a context per call.
+//
 // A circuit breaker stops calls from each waiting out the timeout while the
 // primary is down: after WithBreaker's threshold of consecutive failures it
 // opens, and calls go straight to the policy. After the cool-down one call
