@@ -237,3 +237,49 @@ func FuzzGubernatorStatus(f *testing.F) {
 		}
 	})
 }
+
+// hangingRLS answers only when released.
+type hangingRLS struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	release chan struct{}
+}
+
+func (h *hangingRLS) ShouldRateLimit(ctx context.Context, _ *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+	}
+	return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}, nil
+}
+
+// TestLeanCancel: calls waiting on a service that does not answer return
+// when their context ends, and the connection is given up.
+func TestLeanCancel(t *testing.T) {
+	h := &hangingRLS{release: make(chan struct{})}
+	defer close(h.release)
+	addr := serve(t, func(gs *grpc.Server) { rlsv3.RegisterRateLimitServiceServer(gs, h) })
+	const callers = 8
+	lc, err := newLeanClient(addr, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, 1, callers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	call := leanEnvoyCaller(lc, "fixed_window", 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, callers)
+	for c := range callers {
+		go func() {
+			_, err := call(ctx, c, 0)
+			errs <- err
+		}()
+	}
+	cancel()
+	for range callers {
+		if err := <-errs; err == nil {
+			t.Error("a call on a hung service returned no error")
+		}
+	}
+	if _, err := call(context.Background(), 0, 0); err == nil {
+		t.Error("a call after a cancelled one succeeded on a connection given up")
+	}
+}
