@@ -274,6 +274,13 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 // context with that deadline: a call that waits for a batch sets no timer
 // of its own, since the batch's round trip ends by the latest deadline of
 // its calls. The failsafe store bounds its calls this way.
+//
+// The price of sparing the timer: a call waiting for a batch is bounded
+// only by round trips. A batch that also holds a call with no deadline at
+// all runs bounded by the client's read timeout alone, and so may then the
+// calls queued behind it; when some callers of one Store set no deadline,
+// TakeBy's bound is that read timeout. The failsafe store, which the
+// gateway and the decision service use, bounds every call it makes.
 func (s *Store) TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
 	i := algoIndex(req.Limit.Algorithm)
 	if i < 0 {
