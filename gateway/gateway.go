@@ -45,6 +45,10 @@ type Gateway struct {
 	handler http.Handler
 	// upstreamProxy is the proxy to the upstream (nil for the demo API).
 	upstreamProxy *httputil.ReverseProxy
+	// direct is the direct transport to the upstream, and target its URL
+	// (nil when requests take http.Transport).
+	direct *directTransport
+	target *url.URL
 
 	cfg   *rules.Config // the config being served; guarded by mu
 	file  startFields   // the file's start-only fields as last read
@@ -187,6 +191,7 @@ func (g *Gateway) proxyTo(s string, direct bool) (*httputil.ReverseProxy, error)
 	var rt http.RoundTripper = tr
 	if dt := newDirectTransport(target, tr); dt != nil && direct {
 		rt = dt
+		g.direct, g.target = dt, target
 	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -243,7 +248,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(g.logger.Handler(), slog.LevelDebug),
 	}
 	var admin *http.Server
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	if cfg.AdminListen != "" {
 		aln, err := net.Listen("tcp", cfg.AdminListen)
 		if err != nil {
@@ -255,7 +260,17 @@ func (g *Gateway) Run(ctx context.Context) error {
 		admin = &http.Server{Handler: metrics.AdminHandler(g.reg, g.readyErr), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errc <- ignoreClosed(admin.Serve(aln)) }()
 	}
-	go func() { errc <- ignoreClosed(srv.Serve(ln)) }()
+	var fast *front
+	if cfg.ClientTransport != "standard" && g.direct != nil {
+		fast = newFront(g.mw, g.direct, g.target, g.logger, a)
+	}
+	if fast != nil {
+		fast.readHeader, fast.idle = srv.ReadHeaderTimeout, srv.IdleTimeout
+		go func() { errc <- ignoreClosed(srv.Serve(fast.handoff)) }()
+		go func() { errc <- fast.serve(ln) }()
+	} else {
+		go func() { errc <- ignoreClosed(srv.Serve(ln)) }()
+	}
 	g.ready.Store(true)
 	adminAddr := ""
 	if aa := g.AdminAddr(); aa != nil {
@@ -280,7 +295,14 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.logger.Info("shutting down: finishing requests in flight", "timeout", timeout)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	err = srv.Shutdown(sctx)
+	if fast != nil {
+		ln.Close()
+		fastErr := make(chan error, 1)
+		go func() { fastErr <- fast.shutdown(sctx) }()
+		err = errors.Join(srv.Shutdown(sctx), <-fastErr)
+	} else {
+		err = srv.Shutdown(sctx)
+	}
 	if admin != nil {
 		_ = admin.Shutdown(sctx)
 	}
@@ -332,6 +354,7 @@ func (g *Gateway) reloadLocked() error {
 				{"admin_listen", was.admin, now.admin},
 				{"upstream", was.upstream, now.upstream},
 				{"upstream_transport", was.transport, now.transport},
+				{"client_transport", was.client, now.client},
 				{"store", was.store, now.store},
 			} {
 				if f.was != f.now {
@@ -339,7 +362,7 @@ func (g *Gateway) reloadLocked() error {
 				}
 			}
 			g.file = now
-			cfg.Listen, cfg.AdminListen, cfg.Upstream, cfg.UpstreamTransport, cfg.Store = old.Listen, old.AdminListen, old.Upstream, old.UpstreamTransport, old.Store
+			cfg.Listen, cfg.AdminListen, cfg.Upstream, cfg.UpstreamTransport, cfg.ClientTransport, cfg.Store = old.Listen, old.AdminListen, old.Upstream, old.UpstreamTransport, old.ClientTransport, old.Store
 			g.mw.SetRules(set)
 			g.cfg = cfg
 			g.metrics.Reload(true, len(set.Rules))
@@ -362,10 +385,10 @@ func (bufferPool) Get() []byte  { return buffers.Get().(*[32 << 10]byte)[:] }
 func (bufferPool) Put(b []byte) { buffers.Put((*[32 << 10]byte)(b[:32<<10])) }
 
 // startFields are the fields read at start only.
-type startFields struct{ listen, admin, upstream, transport, store string }
+type startFields struct{ listen, admin, upstream, transport, client, store string }
 
 func startOnly(c *rules.Config) startFields {
-	return startFields{c.Listen, c.AdminListen, c.Upstream, c.UpstreamTransport, c.Store.String()}
+	return startFields{c.Listen, c.AdminListen, c.Upstream, c.UpstreamTransport, c.ClientTransport, c.Store.String()}
 }
 
 // fileKey is what the watcher compares: size and mtime cheaply, the hash

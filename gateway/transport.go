@@ -258,6 +258,7 @@ type directConn struct {
 	limit  int64 // bytes the reader may still take (the header bound)
 	got    int64 // bytes read since the request was written
 	reused bool
+	grown  bool // the fast path replaced br with a larger reader
 	idleAt time.Time
 
 	mu        sync.Mutex // orders the deadline changes of cancel and roundTrip

@@ -57,7 +57,7 @@ func BenchmarkDecide(b *testing.B) {
 				ctx := context.Background()
 				i := 0
 				for pb.Next() {
-					v := mw.decide(ctx, reqs[i&1023], s)
+					v := mw.decide(ctx, reqs[i&1023], s, nil)
 					if v.outcome != pass {
 						b.Fatal("refused")
 					}

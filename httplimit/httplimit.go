@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/fastadmit"
 	"github.com/ratekeeper/ratekeeper/internal/metrics"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
@@ -242,6 +243,7 @@ const (
 	pass outcome = iota
 	refuse
 	forbid
+	deferred // a queue rule matched and the caller cannot hold requests
 )
 
 // verdict carries a decision from decide to the response.
@@ -258,34 +260,54 @@ type verdict struct {
 // a queue's delay; others are answered 429 (or 403) here.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := m.pool.Get().(*scratch)
-		v := m.decide(r.Context(), r, s)
-		switch v.outcome {
-		case forbid:
-			m.pool.Put(s)
-			writeForbidden(w)
-			return
-		case refuse:
-			m.writeHeaders(w.Header(), v, s)
-			name := s.matches[v.worst].Rule.Name
-			m.pool.Put(s)
-			writeTooMany(w, name, v.retry)
-			return
+		if m.admit(w, r, nil) == fastadmit.Admitted {
+			next.ServeHTTP(w, r)
 		}
-		if len(s.matches) > 0 {
-			m.writeHeaders(w.Header(), v, s)
-		}
-		if v.delay > 0 {
-			if !m.hold(r.Context(), v.delay, s) {
-				s.reset()
-				m.pool.Put(s)
-				return // the client left while queued: nothing to answer
-			}
-		}
+	})
+}
+
+func init() {
+	fastadmit.Admit = func(mw any, w http.ResponseWriter, r *http.Request, set any) fastadmit.Result {
+		return mw.(*Middleware).admit(w, r, set.(*rules.Set))
+	}
+}
+
+// admit decides r. Refused, it answers on w; admitted, it sets the rate
+// limit headers on w and waits out a queue's delay. With a set (the fast
+// path), a request is Deferred, before anything is taken, when a queue
+// rule matches it or the rules in use are no longer set.
+func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Set) fastadmit.Result {
+	s := m.pool.Get().(*scratch)
+	v := m.decide(r.Context(), r, s, set)
+	switch v.outcome {
+	case deferred:
 		s.reset()
 		m.pool.Put(s)
-		next.ServeHTTP(w, r)
-	})
+		return fastadmit.Deferred
+	case forbid:
+		m.pool.Put(s)
+		writeForbidden(w)
+		return fastadmit.Answered
+	case refuse:
+		m.writeHeaders(w.Header(), v, s)
+		name := s.matches[v.worst].Rule.Name
+		m.pool.Put(s)
+		writeTooMany(w, name, v.retry)
+		return fastadmit.Answered
+	}
+	if len(s.matches) > 0 {
+		m.writeHeaders(w.Header(), v, s)
+	}
+	if v.delay > 0 {
+		if !m.hold(r.Context(), v.delay, s) {
+			s.reset()
+			m.pool.Put(s)
+			return fastadmit.Answered // the client left while queued: nothing to answer
+		}
+	}
+	s.reset()
+	m.pool.Put(s)
+	return fastadmit.Admitted
 }
 
 // hold waits out a queued request's delay. When the client leaves first it
@@ -311,12 +333,18 @@ func (m *Middleware) refundAll(ctx context.Context, s *scratch) {
 }
 
 // decide applies the rules to r, filling s. It takes from the store what a
-// passing request uses.
-func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch) verdict {
+// passing request uses. With only (the fast path), a request is deferred
+// before anything is taken when a queue rule matches it, or when the rules
+// in use are not only.
+func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, only *rules.Set) verdict {
 	s.reset()
 	c := m.current.Load()
 	set := c.set
 	v := verdict{c: c}
+	if only != nil && only != set {
+		v.outcome = deferred
+		return v
+	}
 	v.ip = set.ClientIP().Addr(r)
 	if denied, exempt := set.Access(v.ip); denied {
 		m.metrics.Decision("access", metrics.Forbidden)
@@ -328,6 +356,14 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch) ve
 	s.matches, s.keyBuf = set.AppendMatches(s.matches, s.keyBuf, r, v.ip)
 	if len(s.matches) == 0 {
 		return v
+	}
+	if only != nil {
+		for _, mt := range s.matches {
+			if mt.Rule.Mode == rules.Queue {
+				v.outcome = deferred
+				return v
+			}
+		}
 	}
 	var now time.Time
 	if m.clock != nil {

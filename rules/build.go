@@ -38,6 +38,11 @@ func (c *Config) build() (*Set, []*Error) {
 	default:
 		fail("upstream_transport", "%q: use direct or standard", c.UpstreamTransport)
 	}
+	switch c.ClientTransport {
+	case "", "fast", "standard":
+	default:
+		fail("client_transport", "%q: use fast or standard", c.ClientTransport)
+	}
 	for _, f := range []struct{ name, addr string }{{"listen", c.Listen}, {"admin_listen", c.AdminListen}} {
 		if f.addr != "" {
 			if _, _, err := net.SplitHostPort(f.addr); err != nil {

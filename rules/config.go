@@ -18,8 +18,9 @@ import (
 )
 
 // Config is a whole configuration file as written. Listen, AdminListen,
-// Upstream, UpstreamTransport, ShutdownTimeout and Watch are read by the
-// gateway (ratekeeper proxy) only; the middleware ignores them.
+// Upstream, UpstreamTransport, ClientTransport, ShutdownTimeout and Watch
+// are read by the gateway (ratekeeper proxy) only; the middleware ignores
+// them.
 type Config struct {
 	// Listen is the gateway's address, default 127.0.0.1:8080.
 	Listen string `yaml:"listen"`
@@ -34,6 +35,13 @@ type Config struct {
 	// http.Transport for every request. HTTPS upstreams, upgrades and
 	// "Expect: 100-continue" always take http.Transport.
 	UpstreamTransport string `yaml:"upstream_transport"`
+	// ClientTransport is how the gateway reads requests from clients:
+	// "fast" (default) serves plain HTTP/1.1 requests on its own fast path
+	// and hands every other connection to Go's net/http server, "standard"
+	// gives every connection to net/http. The fast path needs the direct
+	// upstream transport; with "standard" there, or an HTTPS upstream, or
+	// the demo, every connection goes to net/http.
+	ClientTransport string `yaml:"client_transport"`
 	// ShutdownTimeout bounds how long a graceful shutdown waits for
 	// in-flight requests, default 30s.
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`

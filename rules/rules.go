@@ -428,3 +428,39 @@ func checkName(n string) error {
 	}
 	return nil
 }
+
+// HeadersRead returns the canonical names of the request headers that
+// matching and keying read: those the rules name and, when proxies are
+// trusted, the forwarding header. all is true when that is not known (a
+// Set built with NewSet, whose key functions may read anything). A server
+// that hands the Set a request carrying only these headers gets the same
+// decisions as with the whole request.
+func (s *Set) HeadersRead() (names []string, all bool) {
+	if s.Config == nil {
+		return nil, true
+	}
+	add := func(n string) {
+		n = http.CanonicalHeaderKey(strings.TrimSpace(n))
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	if len(s.clientIP.Trusted) > 0 {
+		if s.clientIP.Header == "Forwarded" {
+			add("Forwarded")
+		} else {
+			add("X-Forwarded-For")
+		}
+	}
+	for _, rl := range s.Config.Rules {
+		for _, p := range rl.Key {
+			if kind, arg, _ := strings.Cut(p, ":"); strings.EqualFold(strings.TrimSpace(kind), "header") {
+				add(arg)
+			}
+		}
+		for n := range rl.Match.Headers {
+			add(n)
+		}
+	}
+	return names, false
+}

@@ -94,6 +94,7 @@ func TestErrorsNameFileLineField(t *testing.T) {
 		{"rules:\n  - name: k\n    key: [cookie:x]\n    limit: {algorithm: token_bucket, rate: 1, period: 1s}\n", `f.yaml:3: rules[0].key[0]: "cookie:x" is not`},
 		{"store: {url: ftp://x}\n", "f.yaml:1: store: url: unknown scheme"},
 		{"upstream_transport: fast\n", `f.yaml:1: upstream_transport: "fast": use direct or standard`},
+		{"client_transport: direct\n", `f.yaml:1: client_transport: "direct": use fast or standard`},
 		{"rules: [\n", "f.yaml:"},
 	}
 	for _, c := range cases {

@@ -1,0 +1,894 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/httplimit"
+	"github.com/ratekeeper/ratekeeper/internal/fastadmit"
+	"github.com/ratekeeper/ratekeeper/rules"
+)
+
+// front is the gateway's fast path (client_transport: fast). It reads
+// client connections itself and serves the plain requests that make most
+// of an API's traffic (HTTP/1.1, origin-form target, a Host, no body or a
+// small one with Content-Length) straight to the upstream over the direct
+// transport's connections, with the same decisions, headers, answers and
+// forwarded request that the middleware and httputil.ReverseProxy give.
+// Anything else (HTTP/1.0, upgrades, chunked or large bodies, Expect, a
+// queue rule, a head that is not plain) hands the connection, unread, to
+// the net/http server: its bytes are read again there, from the start of
+// that request. A connection handed off stays with net/http.
+//
+// What it saves per request is net/http's per-request machinery: the
+// header maps, the request and response objects, the background read that
+// watches for a client that leaves, ReverseProxy's copies of both headers.
+// What it does not do: notice a client that leaves while the upstream is
+// still working (that request runs to its end), and HTTP/2 (which the
+// gateway does not speak in clear text either way).
+type front struct {
+	mw         *httplimit.Middleware
+	up         *directTransport
+	upstream   string // the upstream URL, redacted, for logs and 502s
+	prefix     string // the upstream URL's path, joined before each target
+	host       string // the Host the upstream is sent
+	logger     *slog.Logger
+	handoff    *handoffListener
+	readHeader time.Duration
+	idle       time.Duration
+
+	mu       sync.Mutex
+	conns    map[*frontConn]struct{}
+	closing  atomic.Bool
+	inFlight sync.WaitGroup
+}
+
+// newFront returns the fast path to target over up, or nil when the target
+// cannot take it (a query in the upstream URL, which net/http merges).
+func newFront(mw *httplimit.Middleware, up *directTransport, target *url.URL, logger *slog.Logger, addr net.Addr) *front {
+	if up == nil || target.RawQuery != "" || target.RawPath != "" {
+		return nil
+	}
+	prefix := target.Path
+	if len(prefix) > 0 && prefix[len(prefix)-1] == '/' {
+		prefix = prefix[:len(prefix)-1]
+	}
+	return &front{
+		mw:         mw,
+		up:         up,
+		upstream:   target.Redacted(),
+		prefix:     prefix,
+		host:       target.Host,
+		logger:     logger,
+		handoff:    newHandoffListener(addr),
+		readHeader: 10 * time.Second,
+		idle:       120 * time.Second,
+		conns:      map[*frontConn]struct{}{},
+	}
+}
+
+// serve accepts connections from ln until it is closed.
+func (f *front) serve(ln net.Listener) error {
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if f.closing.Load() || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			// Out of file descriptors, most likely: wait, as net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			f.logger.Warn("accept failed; retrying", "err", err, "in", backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		c := f.newConn(nc)
+		if c == nil {
+			nc.Close()
+			continue
+		}
+		go c.serve()
+	}
+}
+
+// shutdown closes the idle connections and waits, until ctx is done, for
+// the requests in flight; their connections close after them.
+func (f *front) shutdown(ctx context.Context) error {
+	f.closing.Store(true)
+	f.mu.Lock()
+	for c := range f.conns {
+		c.closeIfIdle()
+	}
+	f.mu.Unlock()
+	done := make(chan struct{})
+	go func() { f.inFlight.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Connection states.
+const (
+	connIdle int32 = iota
+	connActive
+	connClosed
+)
+
+// frontConn is one client connection on the fast path, with everything a
+// request needs kept from one request to the next.
+type frontConn struct {
+	f      *front
+	nc     net.Conn
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	state  atomic.Int32
+	peer   string // the peer's address, as X-Forwarded-For gets it
+	remote string // as http.Request.RemoteAddr
+
+	set  *rules.Set // the rules the headers below were read for
+	want []string   // the headers set reads
+	all  bool       // set may read any header: hand every request off
+
+	head reqHead
+	resp respHead
+	req  http.Request
+	url  url.URL
+	hdr  http.Header
+	w    frontWriter
+	// The previous request's strings, reused when this one's are equal.
+	last  struct{ raw, path, host string }
+	lastV [][]string
+	respN int    // bytes of the response head in the upstream's buffer
+	out   []byte // the response head being built
+}
+
+func (f *front) newConn(nc net.Conn) *frontConn {
+	c := &frontConn{f: f, nc: nc, remote: nc.RemoteAddr().String()}
+	if ap, err := netip.ParseAddrPort(c.remote); err == nil {
+		c.peer = ap.Addr().String()
+	} else if h, _, err := net.SplitHostPort(c.remote); err == nil {
+		c.peer = h
+	} else {
+		c.peer = c.remote
+	}
+	c.hdr = http.Header{}
+	c.w.h = http.Header{}
+	c.req = http.Request{Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, RemoteAddr: c.remote}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closing.Load() {
+		return nil
+	}
+	f.conns[c] = struct{}{}
+	f.inFlight.Add(1)
+	return c
+}
+
+// closeIfIdle closes c if it is waiting for a request; one being served
+// closes after its response.
+func (c *frontConn) closeIfIdle() {
+	if c.state.CompareAndSwap(connIdle, connClosed) {
+		c.nc.SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
+func (c *frontConn) done(handedOff bool) {
+	f := c.f
+	f.mu.Lock()
+	delete(f.conns, c)
+	f.mu.Unlock()
+	if !handedOff {
+		c.nc.Close()
+	}
+	f.inFlight.Done()
+}
+
+// serve reads and serves requests until the connection ends or is handed
+// off.
+func (c *frontConn) serve() {
+	handedOff := false
+	defer func() { c.done(handedOff) }()
+	c.br = bufio.NewReaderSize(c.nc, frontReadBuffer)
+	c.bw = bufio.NewWriterSize(c.nc, 4<<10)
+	for {
+		// Idle: wait for a request, as long as the idle timeout.
+		c.nc.SetReadDeadline(time.Now().Add(c.f.idle))
+		if _, err := c.br.Peek(1); err != nil {
+			return
+		}
+		if !c.state.CompareAndSwap(connIdle, connActive) {
+			return // shut down while idle
+		}
+		res, err := c.readRequest()
+		if err != nil {
+			return
+		}
+		if res == handOff {
+			handedOff = c.handOff()
+			return
+		}
+		keep, deferred := c.serveRequest()
+		if deferred {
+			handedOff = c.handOff()
+			return
+		}
+		c.br.Discard(c.head.n + c.head.clen)
+		if !keep || c.f.closing.Load() {
+			return
+		}
+		c.state.Store(connIdle)
+		if c.f.closing.Load() && c.state.CompareAndSwap(connIdle, connClosed) {
+			return
+		}
+	}
+}
+
+// readRequest waits, as long as the header timeout, for a whole head and
+// body in the buffer, and parses the head.
+func (c *frontConn) readRequest() (parseResult, error) {
+	if set := c.f.mw.Rules(); set != c.set {
+		c.set = set
+		c.want, c.all = set.HeadersRead()
+		c.lastV = make([][]string, len(c.want))
+	}
+	if c.all {
+		return handOff, nil
+	}
+	timed := false
+	for {
+		b, _ := c.br.Peek(c.br.Buffered())
+		res := parseRequest(b, &c.head, c.want)
+		if res == parsed && c.head.n+c.head.clen > c.br.Size() {
+			return handOff, nil
+		}
+		if res == parsed && c.head.n+c.head.clen <= len(b) || res == handOff {
+			return res, nil
+		}
+		if len(b) == c.br.Size() {
+			return handOff, nil // a head larger than the buffer: net/http reads up to 1 MB
+		}
+		if !timed {
+			c.nc.SetReadDeadline(time.Now().Add(c.f.readHeader))
+			timed = true
+		}
+		if _, err := c.br.Peek(len(b) + 1); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// handOff gives the connection, with what is buffered unread, to net/http.
+func (c *frontConn) handOff() bool {
+	c.nc.SetReadDeadline(time.Time{})
+	return c.f.handoff.give(&bufferedConn{Conn: c.nc, r: c.br})
+}
+
+// serveRequest decides the request in c.head and answers it. keep is false
+// when the connection must close after it; deferred when net/http must
+// serve it (a queue rule matched).
+func (c *frontConn) serveRequest() (keep, deferred bool) {
+	h := &c.head
+	buf, _ := c.br.Peek(h.n + h.clen)
+	if string(h.path) != c.last.raw {
+		path, ok := unescapePath(h.path)
+		if !ok {
+			return false, true // net/http answers 400
+		}
+		c.last.raw, c.last.path = string(h.path), path
+	}
+	if string(h.host) != c.last.host {
+		c.last.host = string(h.host)
+	}
+	c.url = url.URL{Path: c.last.path}
+	clear(c.hdr)
+	for k, name := range c.want {
+		spans := h.want[k]
+		if len(spans) == 0 {
+			continue
+		}
+		vs := c.lastV[k]
+		same := len(vs) == len(spans)
+		for j := 0; same && j < len(spans); j++ {
+			same = vs[j] == string(buf[spans[j].start:spans[j].end])
+		}
+		if !same {
+			vs = make([]string, len(spans))
+			for j, s := range spans {
+				vs[j] = string(buf[s.start:s.end])
+			}
+			c.lastV[k] = vs
+		}
+		c.hdr[name] = vs
+	}
+	r := &c.req
+	r.Method, r.URL, r.Host, r.Header = h.method, &c.url, c.last.host, c.hdr
+	r.ContentLength = int64(h.clen)
+	clear(c.w.h)
+	c.w.status, c.w.body = 0, c.w.body[:0]
+	switch fastadmit.Admit(c.f.mw, &c.w, r, c.set) {
+	case fastadmit.Deferred:
+		return false, true
+	case fastadmit.Answered:
+		return c.answer(h.close), false
+	}
+	return c.forward(buf), false
+}
+
+// answer writes the middleware's own answer (429, 403) or a 502.
+func (c *frontConn) answer(closing bool) bool {
+	w := &c.w
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	closing = closing || c.f.closing.Load()
+	b := appendStatus(c.out[:0], w.status)
+	b = appendHeaderMap(b, w.h)
+	if _, ok := w.h["Date"]; !ok {
+		b = appendDate(b)
+	}
+	if _, ok := w.h["Content-Length"]; !ok {
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, int64(len(w.body)), 10)
+		b = append(b, "\r\n"...)
+	}
+	if closing {
+		b = append(b, "Connection: close\r\n"...)
+	}
+	b = append(b, "\r\n"...)
+	c.out = b
+	c.bw.Write(b)
+	c.bw.Write(w.body)
+	return c.bw.Flush() == nil && !closing
+}
+
+// forward sends the request to the upstream and its response to the
+// client. buf holds the request's head and body.
+func (c *frontConn) forward(buf []byte) bool {
+	h := &c.head
+	retry := h.clen == 0 && (h.method == http.MethodGet || h.method == http.MethodHead || h.method == http.MethodOptions)
+	var (
+		u   *directConn
+		err error
+	)
+	for attempt := 0; ; attempt++ {
+		u, err = c.f.up.get(context.Background(), attempt == 0, retry)
+		if err != nil {
+			break
+		}
+		u.got, u.limit = 0, 1<<62
+		err = c.writeUpstream(u, buf)
+		if err == nil {
+			err = c.readHead(u)
+		}
+		if err == nil {
+			break
+		}
+		u.nc.Close()
+		if !(attempt == 0 && retry && u.reused && u.got == 0) {
+			break
+		}
+	}
+	if err != nil {
+		c.f.logger.Warn("upstream unreachable", "upstream", c.f.upstream, "method", h.method, "path", c.last.path, "err", err)
+		c.w.status, c.w.body = 0, c.w.body[:0]
+		writeBadGateway(&c.w, c.f.upstream, err)
+		return c.answer(h.close)
+	}
+	keep, err := c.relay(u)
+	if err != nil {
+		u.nc.Close()
+		return false
+	}
+	return keep
+}
+
+// writeUpstream writes the request as httputil.ReverseProxy would send it:
+// the target joined to the upstream's path, the upstream's Host, the
+// client's end-to-end headers, and X-Forwarded-For (the peer, after what a
+// trusted proxy said), X-Forwarded-Host and X-Forwarded-Proto.
+func (c *frontConn) writeUpstream(u *directConn, buf []byte) error {
+	h := &c.head
+	w := u.bw
+	w.WriteString(h.method)
+	w.WriteByte(' ')
+	w.WriteString(c.f.prefix)
+	w.Write(h.target)
+	w.WriteString(" HTTP/1.1\r\nHost: ")
+	w.WriteString(c.f.host)
+	w.WriteString("\r\n")
+	for _, s := range h.lines {
+		w.Write(buf[s.start:s.end])
+	}
+	w.WriteString("X-Forwarded-For: ")
+	if len(h.xff) > 0 && c.f.mw.Rules().ClientIP().Trusts(&c.req) {
+		for _, s := range h.xff {
+			w.Write(buf[s.start:s.end])
+			w.WriteString(", ")
+		}
+	}
+	w.WriteString(c.peer)
+	w.WriteString("\r\nX-Forwarded-Host: ")
+	w.Write(h.host)
+	w.WriteString("\r\nX-Forwarded-Proto: http\r\n\r\n")
+	w.Write(buf[h.n : h.n+h.clen])
+	return w.Flush()
+}
+
+// readHead reads the upstream's response head into c.resp, passing 1xx
+// responses on to the client. The final head stays in u's buffer.
+func (c *frontConn) readHead(u *directConn) error {
+	for {
+		b, err := c.peekHead(u)
+		if err != nil {
+			return err
+		}
+		if err := parseResponse(b, &c.resp); err != nil {
+			return err
+		}
+		if c.resp.code >= 200 {
+			c.respN = len(b)
+			return nil
+		}
+		if c.resp.code == http.StatusSwitchingProtocols {
+			return errors.New("upstream switched protocols, which the request did not ask for")
+		}
+		c.bw.Write(c.responseHead(b, -1, false))
+		if err := c.bw.Flush(); err != nil {
+			return err
+		}
+		u.br.Discard(len(b))
+	}
+}
+
+// peekHead returns the upstream's next head, up to its blank line, from
+// u's buffer (which grows to the transport's header bound).
+func (c *frontConn) peekHead(u *directConn) ([]byte, error) {
+	from := 0
+	for {
+		b, err := u.br.Peek(max(u.br.Buffered(), 1))
+		if err != nil && len(b) == 0 {
+			return nil, err
+		}
+		for {
+			j := indexLF(b, from)
+			if j < 0 {
+				break
+			}
+			if j == 0 || j == 1 && b[0] == '\r' {
+				return nil, errBadResponse // a blank line where the status line goes
+			}
+			if b[j-1] == '\n' || b[j-1] == '\r' && j >= 2 && b[j-2] == '\n' {
+				return b[:j+1], nil
+			}
+			from = j + 1
+		}
+		if len(b) == u.br.Size() {
+			if int64(u.br.Size()) >= u.t.maxHeader {
+				return nil, errHeaderTooLarge
+			}
+			// Grow the buffer: a new reader over the same connection,
+			// primed with what the old one holds. The connection is not
+			// pooled again (see finish).
+			held := bytesReader(append([]byte(nil), b...))
+			u.br = bufio.NewReaderSize(io.MultiReader(&held, u), int(min(2*int64(u.br.Size()), u.t.maxHeader)))
+			u.grown = true
+			continue
+		}
+		if _, err := u.br.Peek(len(b) + 1); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func indexLF(b []byte, from int) int {
+	for i := from; i < len(b); i++ {
+		if b[i] == '\n' {
+			return i
+		}
+	}
+	return -1
+}
+
+// responseHead builds the head the client gets for the upstream head b:
+// HTTP/1.1 and net/http's status text, the upstream's end-to-end headers,
+// the rate limit headers, Date if the upstream gave none, and the framing
+// of the body the client will get: Content-Length clen (-1: none),
+// chunked, or a close.
+func (c *frontConn) responseHead(b []byte, clen int64, closing bool) []byte {
+	r := &c.resp
+	out := appendStatus(c.out[:0], r.code)
+	for _, s := range r.lines {
+		if r.dropped(b, s) {
+			continue
+		}
+		if r.trailer && !r.chunked && hasName(b[s.start:s.end], "trailer") {
+			continue
+		}
+		out = append(out, b[s.start:s.end]...)
+	}
+	if r.code >= 200 {
+		out = appendHeaderMap(out, c.w.h)
+		if !r.hasDate {
+			out = appendDate(out)
+		}
+		if clen >= 0 {
+			out = append(out, "Content-Length: "...)
+			out = strconv.AppendInt(out, clen, 10)
+			out = append(out, "\r\n"...)
+		}
+		if r.chunked && !bodyless(c.head.method, r.code) {
+			out = append(out, "Transfer-Encoding: chunked\r\n"...)
+		}
+		if closing {
+			out = append(out, "Connection: close\r\n"...)
+		}
+	}
+	out = append(out, "\r\n"...)
+	c.out = out
+	return out
+}
+
+func hasName(line []byte, lower string) bool {
+	return len(line) > len(lower) && line[len(lower)] == ':' && equalFoldASCII(line[:len(lower)], lower)
+}
+
+func equalFoldASCII(b []byte, lower string) bool {
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// relay sends the response whose head c.resp holds to the client, then its
+// body, and gives u back to the pool when it can serve again. keep reports
+// whether the client connection stays open; an error means the response
+// was cut short and both connections must close.
+func (c *frontConn) relay(u *directConn) (keep bool, err error) {
+	r := &c.resp
+	n := c.respN
+	head, _ := u.br.Peek(n)
+	closing := c.head.close || c.f.closing.Load()
+	var clen int64 = -1
+	switch {
+	case bodyless(c.head.method, r.code):
+		if r.clen >= 0 && r.code >= 200 && r.code != http.StatusNoContent {
+			clen = r.clen // HEAD, 304: the length a GET would have
+		}
+	case r.chunked:
+	case r.clen >= 0:
+		clen = r.clen
+	default:
+		closing = true // the body ends when the upstream closes
+	}
+	c.bw.Write(c.responseHead(head, clen, closing))
+	u.br.Discard(n)
+	switch {
+	case bodyless(c.head.method, r.code):
+	case r.chunked:
+		err = c.copyChunked(u)
+	case r.clen >= 0:
+		err = c.copyN(u, r.clen)
+	default:
+		err = c.copyToEOF(u)
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := c.bw.Flush(); err != nil {
+		c.finish(u, r.clen >= 0 || r.chunked || bodyless(c.head.method, r.code))
+		return false, nil
+	}
+	c.finish(u, r.clen >= 0 || r.chunked || bodyless(c.head.method, r.code))
+	return !closing, nil
+}
+
+// finish gives u back to the pool when its response ended where its
+// framing said and the upstream keeps it open.
+func (c *frontConn) finish(u *directConn, framed bool) {
+	if framed && !c.resp.close && !u.grown && u.br.Buffered() == 0 {
+		c.f.up.put(u)
+		return
+	}
+	u.nc.Close()
+}
+
+// fill returns what u has buffered, reading more (after flushing what the
+// client is owed, so that a stream reaches it as it comes) when there is
+// nothing.
+func (c *frontConn) fill(u *directConn) ([]byte, error) {
+	if u.br.Buffered() == 0 {
+		if err := c.bw.Flush(); err != nil {
+			return nil, err
+		}
+		if _, err := u.br.Peek(1); err != nil {
+			return nil, err
+		}
+	}
+	return u.br.Peek(u.br.Buffered())
+}
+
+func (c *frontConn) copyN(u *directConn, n int64) error {
+	for n > 0 {
+		b, err := c.fill(u)
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		if int64(len(b)) > n {
+			b = b[:n]
+		}
+		if _, err := c.bw.Write(b); err != nil {
+			return err
+		}
+		u.br.Discard(len(b))
+		n -= int64(len(b))
+	}
+	return nil
+}
+
+func (c *frontConn) copyToEOF(u *directConn) error {
+	for {
+		b, err := c.fill(u)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := c.bw.Write(b); err != nil {
+			return err
+		}
+		u.br.Discard(len(b))
+	}
+}
+
+// copyChunked passes a chunked body on as it is, checking its framing: each
+// chunk's size line, its data and CRLF, then the last chunk and the
+// trailer section up to its blank line.
+func (c *frontConn) copyChunked(u *directConn) error {
+	for {
+		line, err := c.line(u)
+		if err != nil {
+			return err
+		}
+		size, err := chunkSize(line)
+		if err != nil {
+			return err
+		}
+		c.bw.Write(line)
+		if size == 0 {
+			break
+		}
+		if err := c.copyN(u, size); err != nil {
+			return err
+		}
+		crlf, err := c.line(u)
+		if err != nil {
+			return err
+		}
+		if len(bytesTrimEOL(crlf)) != 0 {
+			return errBadChunk
+		}
+		c.bw.Write(crlf)
+	}
+	for { // trailer section
+		line, err := c.line(u)
+		if err != nil {
+			return err
+		}
+		c.bw.Write(line)
+		if len(bytesTrimEOL(line)) == 0 {
+			return nil
+		}
+	}
+}
+
+// line reads one line of a chunked body (at most the buffer's size), and
+// returns it with its line end; it stays valid until the next read of u.
+func (c *frontConn) line(u *directConn) ([]byte, error) {
+	if u.br.Buffered() == 0 {
+		if err := c.bw.Flush(); err != nil {
+			return nil, err
+		}
+	}
+	b, err := u.br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		return nil, errBadChunk
+	}
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return b, err
+}
+
+func bytesTrimEOL(b []byte) []byte {
+	if len(b) > 0 && b[len(b)-1] == '\n' {
+		b = b[:len(b)-1]
+	}
+	if len(b) > 0 && b[len(b)-1] == '\r' {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// chunkSize reads a chunk-size line: hex digits, then optional extensions.
+func chunkSize(line []byte) (int64, error) {
+	b := bytesTrimEOL(line)
+	var n int64
+	i := 0
+	for ; i < len(b); i++ {
+		var d byte
+		switch c := b[i]; {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			goto ext
+		}
+		if i >= 15 {
+			return 0, errBadChunk
+		}
+		n = n<<4 | int64(d)
+	}
+ext:
+	if i == 0 {
+		return 0, errBadChunk
+	}
+	for _, c := range b[i:] {
+		if c != '\t' && !fieldValueChar[c] {
+			return 0, errBadChunk
+		}
+	}
+	if i < len(b) && b[i] != ';' && b[i] != ' ' && b[i] != '\t' {
+		return 0, errBadChunk
+	}
+	return n, nil
+}
+
+// frontWriter collects the middleware's headers, and its answer when it
+// answers itself.
+type frontWriter struct {
+	h      http.Header
+	status int
+	body   []byte
+}
+
+func (w *frontWriter) Header() http.Header { return w.h }
+
+func (w *frontWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+}
+
+func (w *frontWriter) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	w.body = append(w.body, p...)
+	return len(p), nil
+}
+
+func appendStatus(b []byte, code int) []byte {
+	b = append(b, "HTTP/1.1 "...)
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, ' ')
+	if text := http.StatusText(code); text != "" {
+		return append(append(b, text...), "\r\n"...)
+	}
+	b = append(b, "status code "...)
+	b = strconv.AppendInt(b, int64(code), 10)
+	return append(b, "\r\n"...)
+}
+
+func appendHeaderMap(b []byte, h http.Header) []byte {
+	for k, vs := range h {
+		for _, v := range vs {
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = append(b, v...)
+			b = append(b, "\r\n"...)
+		}
+	}
+	return b
+}
+
+// appendDate appends a Date header; the text is made once a second.
+func appendDate(b []byte) []byte {
+	now := time.Now()
+	d := dateCache.Load()
+	if d == nil || d.sec != now.Unix() {
+		d = &cachedDate{sec: now.Unix(), text: "Date: " + now.UTC().Format(http.TimeFormat) + "\r\n"}
+		dateCache.Store(d)
+	}
+	return append(b, d.text...)
+}
+
+type cachedDate struct {
+	sec  int64
+	text string
+}
+
+var dateCache atomic.Pointer[cachedDate]
+
+// handoffListener is the net/http server's listener: the connections the
+// fast path hands it.
+type handoffListener struct {
+	addr net.Addr
+	c    chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func newHandoffListener(addr net.Addr) *handoffListener {
+	return &handoffListener{addr: addr, c: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *handoffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.c:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *handoffListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *handoffListener) Addr() net.Addr { return l.addr }
+
+// give hands c to the server; false (and c closed) once it has stopped.
+func (l *handoffListener) give(c net.Conn) bool {
+	select {
+	case l.c <- c:
+		return true
+	case <-l.done:
+		c.Close()
+		return true
+	}
+}
+
+// bufferedConn is a connection whose first bytes are in r's buffer.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+type bytesReader []byte
+
+func (b *bytesReader) Read(p []byte) (int, error) {
+	if len(*b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, *b)
+	*b = (*b)[n:]
+	return n, nil
+}
