@@ -176,6 +176,9 @@ func parseRequest(b []byte, h *reqHead, want []string) parseResult {
 	if q := bytes.IndexByte(target, '?'); q >= 0 {
 		h.path = target[:q]
 	}
+	if !validEscapes(h.path) {
+		return handOff // net/http answers 400
+	}
 	// The header lines.
 	i := eol + 1
 	hosts := 0
@@ -316,6 +319,23 @@ func internMethod(m []byte) string {
 	return string(m)
 }
 
+// validEscapes reports whether every '%' in p starts an escape.
+func validEscapes(p []byte) bool {
+	for i := 0; i < len(p); i++ {
+		if p[i] == '%' {
+			if i+2 >= len(p) || !isHex(p[i+1]) || !isHex(p[i+2]) {
+				return false
+			}
+			i += 2
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
 // unescapePath is the path as net/http's URL.Path holds it; ok is false
 // when net/url would refuse it.
 func unescapePath(p []byte) (string, bool) {
@@ -378,6 +398,7 @@ func parseResponse(b []byte, h *respHead) error {
 	h.code = code
 	i := eol + 1
 	var te []byte
+	hasTE := false
 	for i < len(b) {
 		rel := bytes.IndexByte(b[i:], '\n')
 		if rel < 0 {
@@ -422,10 +443,10 @@ func parseResponse(b []byte, h *respHead) error {
 				h.clen = n
 				keep = false // written again below, if it frames the body
 			case "transfer-encoding":
-				if te != nil {
+				if hasTE {
 					return errBadResponse
 				}
-				te = value
+				te, hasTE = value, true
 				keep = false
 			case "connection":
 				for tok := range strings.SplitSeq(string(value), ",") {
@@ -456,7 +477,7 @@ func parseResponse(b []byte, h *respHead) error {
 		}
 		i = end + 1
 	}
-	if te != nil {
+	if hasTE {
 		if !strings.EqualFold(string(te), "chunked") {
 			return errBadResponse // what Go's client refuses too
 		}
