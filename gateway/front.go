@@ -60,7 +60,7 @@ func newFront(mw *httplimit.Middleware, up *directTransport, target *url.URL, lo
 	if up == nil || target.RawQuery != "" || target.RawPath != "" {
 		return nil
 	}
-	prefix := target.Path
+	prefix := target.EscapedPath() // as ReverseProxy joins it
 	if len(prefix) > 0 && prefix[len(prefix)-1] == '/' {
 		prefix = prefix[:len(prefix)-1]
 	}
@@ -272,8 +272,15 @@ func (c *frontConn) readRequest() (parseResult, error) {
 	}
 }
 
+// handOffHook, when set (by tests, before any gateway starts), is told of
+// each connection the fast path hands to net/http, by listener address.
+var handOffHook func(net.Addr)
+
 // handOff gives the connection, with what is buffered unread, to net/http.
 func (c *frontConn) handOff() bool {
+	if handOffHook != nil {
+		handOffHook(c.f.handoff.addr)
+	}
 	c.nc.SetReadDeadline(time.Time{})
 	return c.f.handoff.give(&bufferedConn{Conn: c.nc, r: c.br})
 }
@@ -411,8 +418,26 @@ func (c *frontConn) writeUpstream(u *directConn, buf []byte) error {
 	w.WriteString(" HTTP/1.1\r\nHost: ")
 	w.WriteString(c.f.host)
 	w.WriteString("\r\n")
+	agent := false
 	for _, s := range h.lines {
-		w.Write(buf[s.start:s.end])
+		line := buf[s.start:s.end]
+		switch line[0] | 0x20 {
+		case 'c':
+			if hasName(line, "content-length") {
+				continue // written below, as net/http writes it
+			}
+		case 'u':
+			if hasName(line, "user-agent") {
+				// net/http sends the first User-Agent alone, and none
+				// when it is empty.
+				first := !agent
+				agent = true
+				if !first || len(bytesTrimSpace(line[len("user-agent:"):])) == 0 {
+					continue
+				}
+			}
+		}
+		w.Write(line)
 	}
 	w.WriteString("X-Forwarded-For: ")
 	if len(h.xff) > 0 && c.f.mw.Rules().ClientIP().Trusts(&c.req) {
@@ -424,7 +449,15 @@ func (c *frontConn) writeUpstream(u *directConn, buf []byte) error {
 	w.WriteString(c.peer)
 	w.WriteString("\r\nX-Forwarded-Host: ")
 	w.Write(h.host)
-	w.WriteString("\r\nX-Forwarded-Proto: http\r\n\r\n")
+	w.WriteString("\r\nX-Forwarded-Proto: http\r\n")
+	// Content-Length as net/http writes it: in decimal, and for an empty
+	// body too with the methods that usually have one.
+	if h.clen > 0 || h.method == http.MethodPost || h.method == http.MethodPut || h.method == http.MethodPatch {
+		w.WriteString("Content-Length: ")
+		w.WriteString(strconv.Itoa(h.clen))
+		w.WriteString("\r\n")
+	}
+	w.WriteString("\r\n")
 	w.Write(buf[h.n : h.n+h.clen])
 	return w.Flush()
 }
@@ -507,8 +540,9 @@ func indexLF(b []byte, from int) int {
 // responseHead builds the head the client gets for the upstream head b:
 // HTTP/1.1 and net/http's status text, the upstream's end-to-end headers,
 // the rate limit headers, Date if the upstream gave none, and the framing
-// of the body the client will get: Content-Length clen (-1: none),
-// chunked, or a close.
+// of the body the client will get: Content-Length clen (-1: none), or
+// chunked (a body the upstream ends by closing too, as net/http's server
+// sends it).
 func (c *frontConn) responseHead(b []byte, clen int64, closing bool) []byte {
 	r := &c.resp
 	out := appendStatus(c.out[:0], r.code)
@@ -519,6 +553,9 @@ func (c *frontConn) responseHead(b []byte, clen int64, closing bool) []byte {
 		if r.trailer && !r.chunked && hasName(b[s.start:s.end], "trailer") {
 			continue
 		}
+		if r.code == http.StatusNotModified && hasName(b[s.start:s.end], "content-type") {
+			continue // net/http's server drops it from a 304
+		}
 		out = append(out, b[s.start:s.end]...)
 	}
 	if r.code >= 200 {
@@ -528,10 +565,14 @@ func (c *frontConn) responseHead(b []byte, clen int64, closing bool) []byte {
 		}
 		if clen >= 0 {
 			out = append(out, "Content-Length: "...)
-			out = strconv.AppendInt(out, clen, 10)
+			if clen == r.clen && r.clenV.end > 0 {
+				out = append(out, b[r.clenV.start:r.clenV.end]...) // as ReverseProxy copies it
+			} else {
+				out = strconv.AppendInt(out, clen, 10)
+			}
 			out = append(out, "\r\n"...)
 		}
-		if r.chunked && !bodyless(c.head.method, r.code) {
+		if (r.chunked || r.clen < 0) && !bodyless(c.head.method, r.code) {
 			out = append(out, "Transfer-Encoding: chunked\r\n"...)
 		}
 		if closing {
@@ -571,14 +612,12 @@ func (c *frontConn) relay(u *directConn) (keep bool, err error) {
 	var clen int64 = -1
 	switch {
 	case bodyless(c.head.method, r.code):
-		if r.clen >= 0 && r.code >= 200 && r.code != http.StatusNoContent {
-			clen = r.clen // HEAD, 304: the length a GET would have
+		if r.clen >= 0 && r.code >= 200 && r.code != http.StatusNoContent && r.code != http.StatusNotModified {
+			clen = r.clen // HEAD: the length a GET would have
 		}
 	case r.chunked:
 	case r.clen >= 0:
 		clen = r.clen
-	default:
-		closing = true // the body ends when the upstream closes
 	}
 	c.bw.Write(c.responseHead(head, clen, closing))
 	u.br.Discard(n)
@@ -589,7 +628,7 @@ func (c *frontConn) relay(u *directConn) (keep bool, err error) {
 	case r.clen >= 0:
 		err = c.copyN(u, r.clen)
 	default:
-		err = c.copyToEOF(u)
+		err = c.copyToEOFChunked(u)
 	}
 	if err != nil {
 		return false, err
@@ -648,16 +687,23 @@ func (c *frontConn) copyN(u *directConn, n int64) error {
 	return nil
 }
 
-func (c *frontConn) copyToEOF(u *directConn) error {
+// copyToEOFChunked sends a body that ends when the upstream closes as a
+// chunked body, one chunk per read.
+func (c *frontConn) copyToEOFChunked(u *directConn) error {
 	for {
 		b, err := c.fill(u)
 		if err == io.EOF {
-			return nil
+			_, err = c.bw.WriteString("0\r\n\r\n")
+			return err
 		}
 		if err != nil {
 			return err
 		}
-		if _, err := c.bw.Write(b); err != nil {
+		var size [20]byte
+		c.bw.Write(strconv.AppendInt(size[:0], int64(len(b)), 16))
+		c.bw.WriteString("\r\n")
+		c.bw.Write(b)
+		if _, err := c.bw.WriteString("\r\n"); err != nil {
 			return err
 		}
 		u.br.Discard(len(b))
@@ -721,6 +767,16 @@ func (c *frontConn) line(u *directConn) ([]byte, error) {
 		err = io.ErrUnexpectedEOF
 	}
 	return b, err
+}
+
+func bytesTrimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\r' || b[0] == '\n') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\r' || b[len(b)-1] == '\n') {
+		b = b[:len(b)-1]
+	}
+	return b
 }
 
 func bytesTrimEOL(b []byte) []byte {

@@ -175,6 +175,9 @@ func parseRequest(b []byte, h *reqHead, want []string) parseResult {
 	h.path = target
 	if q := bytes.IndexByte(target, '?'); q >= 0 {
 		h.path = target[:q]
+		if !plainQuery(target[q+1:]) {
+			return handOff // ReverseProxy rewrites such a query
+		}
 	}
 	if !validEscapes(h.path) {
 		return handOff // net/http answers 400
@@ -296,6 +299,23 @@ func parseRequest(b []byte, h *reqHead, want []string) parseResult {
 	return parsed
 }
 
+// plainQuery reports whether ReverseProxy passes the query q on as it is:
+// it re-encodes (and so reorders, or drops parts of) a query with a
+// semicolon or a malformed percent escape.
+func plainQuery(q []byte) bool {
+	for i := 0; i < len(q); i++ {
+		switch q[i] {
+		case ';':
+			return false
+		case '%':
+			if i+2 >= len(q) || !isHex(q[i+1]) || !isHex(q[i+2]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // internMethod returns the usual methods without allocating.
 func internMethod(m []byte) string {
 	switch string(m) {
@@ -351,6 +371,7 @@ type respHead struct {
 	code    int
 	minor   int   // HTTP/1.minor
 	clen    int64 // -1: none
+	clenV   span  // the Content-Length value, as the upstream wrote it
 	chunked bool
 	close   bool // the upstream will close: Connection: close, or HTTP/1.0
 	hasDate bool
@@ -441,6 +462,10 @@ func parseResponse(b []byte, h *respHead) error {
 					return errBadResponse
 				}
 				h.clen = n
+				if h.clenV == (span{}) {
+					vs := i + colon + 1 + bytes.Index(line[colon+1:], value)
+					h.clenV = span{vs, vs + len(value)}
+				}
 				keep = false // written again below, if it frames the body
 			case "transfer-encoding":
 				if hasTE {
