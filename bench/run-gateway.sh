@@ -4,7 +4,9 @@
 #   direct     wrk -> upstream
 #   rk-1       wrk -> ratekeeper proxy (1 rule, memory store) -> upstream
 #   rk-50      wrk -> ratekeeper proxy (50 rules, 3 match)    -> upstream
-#   rk-std     rk-1 with Go's http.Transport to the upstream (upstream_transport: standard)
+#   rk-net     rk-1 with net/http serving every client (client_transport: standard)
+#   rk-std     rk-1 with Go's http.Transport to the upstream (upstream_transport:
+#              standard, which also means net/http serves every client)
 #   go-rp      wrk -> plain httputil.ReverseProxy, no limits  -> upstream
 #   go-floor   wrk -> the least a Go proxy can do (gateway/floorproxy: no
 #              net/http, no limits, bytes copied) -> upstream
@@ -52,13 +54,14 @@ sed "s#@DIR@#$tmp#g" gateway/nginx.conf.in > "$tmp/nginx.conf"
 "$tmp/upstream" -listen 127.0.0.1:18081 & pids+=($!); pid_direct=$!
 "$tmp/ratekeeper" proxy --config gateway/one-rule.yaml --log-level warn & pids+=($!); pid_rk1=$!
 "$tmp/ratekeeper" proxy --config gateway/fifty-rules.yaml --log-level warn & pids+=($!); pid_rk50=$!
+"$tmp/ratekeeper" proxy --config gateway/one-rule-nethttp.yaml --log-level warn & pids+=($!); pid_rknet=$!
 "$tmp/ratekeeper" proxy --config gateway/one-rule-standard.yaml --log-level warn & pids+=($!); pid_rkstd=$!
 "$tmp/plainproxy" -listen 127.0.0.1:18085 & pids+=($!); pid_gorp=$!
 "$tmp/floorproxy" -listen 127.0.0.1:18087 & pids+=($!); pid_floor=$!
 "$NGINX" -p "$tmp" -c "$tmp/nginx.conf" & pids+=($!); pid_nginx=$!
 
-declare -A port=([direct]=18081 [rk-1]=18082 [rk-50]=18083 [rk-std]=18086 [go-rp]=18085 [go-floor]=18087 [nginx]=18084)
-order=(direct rk-1 rk-50 rk-std go-rp go-floor nginx)
+declare -A port=([direct]=18081 [rk-1]=18082 [rk-50]=18083 [rk-net]=18088 [rk-std]=18086 [go-rp]=18085 [go-floor]=18087 [nginx]=18084)
+order=(direct rk-1 rk-50 rk-net rk-std go-rp go-floor nginx)
 for name in "${order[@]}"; do
   for _ in $(seq 100); do
     curl -fs -o /dev/null "http://127.0.0.1:${port[$name]}/v1/items/7" && break
@@ -71,7 +74,7 @@ done
 # CPU time a contender's processes used (nginx: master and workers), in
 # clock ticks: on a shared machine, CPU per request is steadier than
 # requests/s. direct's is the upstream's own.
-declare -A pid=([direct]=$pid_direct [rk-1]=$pid_rk1 [rk-50]=$pid_rk50 [rk-std]=$pid_rkstd [go-rp]=$pid_gorp [go-floor]=$pid_floor [nginx]=$pid_nginx)
+declare -A pid=([direct]=$pid_direct [rk-1]=$pid_rk1 [rk-50]=$pid_rk50 [rk-net]=$pid_rknet [rk-std]=$pid_rkstd [go-rp]=$pid_gorp [go-floor]=$pid_floor [nginx]=$pid_nginx)
 ticks() {
   local t=0 p
   for p in $1 $(pgrep -P "$1" || true); do
@@ -120,11 +123,11 @@ awk '
   END {
     printf "\n%-8s %12s %10s %10s | %10s %10s %12s %12s\n", "median", "wrk req/s", "wrk p99", "cpu µs/req", "load p50", "load p99", "added p50", "added p99"
     d50 = median(lp50["direct"]); d99 = median(lp99["direct"])
-    split("direct rk-1 rk-50 rk-std go-rp go-floor nginx", names, " ")
-    for (i = 1; i <= 7; i++) { n = names[i]; printf "%-8s %12.0f %10.2f %10.1f | %10.3f %10.3f %12.3f %12.3f\n", n, median(rps[n]), median(p99[n]), median(cpu[n]), median(lp50[n]), median(lp99[n]), median(lp50[n]) - d50, median(lp99[n]) - d99 }
-    printf "\nthroughput vs nginx: rk-1 %.2fx, rk-50 %.2fx, rk-std %.2fx, go-rp %.2fx, go-floor %.2fx\n", median(rps["rk-1"]) / median(rps["nginx"]), median(rps["rk-50"]) / median(rps["nginx"]), median(rps["rk-std"]) / median(rps["nginx"]), median(rps["go-rp"]) / median(rps["nginx"]), median(rps["go-floor"]) / median(rps["nginx"])
-    printf "CPU per request vs nginx: rk-1 %.2fx, rk-50 %.2fx, rk-std %.2fx, go-rp %.2fx, go-floor %.2fx\n", median(cpu["rk-1"]) / median(cpu["nginx"]), median(cpu["rk-50"]) / median(cpu["nginx"]), median(cpu["rk-std"]) / median(cpu["nginx"]), median(cpu["go-rp"]) / median(cpu["nginx"]), median(cpu["go-floor"]) / median(cpu["nginx"])
-    printf "throughput vs go-rp: rk-1 %.2fx, rk-50 %.2fx, rk-std %.2fx\n", median(rps["rk-1"]) / median(rps["go-rp"]), median(rps["rk-50"]) / median(rps["go-rp"]), median(rps["rk-std"]) / median(rps["go-rp"])
+    split("direct rk-1 rk-50 rk-net rk-std go-rp go-floor nginx", names, " ")
+    for (i = 1; i <= 8; i++) { n = names[i]; printf "%-8s %12.0f %10.2f %10.1f | %10.3f %10.3f %12.3f %12.3f\n", n, median(rps[n]), median(p99[n]), median(cpu[n]), median(lp50[n]), median(lp99[n]), median(lp50[n]) - d50, median(lp99[n]) - d99 }
+    printf "\nthroughput vs nginx: rk-1 %.2fx, rk-50 %.2fx, rk-net %.2fx, rk-std %.2fx, go-rp %.2fx, go-floor %.2fx\n", median(rps["rk-1"]) / median(rps["nginx"]), median(rps["rk-50"]) / median(rps["nginx"]), median(rps["rk-net"]) / median(rps["nginx"]), median(rps["rk-std"]) / median(rps["nginx"]), median(rps["go-rp"]) / median(rps["nginx"]), median(rps["go-floor"]) / median(rps["nginx"])
+    printf "CPU per request vs nginx: rk-1 %.2fx, rk-50 %.2fx, rk-net %.2fx, rk-std %.2fx, go-rp %.2fx, go-floor %.2fx\n", median(cpu["rk-1"]) / median(cpu["nginx"]), median(cpu["rk-50"]) / median(cpu["nginx"]), median(cpu["rk-net"]) / median(cpu["nginx"]), median(cpu["rk-std"]) / median(cpu["nginx"]), median(cpu["go-rp"]) / median(cpu["nginx"]), median(cpu["go-floor"]) / median(cpu["nginx"])
+    printf "throughput vs go-rp: rk-1 %.2fx, rk-50 %.2fx, rk-net %.2fx, rk-std %.2fx\n", median(rps["rk-1"]) / median(rps["go-rp"]), median(rps["rk-50"]) / median(rps["go-rp"]), median(rps["rk-net"]) / median(rps["go-rp"]), median(rps["rk-std"]) / median(rps["go-rp"])
   }' "$out" | tee -a "$out"
 
 # Latency without queueing: one connection, one request at a time. At 64

@@ -7,7 +7,10 @@
 // to a plain-HTTP upstream go out on the serving goroutine over the
 // gateway's own keep-alive pool (directTransport), everything else through
 // http.Transport; upstream_transport: standard keeps http.Transport for
-// all. The rules
+// all. In front of the direct transport, plain HTTP/1.1 requests take a
+// fast path (front.go) that reads the client connection itself; any other
+// connection is handed, unread, to the net/http server (client_transport:
+// standard hands them all). The rules
 // reload on SIGHUP (the command calls Reload) and when the file changes (the
 // file's size, mtime and content hash are polled): a file that does not
 // validate is logged and the rules in use keep serving. Counters live in the

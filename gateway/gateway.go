@@ -68,6 +68,9 @@ type Options struct {
 	Listen, AdminListen string
 	// Upstream overrides the file's upstream.
 	Upstream string
+	// ClientTransport overrides the file's client_transport (fast or
+	// standard).
+	ClientTransport string
 	// Store's non-zero fields override the file's store section.
 	Store storeconfig.Config
 }
@@ -96,6 +99,9 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 	}
 	if o.Upstream != "" {
 		cfg.Upstream = o.Upstream
+	}
+	if o.ClientTransport != "" {
+		cfg.ClientTransport = o.ClientTransport
 	}
 	if o.Store.URL != "" {
 		cfg.Store.URL = o.Store.URL

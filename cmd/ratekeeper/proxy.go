@@ -23,13 +23,14 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		listen   = fs.String("listen", "", "override the file's listen `address`")
 		admin    = fs.String("admin-listen", "", "override the file's admin_listen `address`")
 		upstream = fs.String("upstream", "", "override the file's upstream `URL` (or builtin:demo)")
+		client   = fs.String("client-transport", "", "override the file's client_transport: `fast` or standard")
 	)
 	logger, err := common.parse(fs, args, stderr, "FILE")
 	if err != nil {
 		return err
 	}
 	tuneGC(os.Getenv)
-	o := gateway.Options{Logger: logger, Listen: *listen, AdminListen: *admin, Upstream: *upstream}
+	o := gateway.Options{Logger: logger, Listen: *listen, AdminListen: *admin, Upstream: *upstream, ClientTransport: *client}
 	// Store flags given on the command line override the file's store
 	// section field by field.
 	fs.Visit(func(f *flag.Flag) {

@@ -46,9 +46,16 @@ func startProxy(t *testing.T, yaml string, args ...string) *proc {
 	return startProxyFile(t, config, args...)
 }
 
+// clientTransport, when set, is passed as --client-transport to the
+// gateways the tests start.
+var clientTransport string
+
 func startProxyFile(t *testing.T, config string, args ...string) *proc {
 	t.Helper()
 	args = append([]string{"proxy", "--config", config, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--log-format", "json", "--log-level", "debug"}, args...)
+	if clientTransport != "" {
+		args = append(args, "--client-transport", clientTransport)
+	}
 	p, m := startProcess(t, "gateway listening", args...)
 	return &proc{process: p, addr: fmt.Sprint(m["addr"]), admin: fmt.Sprint(m["admin"]), config: config}
 }
@@ -629,4 +636,24 @@ func TestE2ECheck(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	_ = context.Background
+}
+
+// TestE2EStandardClientTransport runs the tests of what clients and the
+// upstream see again with client_transport: standard, where net/http
+// serves every connection: the default fast path and net/http must behave
+// alike.
+func TestE2EStandardClientTransport(t *testing.T) {
+	clientTransport = "standard"
+	defer func() { clientTransport = "" }()
+	for name, test := range map[string]func(*testing.T){
+		"LimitHeadersAndBody":        TestE2ELimitHeadersAndBody,
+		"SpoofedForwardedForIgnored": TestE2ESpoofedForwardedForIgnored,
+		"ShadowAndAccess":            TestE2EShadowAndAccess,
+		"Queue":                      TestE2EQueue,
+		"UpstreamDown":               TestE2EUpstreamDown,
+		"StreamingAndWebSocket":      TestE2EStreamingAndWebSocket,
+		"GracefulShutdown":           TestE2EGracefulShutdown,
+	} {
+		t.Run(name, test)
+	}
 }
