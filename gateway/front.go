@@ -166,6 +166,7 @@ func (f *front) newConn(nc net.Conn) *frontConn {
 	} else {
 		c.peer = c.remote
 	}
+	c.state.Store(connActive) // until serve has set the idle deadline
 	c.hdr = http.Header{}
 	c.w.h = http.Header{}
 	c.req = http.Request{Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, RemoteAddr: c.remote}
@@ -206,8 +207,14 @@ func (c *frontConn) serve() {
 	c.br = bufio.NewReaderSize(c.nc, frontReadBuffer)
 	c.bw = bufio.NewWriterSize(c.nc, 4<<10)
 	for {
-		// Idle: wait for a request, as long as the idle timeout.
+		// Idle: wait for a request, as long as the idle timeout. The
+		// deadline is set before the connection is marked idle, so that a
+		// shutdown's deadline (closeIfIdle) is never overwritten.
 		c.nc.SetReadDeadline(time.Now().Add(c.f.idle))
+		c.state.Store(connIdle)
+		if c.f.closing.Load() && c.state.CompareAndSwap(connIdle, connClosed) {
+			return
+		}
 		if _, err := c.br.Peek(1); err != nil {
 			return
 		}
@@ -229,10 +236,6 @@ func (c *frontConn) serve() {
 		}
 		c.br.Discard(c.head.n + c.head.clen)
 		if !keep || c.f.closing.Load() {
-			return
-		}
-		c.state.Store(connIdle)
-		if c.f.closing.Load() && c.state.CompareAndSwap(connIdle, connClosed) {
 			return
 		}
 	}
