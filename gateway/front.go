@@ -362,7 +362,9 @@ func (c *frontConn) answer(closing bool) bool {
 	b = append(b, "\r\n"...)
 	c.out = b
 	c.bw.Write(b)
-	c.bw.Write(w.body)
+	if c.head.method != http.MethodHead {
+		c.bw.Write(w.body) // net/http's server sends a HEAD's answer bodiless
+	}
 	return c.bw.Flush() == nil && !closing
 }
 

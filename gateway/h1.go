@@ -352,6 +352,8 @@ func validEscapes(p []byte) bool {
 	return true
 }
 
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
@@ -369,8 +371,8 @@ func unescapePath(p []byte) (string, bool) {
 // respHead is an upstream response head, as readResponse found it.
 type respHead struct {
 	code    int
-	minor   int   // HTTP/1.minor
-	clen    int64 // -1: none
+	old     bool  // HTTP/1.0: keep-alive keeps the connection open
+	clen    int64 // -1: none; with chunked, it does not frame the body
 	clenV   span  // the Content-Length value, as the upstream wrote it
 	chunked bool
 	close   bool // the upstream will close: Connection: close, or HTTP/1.0
@@ -394,18 +396,15 @@ func parseResponse(b []byte, h *respHead) error {
 		return errBadResponse
 	}
 	line := bytes.TrimSuffix(b[:eol], []byte{'\r'})
-	if len(line) < 12 || string(line[:7]) != "HTTP/1." || line[8] != ' ' || len(line) > 12 && line[12] != ' ' {
+	if len(line) < 12 || string(line[:5]) != "HTTP/" || !isDigit(line[5]) || line[6] != '.' || !isDigit(line[7]) ||
+		line[8] != ' ' || len(line) > 12 && line[12] != ' ' {
 		return errBadResponse
 	}
-	switch line[7] {
-	case '0':
-		h.minor = 0
-		h.close = true
-	case '1':
-		h.minor = 1
-	default:
-		return errBadResponse
-	}
+	// Any HTTP/d.d, as net/http's client takes it: before 1.0 the
+	// upstream closes, 1.0 closes unless keep-alive, later ones keep open.
+	major, minor := line[5]-'0', line[7]-'0'
+	h.close = major == 0 || major == 1 && minor == 0
+	h.old = major == 1 && minor == 0
 	code := 0
 	for _, c := range line[9:12] {
 		if c < '0' || c > '9' {
@@ -480,7 +479,7 @@ func parseResponse(b []byte, h *respHead) error {
 					case "close":
 						h.close = true
 					case "keep-alive":
-						if h.minor == 0 {
+						if h.old {
 							h.close = false
 						}
 					case "":
@@ -506,8 +505,7 @@ func parseResponse(b []byte, h *respHead) error {
 		if !strings.EqualFold(string(te), "chunked") {
 			return errBadResponse // what Go's client refuses too
 		}
-		h.chunked = true
-		h.clen = -1
+		h.chunked = true // clen stays: a HEAD's answer passes it on, as net/http does
 	}
 	return nil
 }
