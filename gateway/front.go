@@ -744,16 +744,53 @@ func (c *frontConn) copyChunked(u *directConn) error {
 		}
 		c.bw.Write(crlf)
 	}
-	for { // trailer section
+	// The trailer section, checked as net/http's client reads it: field
+	// lines, and an end that is CRLF alone or CRLF CRLF after the last
+	// field (the client waits for that before it reads any).
+	crlf := true
+	for first := true; ; first = false {
 		line, err := c.line(u)
 		if err != nil {
 			return err
 		}
-		c.bw.Write(line)
-		if len(bytesTrimEOL(line)) == 0 {
+		field := bytesTrimEOL(line)
+		ended := len(line) >= 2 && line[len(line)-2] == '\r'
+		if len(field) == 0 {
+			if !ended || !first && !crlf {
+				return errBadChunk
+			}
+			c.bw.Write(line)
 			return nil
 		}
+		ok, drop := trailerField(field)
+		if !ok {
+			return errBadChunk
+		}
+		if !drop {
+			c.bw.Write(line)
+		}
+		crlf = ended
 	}
+}
+
+// trailerField reports whether b is a field line: a token, a colon, and a
+// value of the bytes a header value may hold. A name with spaces in it (not
+// first) is one net/http's client takes and its server does not send: drop.
+func trailerField(b []byte) (ok, drop bool) {
+	colon := 0
+	for colon < len(b) && (tokenChar[b[colon]] || colon > 0 && b[colon] == ' ') {
+		drop = drop || b[colon] == ' '
+		colon++
+	}
+	if colon == 0 || colon == len(b) || b[colon] != ':' {
+		return false, false
+	}
+	for _, c := range b[colon+1:] {
+		if !fieldValueChar[c] {
+			return false, false
+		}
+	}
+	return true, drop
 }
 
 // line reads one line of a chunked body (at most the buffer's size), and

@@ -396,17 +396,25 @@ func parseResponse(b []byte, h *respHead) error {
 		return errBadResponse
 	}
 	line := bytes.TrimSuffix(b[:eol], []byte{'\r'})
-	if len(line) < 12 || string(line[:5]) != "HTTP/" || !isDigit(line[5]) || line[6] != '.' || !isDigit(line[7]) ||
-		line[8] != ' ' || len(line) > 12 && line[12] != ' ' {
+	if len(line) < 9 || string(line[:5]) != "HTTP/" || !isDigit(line[5]) || line[6] != '.' || !isDigit(line[7]) || line[8] != ' ' {
+		return errBadResponse
+	}
+	status := line[9:]
+	for len(status) > 0 && status[0] == ' ' {
+		status = status[1:] // net/http's client skips them
+	}
+	if len(status) < 3 || len(status) > 3 && status[3] != ' ' {
 		return errBadResponse
 	}
 	// Any HTTP/d.d, as net/http's client takes it: before 1.0 the
 	// upstream closes, 1.0 closes unless keep-alive, later ones keep open.
 	major, minor := line[5]-'0', line[7]-'0'
 	h.close = major == 0 || major == 1 && minor == 0
+	// Before HTTP/1.1, net/http's client ignores Transfer-Encoding.
+	ignoreTE := h.close
 	h.old = major == 1 && minor == 0
 	code := 0
-	for _, c := range line[9:12] {
+	for _, c := range status[:3] {
 		if c < '0' || c > '9' {
 			return errBadResponse
 		}
@@ -434,9 +442,16 @@ func parseResponse(b []byte, h *respHead) error {
 			return errBadResponse
 		}
 		name := line[:colon]
+		spaced := false
 		for _, c := range name {
 			if !tokenChar[c] {
-				return errBadResponse
+				// net/http's client takes a name with spaces in it (not
+				// first) as a name of no meaning, which its server then
+				// does not send: the line is dropped.
+				if c != ' ' || name[0] == ' ' {
+					return errBadResponse
+				}
+				spaced = true
 			}
 		}
 		value := bytes.Trim(line[colon+1:], " \t")
@@ -444,6 +459,10 @@ func parseResponse(b []byte, h *respHead) error {
 			if !fieldValueChar[c] {
 				return errBadResponse
 			}
+		}
+		if spaced {
+			i = end + 1
+			continue
 		}
 		keep := true
 		var lower [24]byte
@@ -467,10 +486,10 @@ func parseResponse(b []byte, h *respHead) error {
 				}
 				keep = false // written again below, if it frames the body
 			case "transfer-encoding":
-				if hasTE {
+				if hasTE && !ignoreTE {
 					return errBadResponse
 				}
-				te, hasTE = value, true
+				te, hasTE = value, !ignoreTE
 				keep = false
 			case "connection":
 				for tok := range strings.SplitSeq(string(value), ",") {
