@@ -426,7 +426,7 @@ func parseResponse(b []byte, h *respHead) error {
 	h.code = code
 	i := eol + 1
 	var te []byte
-	hasTE := false
+	hasTE, badTrailer := false, false
 	for i < len(b) {
 		rel := bytes.IndexByte(b[i:], '\n')
 		if rel < 0 {
@@ -510,7 +510,21 @@ func parseResponse(b []byte, h *respHead) error {
 			case "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te", "upgrade":
 				keep = false
 			case "trailer":
-				h.trailer = true
+				// As net/http's client reads it with a chunked body: a list
+				// of names, where some names are refused, and an empty
+				// list is no list.
+				named := false
+				for tok := range strings.SplitSeq(string(value), ",") {
+					switch http.CanonicalHeaderKey(strings.Trim(tok, " \t")) {
+					case "":
+					case "Transfer-Encoding", "Trailer", "Content-Length":
+						badTrailer, named = true, true
+					default:
+						named = true
+					}
+				}
+				h.trailer = h.trailer || named
+				keep = named
 			case "date":
 				h.hasDate = true
 			}
@@ -525,6 +539,9 @@ func parseResponse(b []byte, h *respHead) error {
 			return errBadResponse // what Go's client refuses too
 		}
 		h.chunked = true // clen stays: a HEAD's answer passes it on, as net/http does
+		if badTrailer {
+			return errBadResponse
+		}
 	}
 	return nil
 }
