@@ -489,6 +489,8 @@ func frontCases() []frontCase {
 					t.Errorf("X-Forwarded-For %q", got)
 				}
 			}},
+		{name: "X-Forwarded-For empty, trusted", config: "client_ip: {trusted_proxies: [127.0.0.1/32]}\n" + defaultRules,
+			req: "GET /x HTTP/1.1\r\nHost: gw.test\r\nX-Forwarded-For:\r\n\r\n"},
 		{name: "forwarding headers from the client", req: "GET /x HTTP/1.1\r\nHost: gw.test:8080\r\nForwarded: for=1.2.3.4;host=evil\r\nX-Forwarded-Host: evil.test\r\nX-Forwarded-Proto: https\r\n\r\n"},
 		{name: "Proxy-Authorization", req: "GET /x HTTP/1.1\r\nHost: gw.test\r\nProxy-Authorization: Basic eDp5\r\nProxy-Connection: keep-alive\r\nAuthorization: Bearer t\r\n\r\n"},
 		{name: "User-Agent twice", req: "GET /x HTTP/1.1\r\nHost: gw.test\r\nUser-Agent: a\r\nUser-Agent: b\r\n\r\n"},
