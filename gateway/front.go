@@ -744,22 +744,45 @@ func (c *frontConn) copyChunked(u *directConn) error {
 		}
 		c.bw.Write(crlf)
 	}
-	// The trailer section, checked as net/http's client reads it: field
-	// lines, and an end that is CRLF alone or CRLF CRLF after the last
-	// field (the client waits for that before it reads any).
-	crlf := true
-	for first := true; ; first = false {
+	// The trailer section, read as net/http's client reads it: CRLF alone,
+	// or, once CRLF CRLF is in sight within the buffer (the client waits
+	// for that), field lines up to the first blank line. The lines are
+	// passed on with CRLF, as net/http's server writes trailers.
+	if u.br.Buffered() < 2 {
+		if err := c.bw.Flush(); err != nil {
+			return err
+		}
+	}
+	if b, err := u.br.Peek(2); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	} else if string(b) == "\r\n" {
+		c.bw.WriteString("\r\n")
+		u.br.Discard(2)
+		return nil
+	}
+	if err := c.bw.Flush(); err != nil {
+		return err
+	}
+	for n := 4; ; n++ {
+		b, err := u.br.Peek(n)
+		if len(b) == n && string(b[n-4:]) == "\r\n\r\n" {
+			break
+		}
+		if err != nil {
+			return errBadChunk
+		}
+	}
+	for {
 		line, err := c.line(u)
 		if err != nil {
 			return err
 		}
 		field := bytesTrimEOL(line)
-		ended := len(line) >= 2 && line[len(line)-2] == '\r'
 		if len(field) == 0 {
-			if !ended || !first && !crlf {
-				return errBadChunk
-			}
-			c.bw.Write(line)
+			c.bw.WriteString("\r\n")
 			return nil
 		}
 		ok, drop := trailerField(field)
@@ -767,9 +790,9 @@ func (c *frontConn) copyChunked(u *directConn) error {
 			return errBadChunk
 		}
 		if !drop {
-			c.bw.Write(line)
+			c.bw.Write(field)
+			c.bw.WriteString("\r\n")
 		}
-		crlf = ended
 	}
 }
 
