@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -178,8 +180,45 @@ func (g *Gateway) upstream(s string, direct bool) (http.Handler, error) {
 		return nil, err
 	}
 	g.upstreamProxy = rp
-	return rp, nil
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := w.Header(); len(h) > 0 {
+			w = &keepAfter1xx{ResponseWriter: w, saved: maps.Clone(h)}
+		}
+		rp.ServeHTTP(w, r)
+	}), nil
 }
+
+// keepAfter1xx keeps the headers set before the proxy ran (the rate limit
+// headers) on the final response. ReverseProxy passes an upstream's 1xx
+// (103 Early Hints) on by copying its headers into the writer's map,
+// writing it and clearing the map, which would take the rate limit headers
+// with it. They are left out of the 1xx and put back before the final
+// status, ahead of the upstream's own.
+type keepAfter1xx struct {
+	http.ResponseWriter
+	saved   http.Header
+	cleared bool
+}
+
+func (w *keepAfter1xx) WriteHeader(code int) {
+	h := w.ResponseWriter.Header()
+	switch {
+	case code >= 100 && code < 200 && code != http.StatusSwitchingProtocols:
+		for k := range w.saved {
+			delete(h, k)
+		}
+		w.cleared = true
+	case w.cleared:
+		for k, vs := range w.saved {
+			h[k] = append(slices.Clip(vs), h[k]...)
+		}
+		w.cleared = false
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets ReverseProxy reach the connection's Flush and Hijack.
+func (w *keepAfter1xx) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // proxyTo builds the reverse proxy to the upstream URL s.
 func (g *Gateway) proxyTo(s string, direct bool) (*httputil.ReverseProxy, error) {
