@@ -362,6 +362,7 @@ func TestDirectRetriesOnlyWhatIsSafe(t *testing.T) {
 	// holds it.
 	var requests atomic.Int64
 	closed := make(chan struct{}, 16)
+	halfClosed := make(chan struct{}, 16)
 	u := rawServer(t, func(c net.Conn, br *bufio.Reader) {
 		req, err := http.ReadRequest(br)
 		if err != nil {
@@ -371,6 +372,7 @@ func TestDirectRetriesOnlyWhatIsSafe(t *testing.T) {
 		requests.Add(1)
 		io.WriteString(c, okResponse)
 		c.(*net.TCPConn).CloseWrite()
+		halfClosed <- struct{}{}
 		io.Copy(io.Discard, c) // until the client closes
 		closed <- struct{}{}
 	})
@@ -378,6 +380,9 @@ func TestDirectRetriesOnlyWhatIsSafe(t *testing.T) {
 	for _, method := range []string{"GET", "POST"} {
 		requests.Store(0)
 		roundTrip(t, dt, method, u, strings.NewReader("")) // pools a connection the upstream has closed
+		// Wait for the close: a POST is sent on a pooled connection only
+		// if it looks alive, and before the FIN it does.
+		<-halfClosed
 		var body io.Reader
 		if method == "POST" {
 			body = strings.NewReader("payload")
