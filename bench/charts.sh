@@ -36,7 +36,7 @@ if [[ -s results/gateway.txt ]]; then
   # '_': a name ending in -N would read as a GOMAXPROCS suffix).
   rounds=$(mktemp)
   awk '/^[0-9]+ [a-z]/ && NF >= 8 { gsub(/-/, "_", $2); printf "BenchmarkGateway/contender=%s 1 %s req/s %s cpu-us/req\n", $2, $3, $8 }' results/gateway.txt > "$rounds"
-  chart -in "$rounds" -match Gateway -metric req/s -series contender -order direct,nginx,go_floor,rk_1,rk_50,rk_std,go_rp \
+  chart -in "$rounds" -match Gateway -metric req/s -series contender -order direct,nginx,go_floor,rk_1,rk_50,rk_net,rk_std,go_rp \
     -title "Gateway, wrk -c64 on loopback: requests per second (2 cores shared with wrk and the upstream)" -out "$img/bench-gateway.png"
   rm -f "$rounds"
 fi
