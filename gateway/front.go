@@ -15,8 +15,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ratekeeper/ratekeeper/httplimit"
 	"github.com/ratekeeper/ratekeeper/internal/fastadmit"
+	"github.com/ratekeeper/ratekeeper/internal/metrics"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
 
@@ -47,6 +50,7 @@ type front struct {
 	handoff    *handoffListener
 	readHeader time.Duration
 	idle       time.Duration
+	accepted   prometheus.Counter // connections the fast path read; may be nil
 
 	mu       sync.Mutex
 	conns    map[*frontConn]struct{}
@@ -94,6 +98,7 @@ func (f *front) serve(ln net.Listener) error {
 			continue
 		}
 		backoff = 0
+		metrics.Inc(f.accepted)
 		c := f.newConn(nc)
 		if c == nil {
 			nc.Close()

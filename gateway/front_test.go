@@ -122,6 +122,12 @@ func rawReply(s string) http.HandlerFunc {
 // upstream, with extra appended to its file, and returns its address.
 func startGateway(t testing.TB, transport, upstream, extra string) string {
 	t.Helper()
+	return runGateway(t, transport, upstream, extra).Addr().String()
+}
+
+// runGateway starts a gateway and returns it once it listens.
+func runGateway(t testing.TB, transport, upstream, extra string) *Gateway {
+	t.Helper()
 	yaml := "listen: 127.0.0.1:0\nwatch: -1s\nshutdown_timeout: 5s\nclient_transport: " + transport + "\nupstream: " + upstream + "\n" + extra
 	g := newTestGateway(t, yaml)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -145,7 +151,7 @@ func startGateway(t testing.TB, transport, upstream, extra string) string {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return g.Addr().String()
+	return g
 }
 
 // clientResp is what a client reads of one response.

@@ -292,6 +292,13 @@ func (g *Gateway) Run(ctx context.Context) error {
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(g.logger.Handler(), slog.LevelDebug),
 	}
+	if c := g.metrics.ConnectionCounter("net_http"); c != nil {
+		srv.ConnState = func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				c.Inc()
+			}
+		}
+	}
 	var admin *http.Server
 	errc := make(chan error, 3)
 	if cfg.AdminListen != "" {
@@ -311,6 +318,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	if fast != nil {
 		fast.readHeader, fast.idle = srv.ReadHeaderTimeout, srv.IdleTimeout
+		fast.accepted = g.metrics.ConnectionCounter("fast")
 		go func() { errc <- ignoreClosed(srv.Serve(fast.handoff)) }()
 		go func() { errc <- fast.serve(ln) }()
 	} else {

@@ -1,14 +1,18 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func newTestGateway(tb testing.TB, yaml string) *Gateway {
@@ -113,5 +117,40 @@ func TestUpstreamDownIs502(t *testing.T) {
 	g.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/x", nil))
 	if w.Code != http.StatusBadGateway || !strings.Contains(w.Body.String(), "unreachable") {
 		t.Errorf("%d %q", w.Code, w.Body)
+	}
+}
+
+// TestConnectionsMetric counts client connections by the server that read
+// them: a plain request stays on the fast path, an HTTP/1.0 one is handed
+// to net/http (and counts under both); with client_transport: standard
+// every connection is net/http's.
+func TestConnectionsMetric(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+	defer up.Close()
+	for _, tc := range []struct {
+		transport     string
+		fast, nethttp float64
+	}{{"fast", 2, 1}, {"standard", 0, 2}} {
+		g := runGateway(t, tc.transport, up.URL, "")
+		for _, req := range []string{
+			"GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+			"GET /b HTTP/1.0\r\nHost: x\r\n\r\n",
+		} {
+			c, err := net.Dial("tcp", g.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.WriteString(c, req)
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("%s: %q: %v %v", tc.transport, req, resp, err)
+			}
+			c.Close()
+		}
+		fast := testutil.ToFloat64(g.metrics.ConnectionCounter("fast"))
+		nethttp := testutil.ToFloat64(g.metrics.ConnectionCounter("net_http"))
+		if fast != tc.fast || nethttp != tc.nethttp {
+			t.Errorf("client_transport %s: connections fast %v, net_http %v; want %v, %v", tc.transport, fast, nethttp, tc.fast, tc.nethttp)
+		}
 	}
 }

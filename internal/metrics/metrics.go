@@ -37,6 +37,7 @@ type Metrics struct {
 	reloads      *prometheus.CounterVec
 	lastReload   prometheus.Gauge
 	rules        prometheus.Gauge
+	connections  *prometheus.CounterVec
 	reg          prometheus.Registerer
 }
 
@@ -74,9 +75,13 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "ratekeeper_config_rules",
 			Help: "Rules in the configuration being served.",
 		}),
+		connections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekeeper_gateway_connections_total",
+			Help: "Client connections by the server that read them: fast (the gateway's fast path) or net_http (Go's server: every connection with client_transport: standard, else those the fast path handed off, which count under both).",
+		}, []string{"server"}),
 		reg: reg,
 	}
-	reg.MustRegister(m.decisions, m.queueDelay, m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.rules)
+	reg.MustRegister(m.decisions, m.queueDelay, m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.rules, m.connections)
 	return m
 }
 
@@ -113,6 +118,15 @@ func (m *Metrics) ForgetRule(rule string) {
 		return
 	}
 	m.decisions.DeletePartialMatch(prometheus.Labels{"rule": rule})
+}
+
+// ConnectionCounter returns the counter of client connections read by
+// server ("fast" or "net_http"); nil when m is nil.
+func (m *Metrics) ConnectionCounter(server string) prometheus.Counter {
+	if m == nil {
+		return nil
+	}
+	return m.connections.WithLabelValues(server)
 }
 
 // Inc increments c unless it is nil (from a nil *Metrics).
