@@ -701,31 +701,15 @@ type rawUpstream struct {
 
 func newRawUpstream(t testing.TB) *rawUpstream {
 	u := &rawUpstream{}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.url = "http://" + ln.Addr().String()
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(10 * time.Second))
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
-					return
-				}
-				u.mu.Lock()
-				raw := u.raw
-				u.mu.Unlock()
-				c.Write(raw)
-			})
+	u.url = rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := http.ReadRequest(br); err != nil {
+			return
 		}
+		u.mu.Lock()
+		raw := u.raw
+		u.mu.Unlock()
+		c.Write(raw)
 	})
 	return u
 }

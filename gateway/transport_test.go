@@ -331,7 +331,7 @@ func TestDirectUpstreamDown(t *testing.T) {
 
 // rawServer accepts connections and hands each to serve on its own
 // goroutine; it counts the requests its handlers report.
-func rawServer(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) string {
+func rawServer(t testing.TB, serve func(c net.Conn, br *bufio.Reader)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
