@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -152,5 +153,88 @@ func TestConnectionsMetric(t *testing.T) {
 		if fast != tc.fast || nethttp != tc.nethttp {
 			t.Errorf("client_transport %s: connections fast %v, net_http %v; want %v, %v", tc.transport, fast, nethttp, tc.fast, tc.nethttp)
 		}
+	}
+}
+
+// TestFastPathShutdown: on shutdown an idle keep-alive connection of the
+// fast path is closed at once, and a request in flight finishes, told that
+// its connection closes after it.
+func TestFastPathShutdown(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(arrived)
+			<-release
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer up.Close()
+	released := false
+	defer func() {
+		if !released {
+			close(release) // a failed test must not leave the upstream's handler blocked
+		}
+	}()
+	path := filepath.Join(t.TempDir(), "gw.yaml")
+	os.WriteFile(path, []byte("listen: 127.0.0.1:0\nwatch: -1s\nshutdown_timeout: 30s\nupstream: "+up.URL+"\n"), 0o644)
+	g, err := New(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for g.Addr() == nil && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", g.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	// An idle keep-alive connection, after one request.
+	idle, idleR := dial()
+	io.WriteString(idle, "GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, err := http.ReadResponse(idleR, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("first request: %v %v", resp, err)
+	} else {
+		io.ReadAll(resp.Body)
+	}
+	// A request in flight.
+	busy, busyR := dial()
+	io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	<-arrived
+	cancel()
+	// The idle connection is closed without waiting for the slow request.
+	idle.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := idleR.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("idle connection during shutdown: read %d, %v; want EOF", n, err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned (%v) before the request in flight finished", err)
+	default:
+	}
+	close(release)
+	released = true
+	resp, err := http.ReadResponse(busyR, nil)
+	if err != nil || resp.StatusCode != 200 || !resp.Close {
+		t.Fatalf("request in flight: %v %v; want 200 with Connection: close", resp, err)
+	}
+	if b, _ := io.ReadAll(resp.Body); string(b) != "ok" {
+		t.Fatalf("request in flight: body %q", b)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the last request")
 	}
 }
