@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -729,11 +731,12 @@ func (c *frontConn) copyChunked(u *directConn) error {
 		if err != nil {
 			return err
 		}
-		size, err := chunkSize(line)
+		size, digits, err := chunkSize(line)
 		if err != nil {
 			return err
 		}
-		c.bw.Write(line)
+		c.bw.Write(digits)
+		c.bw.WriteString("\r\n")
 		if size == 0 {
 			break
 		}
@@ -744,8 +747,8 @@ func (c *frontConn) copyChunked(u *directConn) error {
 		if err != nil {
 			return err
 		}
-		if len(bytesTrimEOL(crlf)) != 0 {
-			return errBadChunk
+		if string(crlf) != "\r\n" {
+			return errBadChunk // net/http's client wants exactly CRLF
 		}
 		c.bw.Write(crlf)
 	}
@@ -859,41 +862,39 @@ func bytesTrimEOL(b []byte) []byte {
 	return b
 }
 
-// chunkSize reads a chunk-size line: hex digits, then optional extensions.
-func chunkSize(line []byte) (int64, error) {
-	b := bytesTrimEOL(line)
-	var n int64
-	i := 0
-	for ; i < len(b); i++ {
-		var d byte
-		switch c := b[i]; {
+// chunkSize reads a chunk-size line as net/http's client does: trailing
+// white space trimmed, then any extension (from ';') ignored, then one to
+// sixteen hex digits, which it returns for the line passed on (without the
+// extension, as ReverseProxy passes it).
+func chunkSize(line []byte) (int64, []byte, error) {
+	b := line
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\r' || b[len(b)-1] == '\n') {
+		b = b[:len(b)-1]
+	}
+	if i := bytes.IndexByte(b, ';'); i >= 0 {
+		b = b[:i]
+	}
+	if len(b) == 0 || len(b) > 16 {
+		return 0, nil, errBadChunk
+	}
+	var n uint64
+	for _, c := range b {
+		switch {
 		case '0' <= c && c <= '9':
-			d = c - '0'
+			c -= '0'
 		case 'a' <= c && c <= 'f':
-			d = c - 'a' + 10
+			c -= 'a' - 10
 		case 'A' <= c && c <= 'F':
-			d = c - 'A' + 10
+			c -= 'A' - 10
 		default:
-			goto ext
+			return 0, nil, errBadChunk
 		}
-		if i >= 15 {
-			return 0, errBadChunk
-		}
-		n = n<<4 | int64(d)
+		n = n<<4 | uint64(c)
 	}
-ext:
-	if i == 0 {
-		return 0, errBadChunk
+	if n > math.MaxInt64 {
+		return 0, nil, errBadChunk // a body no upstream can send
 	}
-	for _, c := range b[i:] {
-		if c != '\t' && !fieldValueChar[c] {
-			return 0, errBadChunk
-		}
-	}
-	if i < len(b) && b[i] != ';' && b[i] != ' ' && b[i] != '\t' {
-		return 0, errBadChunk
-	}
-	return n, nil
+	return int64(n), b, nil
 }
 
 // frontWriter collects the middleware's headers, and its answer when it
