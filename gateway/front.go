@@ -862,12 +862,16 @@ func bytesTrimEOL(b []byte) []byte {
 	return b
 }
 
-// chunkSize reads a chunk-size line as net/http's client does: trailing
-// white space trimmed, then any extension (from ';') ignored, then one to
-// sixteen hex digits, which it returns for the line passed on (without the
-// extension, as ReverseProxy passes it).
+// chunkSize reads a chunk-size line as net/http's client does: it ends
+// with CRLF and has no other CR (a bare LF there is refused: RFC 9112
+// errata 7633), trailing white space is trimmed, any extension (from ';')
+// ignored, and one to sixteen hex digits remain, which it returns for the
+// line passed on (without the extension, as ReverseProxy passes it).
 func chunkSize(line []byte) (int64, []byte, error) {
-	b := line
+	if bytes.IndexByte(line, '\r') != len(line)-2 || line[len(line)-1] != '\n' {
+		return 0, nil, errBadChunk
+	}
+	b := line[:len(line)-2]
 	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\r' || b[len(b)-1] == '\n') {
 		b = b[:len(b)-1]
 	}
