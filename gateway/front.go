@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -211,6 +213,16 @@ func (c *frontConn) done(handedOff bool) {
 func (c *frontConn) serve() {
 	handedOff := false
 	defer func() { c.done(handedOff) }()
+	defer func() {
+		// As net/http does for a handler: a panic ends this connection,
+		// not the gateway.
+		if p := recover(); p != nil {
+			buf := make([]byte, 64<<10)
+			buf = buf[:runtime.Stack(buf, false)]
+			c.f.logger.Error("panic serving a connection", "remote", c.remote, "panic", fmt.Sprint(p), "stack", string(buf))
+			handedOff = false
+		}
+	}()
 	c.br = bufio.NewReaderSize(c.nc, frontReadBuffer)
 	c.bw = bufio.NewWriterSize(c.nc, 4<<10)
 	for {
@@ -868,7 +880,7 @@ func bytesTrimEOL(b []byte) []byte {
 // ignored, and one to sixteen hex digits remain, which it returns for the
 // line passed on (without the extension, as ReverseProxy passes it).
 func chunkSize(line []byte) (int64, []byte, error) {
-	if bytes.IndexByte(line, '\r') != len(line)-2 || line[len(line)-1] != '\n' {
+	if len(line) < 2 || bytes.IndexByte(line, '\r') != len(line)-2 || line[len(line)-1] != '\n' {
 		return 0, nil, errBadChunk
 	}
 	b := line[:len(line)-2]
