@@ -217,6 +217,9 @@ func (c *frontConn) serve() {
 		// As net/http does for a handler: a panic ends this connection,
 		// not the gateway.
 		if p := recover(); p != nil {
+			if panicHook != nil {
+				panicHook(p)
+			}
 			buf := make([]byte, 64<<10)
 			buf = buf[:runtime.Stack(buf, false)]
 			c.f.logger.Error("panic serving a connection", "remote", c.remote, "panic", fmt.Sprint(p), "stack", string(buf))
@@ -293,6 +296,10 @@ func (c *frontConn) readRequest() (parseResult, error) {
 		}
 	}
 }
+
+// panicHook, when set (by tests), is given a panic the fast path
+// recovered, which would otherwise only be logged.
+var panicHook func(any)
 
 // handOffHook, when set (by tests, before any gateway starts), is told of
 // each connection the fast path hands to net/http, by listener address.
@@ -517,15 +524,20 @@ func (c *frontConn) readHead(u *directConn) error {
 func (c *frontConn) peekHead(u *directConn) ([]byte, error) {
 	from := 0
 	for {
-		b, err := u.br.Peek(max(u.br.Buffered(), 1))
-		if err != nil && len(b) == 0 {
-			return nil, err
+		// Everything buffered (at least a byte): after the buffer grew,
+		// that is the whole head so far, and from stays within it.
+		if u.br.Buffered() == 0 {
+			if _, err := u.br.Peek(1); err != nil {
+				return nil, err
+			}
 		}
+		b, _ := u.br.Peek(u.br.Buffered())
 		for {
-			j := indexLF(b, from)
+			j := bytes.IndexByte(b[from:], '\n')
 			if j < 0 {
 				break
 			}
+			j += from
 			if j == 0 || j == 1 && b[0] == '\r' {
 				return nil, errBadResponse // a blank line where the status line goes
 			}
@@ -541,8 +553,8 @@ func (c *frontConn) peekHead(u *directConn) ([]byte, error) {
 			// Grow the buffer: a new reader over the same connection,
 			// primed with what the old one holds. The connection is not
 			// pooled again (see finish).
-			held := bytesReader(append([]byte(nil), b...))
-			u.br = bufio.NewReaderSize(io.MultiReader(&held, u), int(min(2*int64(u.br.Size()), u.t.maxHeader)))
+			held := bytes.NewReader(append([]byte(nil), b...))
+			u.br = bufio.NewReaderSize(io.MultiReader(held, u), int(min(2*int64(u.br.Size()), u.t.maxHeader)))
 			u.grown = true
 			continue
 		}
@@ -550,15 +562,6 @@ func (c *frontConn) peekHead(u *directConn) ([]byte, error) {
 			return nil, err
 		}
 	}
-}
-
-func indexLF(b []byte, from int) int {
-	for i := from; i < len(b); i++ {
-		if b[i] == '\n' {
-			return i
-		}
-	}
-	return -1
 }
 
 // responseHead builds the head the client gets for the upstream head b:
@@ -1024,14 +1027,3 @@ type bufferedConn struct {
 }
 
 func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
-
-type bytesReader []byte
-
-func (b *bytesReader) Read(p []byte) (int, error) {
-	if len(*b) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p, *b)
-	*b = (*b)[n:]
-	return n, nil
-}

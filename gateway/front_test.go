@@ -32,6 +32,9 @@ import (
 var handOffs sync.Map
 
 func init() {
+	// A panic on the fast path must fail the tests, not end a connection
+	// quietly.
+	panicHook = func(p any) { panic(p) }
 	handOffHook = func(a net.Addr) {
 		v, _ := handOffs.LoadOrStore(a.String(), new(atomic.Int64))
 		v.(*atomic.Int64).Add(1)

@@ -77,8 +77,8 @@ func (h *reqHead) reset(nwant int) {
 // fast path takes a request only when its head and body fit in it.
 const frontReadBuffer = 4 << 10
 
-// tokenChar marks the bytes of an RFC 9110 token.
-var tokenChar = func() (t [256]bool) {
+// alnumAnd marks letters, digits and the bytes of extra.
+func alnumAnd(extra string) (t [256]bool) {
 	for c := '0'; c <= '9'; c++ {
 		t[c] = true
 	}
@@ -86,11 +86,29 @@ var tokenChar = func() (t [256]bool) {
 		t[c] = true
 		t[c-'a'+'A'] = true
 	}
-	for _, c := range "!#$%&'*+-.^_`|~" {
+	for _, c := range extra {
 		t[c] = true
 	}
 	return t
-}()
+}
+
+// lowerName writes name in lower case into buf, if it fits, for a switch
+// over the header names the fast path treats apart.
+func lowerName(buf *[24]byte, name []byte) ([]byte, bool) {
+	if len(name) > len(buf) {
+		return nil, false
+	}
+	for k, c := range name {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[k] = c
+	}
+	return buf[:len(name)], true
+}
+
+// tokenChar marks the bytes of an RFC 9110 token.
+var tokenChar = alnumAnd("!#$%&'*+-.^_`|~")
 
 // targetChar marks the bytes the fast path takes in a request-target:
 // those that net/url keeps as sent when it rebuilds the target (so the
@@ -107,19 +125,7 @@ var targetChar = func() (t [256]bool) {
 
 // hostChar marks the bytes the fast path takes in a Host header: names,
 // IPv4 and bracketed IPv6 addresses, ports.
-var hostChar = func() (t [256]bool) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c] = true
-		t[c-'a'+'A'] = true
-	}
-	for _, c := range "-._:[]" {
-		t[c] = true
-	}
-	return t
-}()
+var hostChar = alnumAnd("-._:[]")
 
 // fieldValueChar marks the bytes net/http accepts in a header value:
 // visible ASCII, space, tab and obs-text.
@@ -224,15 +230,9 @@ func parseRequest(b []byte, h *reqHead, want []string) parseResult {
 			}
 		}
 		forward := true
-		var lower [24]byte
-		if len(name) <= len(lower) {
-			for k, c := range name {
-				if 'A' <= c && c <= 'Z' {
-					c += 'a' - 'A'
-				}
-				lower[k] = c
-			}
-			switch string(lower[:len(name)]) {
+		var buf [24]byte
+		if lower, ok := lowerName(&buf, name); ok {
+			switch string(lower) {
 			case "host":
 				hosts++
 				if hosts > 1 || len(value) == 0 {
@@ -465,15 +465,9 @@ func parseResponse(b []byte, h *respHead) error {
 			continue
 		}
 		keep := true
-		var lower [24]byte
-		if len(name) <= len(lower) {
-			for k, c := range name {
-				if 'A' <= c && c <= 'Z' {
-					c += 'a' - 'A'
-				}
-				lower[k] = c
-			}
-			switch string(lower[:len(name)]) {
+		var buf [24]byte
+		if lower, ok := lowerName(&buf, name); ok {
+			switch string(lower) {
 			case "content-length":
 				n, err := strconv.ParseInt(string(value), 10, 64)
 				if err != nil || n < 0 || value[0] == '+' || h.clen >= 0 && h.clen != n {
