@@ -394,6 +394,9 @@ func TestDirectRetriesOnlyWhatIsSafe(t *testing.T) {
 		if n := requests.Load(); n != 2 {
 			t.Errorf("%s: upstream saw %d requests, want 2", method, n)
 		}
+		// The second request's connection closes too; wait for it, so
+		// that the next round's wait is for its own connection.
+		<-halfClosed
 		dt.CloseIdleConnections()
 	}
 
