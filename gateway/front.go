@@ -404,7 +404,7 @@ func (c *frontConn) forward(buf []byte) bool {
 		err error
 	)
 	for attempt := 0; ; attempt++ {
-		u, err = c.f.up.get(context.Background(), attempt == 0, retry)
+		u, err = c.f.up.get(context.Background(), attempt == 0)
 		if err != nil {
 			break
 		}

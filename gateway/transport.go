@@ -36,9 +36,8 @@ import (
 // or bytes the upstream sent beyond the response discard it. Requests are
 // retried once, on a new connection, only when nothing of a response came
 // back on a pooled connection (the upstream closed it while idle) and the
-// request is idempotent and has no body; a request that may not be retried
-// is given a pooled connection only after a non-blocking check that the
-// upstream has not closed it.
+// request is idempotent and has no body. Every pooled connection is checked
+// before it is reused (see get).
 type directTransport struct {
 	fallback    http.RoundTripper
 	host        string // the upstream URL's host, as requests carry it
@@ -133,7 +132,7 @@ func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	retry := mayRetry(req)
 	for attempt := 0; ; attempt++ {
-		c, err := t.get(ctx, attempt == 0, retry)
+		c, err := t.get(ctx, attempt == 0)
 		if err != nil {
 			closeBody(req)
 			return nil, err
@@ -189,8 +188,11 @@ func (t *directTransport) CloseIdleConnections() {
 }
 
 // get returns a pooled connection (if pooled is true and one is there) or
-// a new one. Without retry, a pooled connection is first checked alive.
-func (t *directTransport) get(ctx context.Context, pooled, retry bool) (*directConn, error) {
+// a new one. A pooled connection is first checked with a non-blocking peek
+// at the socket: one the upstream closed, or wrote to while no request was
+// outstanding (a stray response, a late body, a 408 before closing), is
+// closed, never read as the next request's answer.
+func (t *directTransport) get(ctx context.Context, pooled bool) (*directConn, error) {
 	if pooled {
 		now := time.Now()
 		for {
@@ -204,7 +206,7 @@ func (t *directTransport) get(ctx context.Context, pooled, retry bool) (*directC
 			t.idle[n-1] = nil
 			t.idle = t.idle[:n-1]
 			t.mu.Unlock()
-			if t.idleTimeout > 0 && now.Sub(c.idleAt) > t.idleTimeout || !retry && !alive(c.nc) {
+			if t.idleTimeout > 0 && now.Sub(c.idleAt) > t.idleTimeout || !alive(c.nc) {
 				c.nc.Close()
 				continue
 			}
