@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -153,7 +154,7 @@ func (c *Config) build() (*Set, []*Error) {
 		default:
 			fail(at+".on_missing_key", "%q is not ip, skip or shared", rc.OnMissingKey)
 		}
-		key, kerrs := compileKey(rc.Key, missing, s.clientIP)
+		key, kerrs := compileKey(rc.Key, missing, s.clientIP, rc.Match.StrictPath)
 		for _, e := range kerrs {
 			fail(fmt.Sprintf("%s.key[%d]", at, e.i), "%v", e.err)
 		}
@@ -213,16 +214,22 @@ type keyErr struct {
 }
 
 // appendKey appends a request's key to dst, or reports false.
-type appendKey func(dst []byte, r *http.Request, ip netip.Addr) ([]byte, bool)
+type appendKey func(dst []byte, v *view, ip netip.Addr) ([]byte, bool)
 
 // compileKey turns key parts into an appendKey. Parts are joined with '|'
 // after each is bounded; a part that would contain '|' is hashed, so no two
-// different requests produce one key.
-func compileKey(parts []string, missing Missing, ci ClientIP) (appendKey, []keyErr) {
+// different requests produce one key. The path in a key is the form the
+// rule matches (loose unless strict), and HEAD counts as GET, so that a
+// client cannot spread one resource over many keys.
+func compileKey(parts []string, missing Missing, ci ClientIP, strict bool) (appendKey, []keyErr) {
 	var errs []keyErr
 	var fs []appendKey
-	str := func(f func(r *http.Request) string) appendKey {
-		return func(dst []byte, r *http.Request, _ netip.Addr) ([]byte, bool) { return appendPart(dst, f(r)), true }
+	pathOf := func(v *view) string { return v.loose }
+	if strict {
+		pathOf = func(v *view) string { return v.path }
+	}
+	str := func(f func(v *view) string) appendKey {
+		return func(dst []byte, v *view, _ netip.Addr) ([]byte, bool) { return appendPart(dst, f(v)), true }
 	}
 	for i, p := range parts {
 		kind, arg, _ := strings.Cut(p, ":")
@@ -232,25 +239,33 @@ func compileKey(parts []string, missing Missing, ci ClientIP) (appendKey, []keyE
 				errs = append(errs, keyErr{i, fmt.Errorf("global is one key for all: it cannot combine with %d other parts", len(parts)-1)})
 			}
 		case "ip":
-			fs = append(fs, func(dst []byte, _ *http.Request, ip netip.Addr) ([]byte, bool) { return ci.AppendKey(dst, ip), true })
+			fs = append(fs, func(dst []byte, _ *view, ip netip.Addr) ([]byte, bool) { return ci.AppendKey(dst, ip), true })
 		case "route":
-			fs = append(fs, func(dst []byte, r *http.Request, _ netip.Addr) ([]byte, bool) {
-				return appendPart(append(append(dst, r.Method...), ' '), r.URL.Path), true
+			fs = append(fs, func(dst []byte, v *view, _ netip.Addr) ([]byte, bool) {
+				return appendPart(append(append(dst, keyMethod(v.method)...), ' '), pathOf(v)), true
 			})
 		case "path":
-			fs = append(fs, str(func(r *http.Request) string { return r.URL.Path }))
+			fs = append(fs, str(pathOf))
 		case "method":
-			fs = append(fs, str(func(r *http.Request) string { return r.Method }))
+			fs = append(fs, str(func(v *view) string { return keyMethod(v.method) }))
 		case "host":
-			fs = append(fs, str(func(r *http.Request) string { return hostOnly(r.Host) }))
+			fs = append(fs, str(func(v *view) string { return v.host }))
 		case "header":
 			name := http.CanonicalHeaderKey(strings.TrimSpace(arg))
 			if name == "" || !validHeaderName(name) {
 				errs = append(errs, keyErr{i, fmt.Errorf("%q: header: needs a header name, like header:X-API-Key", p)})
 				continue
 			}
-			fs = append(fs, func(dst []byte, r *http.Request, ip netip.Addr) ([]byte, bool) {
-				if vs := r.Header[name]; len(vs) > 0 && vs[0] != "" {
+			if err := checkRuleHeader(name); err != nil {
+				errs = append(errs, keyErr{i, err})
+				continue
+			}
+			if name == "Host" {
+				fs = append(fs, str(func(v *view) string { return v.host }))
+				continue
+			}
+			fs = append(fs, func(dst []byte, v *view, ip netip.Addr) ([]byte, bool) {
+				if vs := v.r.Header[name]; len(vs) > 0 && vs[0] != "" {
 					return appendPart(append(dst, "h="...), vs[0]), true
 				}
 				switch missing {
@@ -267,22 +282,37 @@ func compileKey(parts []string, missing Missing, ci ClientIP) (appendKey, []keyE
 	}
 	switch len(fs) {
 	case 0:
-		return func(dst []byte, _ *http.Request, _ netip.Addr) ([]byte, bool) { return dst, true }, errs
+		return func(dst []byte, _ *view, _ netip.Addr) ([]byte, bool) { return dst, true }, errs
 	case 1:
 		return fs[0], errs
 	}
-	return func(dst []byte, r *http.Request, ip netip.Addr) ([]byte, bool) {
+	return func(dst []byte, v *view, ip netip.Addr) ([]byte, bool) {
 		for i, f := range fs {
 			if i > 0 {
 				dst = append(dst, '|')
 			}
 			var ok bool
-			if dst, ok = f(dst, r, ip); !ok {
+			if dst, ok = f(dst, v, ip); !ok {
 				return dst, false
 			}
 		}
 		return dst, true
 	}, errs
+}
+
+// checkRuleHeader refuses a header that rules cannot see as the upstream
+// does: a hop-by-hop header, which the gateway consumes (and net/http
+// takes out of the request), and the forwarding headers, which any client
+// can write (key: [ip] with client_ip.trusted_proxies reads them from the
+// proxies that are trusted).
+func checkRuleHeader(name string) error {
+	switch name {
+	case "Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Http2-Settings", "Content-Length":
+		return fmt.Errorf("%s is a hop-by-hop or framing header: the gateway consumes it, so a rule cannot see it as the upstream does", name)
+	case "X-Forwarded-For", "Forwarded", "X-Real-Ip":
+		return fmt.Errorf("%s is written by any client: use key: [ip] with client_ip.trusted_proxies, which believes it only from your proxies", name)
+	}
+	return nil
 }
 
 // appendPart appends v bounded: as written if short and free of the
@@ -312,10 +342,17 @@ type matchErr struct {
 }
 
 // compileMatch turns the conditions into one function, cheapest checks
-// first.
-func compileMatch(m MatchConfig) (func(*http.Request) bool, []matchErr) {
+// first. Paths, methods and hosts are compared in the forms the view holds
+// (see path.go).
+func compileMatch(m MatchConfig) (func(*view) bool, []matchErr) {
 	var errs []matchErr
-	var conds []func(*http.Request) bool
+	var conds []func(*view) bool
+	pathOf := func(v *view) string { return v.loose }
+	form := loosePath
+	if m.StrictPath {
+		pathOf = func(v *view) string { return v.path }
+		form = func(p string) string { return p }
+	}
 	if m.Path != "" {
 		if !strings.HasPrefix(m.Path, "/") {
 			errs = append(errs, matchErr{"path", fmt.Errorf("%q must start with /", m.Path)})
@@ -323,22 +360,22 @@ func compileMatch(m MatchConfig) (func(*http.Request) bool, []matchErr) {
 		if m.PathPrefix != "" {
 			errs = append(errs, matchErr{"path_prefix", fmt.Errorf("give path or path_prefix, not both")})
 		}
-		path := m.Path
-		conds = append(conds, func(r *http.Request) bool { return r.URL.Path == path })
+		path := form(cleanPath(m.Path))
+		conds = append(conds, func(v *view) bool { return pathOf(v) == path })
 	} else if m.PathPrefix != "" {
 		if !strings.HasPrefix(m.PathPrefix, "/") {
 			errs = append(errs, matchErr{"path_prefix", fmt.Errorf("%q must start with /", m.PathPrefix)})
 		}
-		pre := strings.TrimSuffix(m.PathPrefix, "/")
+		pre := strings.TrimSuffix(form(cleanPath(m.PathPrefix)), "/")
 		if pre != "" {
-			conds = append(conds, func(r *http.Request) bool {
-				p := r.URL.Path
+			conds = append(conds, func(v *view) bool {
+				p := pathOf(v)
 				return strings.HasPrefix(p, pre) && (len(p) == len(pre) || p[len(pre)] == '/')
 			})
 		}
 	}
 	if len(m.Methods) > 0 {
-		methods := make([]string, 0, len(m.Methods))
+		methods := make([]string, 0, len(m.Methods)+1)
 		for i, v := range m.Methods {
 			v = strings.ToUpper(strings.TrimSpace(v))
 			if v == "" || !validHeaderName(v) {
@@ -346,20 +383,16 @@ func compileMatch(m MatchConfig) (func(*http.Request) bool, []matchErr) {
 			}
 			methods = append(methods, v)
 		}
-		conds = append(conds, func(r *http.Request) bool {
-			for _, v := range methods {
-				if r.Method == v {
-					return true
-				}
-			}
-			return false
-		})
+		if slices.Contains(methods, http.MethodGet) && !slices.Contains(methods, http.MethodHead) {
+			methods = append(methods, http.MethodHead) // frameworks run GET's handler for HEAD
+		}
+		conds = append(conds, func(v *view) bool { return slices.Contains(methods, v.method) })
 	}
 	if len(m.Hosts) > 0 {
 		var exact []string
 		var suffixes []string
 		for i, h := range m.Hosts {
-			h = strings.ToLower(strings.TrimSpace(h))
+			h = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
 			switch {
 			case h == "" || strings.ContainsAny(h, "/ :"):
 				errs = append(errs, matchErr{fmt.Sprintf("hosts[%d]", i), fmt.Errorf("%q is not a host name (no port, no scheme)", m.Hosts[i])})
@@ -369,15 +402,12 @@ func compileMatch(m MatchConfig) (func(*http.Request) bool, []matchErr) {
 				exact = append(exact, h)
 			}
 		}
-		conds = append(conds, func(r *http.Request) bool {
-			h := strings.ToLower(hostOnly(r.Host))
-			for _, v := range exact {
-				if h == v {
-					return true
-				}
+		conds = append(conds, func(v *view) bool {
+			if slices.Contains(exact, v.host) {
+				return true
 			}
 			for _, s := range suffixes {
-				if len(h) > len(s) && strings.HasSuffix(h, s) {
+				if len(v.host) > len(s) && strings.HasSuffix(v.host, s) {
 					return true
 				}
 			}
@@ -390,10 +420,22 @@ func compileMatch(m MatchConfig) (func(*http.Request) bool, []matchErr) {
 			continue
 		}
 		name := http.CanonicalHeaderKey(name)
-		if want == "*" {
-			conds = append(conds, func(r *http.Request) bool { return len(r.Header[name]) > 0 })
-		} else {
-			conds = append(conds, func(r *http.Request) bool { return r.Header.Get(name) == want })
+		if err := checkRuleHeader(name); err != nil {
+			errs = append(errs, matchErr{"headers." + name, err})
+			continue
+		}
+		switch {
+		case name == "Host" && want == "*":
+			conds = append(conds, func(v *view) bool { return v.host != "" })
+		case name == "Host":
+			// Host is the request's host, on every path (net/http keeps it
+			// out of the header map): compared as hosts are.
+			host := canonicalHost(want)
+			conds = append(conds, func(v *view) bool { return v.host == host })
+		case want == "*":
+			conds = append(conds, func(v *view) bool { return len(v.r.Header[name]) > 0 })
+		default:
+			conds = append(conds, func(v *view) bool { return v.r.Header.Get(name) == want })
 		}
 	}
 	switch len(conds) {
@@ -402,9 +444,9 @@ func compileMatch(m MatchConfig) (func(*http.Request) bool, []matchErr) {
 	case 1:
 		return conds[0], errs
 	}
-	return func(r *http.Request) bool {
+	return func(v *view) bool {
 		for _, c := range conds {
-			if !c(r) {
+			if !c(v) {
 				return false
 			}
 		}

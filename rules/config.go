@@ -113,7 +113,8 @@ type RuleConfig struct {
 
 // MatchConfig selects requests. All given conditions must hold.
 type MatchConfig struct {
-	// Methods the request's method must be one of (case-insensitive).
+	// Methods the request's method must be one of (case-insensitive); GET
+	// covers HEAD too, which frameworks serve with GET's handler.
 	Methods []string `yaml:"methods"`
 	// Path the request's path must equal.
 	Path string `yaml:"path"`
@@ -121,6 +122,11 @@ type MatchConfig struct {
 	// boundary: /v1/rewards matches /v1/rewards and /v1/rewards/7, not
 	// /v1/rewardsX.
 	PathPrefix string `yaml:"path_prefix"`
+	// StrictPath compares Path and PathPrefix with the normalized path as
+	// it is. By default (false) they also match the forms that common
+	// frameworks route to the same handler: with ;params in a segment, with
+	// a trailing slash, and in another letter case.
+	StrictPath bool `yaml:"strict_path"`
 	// Hosts the request's host (without port, case-insensitive) must be one
 	// of; "*.example.com" matches any subdomain.
 	Hosts []string `yaml:"hosts"`

@@ -100,7 +100,7 @@ type Rule struct {
 	// Config is the rule as written.
 	Config RuleConfig
 
-	match  func(r *http.Request) bool
+	match  func(v *view) bool
 	key    appendKey
 	prefix string // name + limit hash, the start of every key
 }
@@ -117,20 +117,23 @@ func NewRule(name string, limit ratekeeper.Limit, mode Mode, key KeyFunc) (*Rule
 	if mode == Queue && limit.Algorithm != ratekeeper.LeakyBucket {
 		return nil, errors.New("queue mode needs the leaky_bucket algorithm")
 	}
-	ak := func(dst []byte, _ *http.Request, _ netip.Addr) ([]byte, bool) { return dst, true }
+	ak := func(dst []byte, _ *view, _ netip.Addr) ([]byte, bool) { return dst, true }
 	if key != nil {
-		ak = func(dst []byte, r *http.Request, ip netip.Addr) ([]byte, bool) {
-			k, ok := key(r, ip)
+		ak = func(dst []byte, v *view, ip netip.Addr) ([]byte, bool) {
+			k, ok := key(v.r, ip)
 			return appendPart(dst, k), ok
 		}
 	}
 	return &Rule{Name: name, Limit: limit, Mode: mode, match: matchAll, key: ak, prefix: keyPrefix(name, limit)}, nil
 }
 
-func matchAll(*http.Request) bool { return true }
+func matchAll(*view) bool { return true }
 
 // Matches reports whether r falls under the rule.
-func (rl *Rule) Matches(r *http.Request) bool { return rl.match(r) }
+func (rl *Rule) Matches(r *http.Request) bool {
+	v := newView(r)
+	return rl.match(&v)
+}
 
 // Key returns the store key for r, or false when the rule does not apply
 // to it (a missing header under on_missing_key: skip). The key is the
@@ -147,7 +150,12 @@ func (rl *Rule) Key(r *http.Request, ip netip.Addr) (string, bool) {
 
 // AppendKey is Key appending to dst, for callers that reuse a buffer.
 func (rl *Rule) AppendKey(dst []byte, r *http.Request, ip netip.Addr) ([]byte, bool) {
-	return rl.key(append(dst, rl.prefix...), r, ip)
+	v := newView(r)
+	return rl.appendKey(dst, &v, ip)
+}
+
+func (rl *Rule) appendKey(dst []byte, v *view, ip netip.Addr) ([]byte, bool) {
+	return rl.key(append(dst, rl.prefix...), v, ip)
 }
 
 // maxPart is the longest key part kept as written.
@@ -185,6 +193,9 @@ func (rl *Rule) Describe() string {
 	}
 	if c.Match.PathPrefix != "" {
 		conds = append(conds, "path under "+c.Match.PathPrefix)
+	}
+	if (c.Match.Path != "" || c.Match.PathPrefix != "") && c.Match.StrictPath {
+		conds = append(conds, "strictly")
 	}
 	if len(c.Match.Hosts) > 0 {
 		conds = append(conds, "host in "+strings.Join(c.Match.Hosts, ", "))
@@ -301,6 +312,10 @@ func (s *Set) index() {
 	s.others = s.others[:0]
 	for i, rl := range s.Rules {
 		if p := rl.Config.Match.Path; p != "" {
+			p = cleanPath(p)
+			if !rl.Config.Match.StrictPath {
+				p = loosePath(p)
+			}
 			s.byPath[p] = append(s.byPath[p], i)
 		} else {
 			s.others = append(s.others, i)
@@ -385,21 +400,33 @@ func (s *Set) AppendMatches(dst []Match, buf []byte, r *http.Request, ip netip.A
 	var endsArr [8]int
 	ends := endsArr[:0]
 	buf = buf[:0]
-	exact, others := s.byPath[r.URL.Path], s.others
-	for len(exact) > 0 || len(others) > 0 {
-		var i int
-		if len(others) == 0 || len(exact) > 0 && exact[0] < others[0] {
-			i, exact = exact[0], exact[1:]
-		} else {
-			i, others = others[0], others[1:]
+	v := newView(r)
+	// The rules indexed by path are under their strict path or their loose
+	// one: the request's two forms find both (one lookup when they are the
+	// same). Each rule's own condition decides.
+	exact, loose, others := s.byPath[v.path], []int(nil), s.others
+	if v.loose != v.path {
+		loose = s.byPath[v.loose]
+	}
+	for len(exact) > 0 || len(loose) > 0 || len(others) > 0 {
+		i := int(^uint(0) >> 1)
+		for _, l := range [...][]int{exact, loose, others} {
+			if len(l) > 0 && l[0] < i {
+				i = l[0]
+			}
+		}
+		for _, l := range [...]*[]int{&exact, &loose, &others} {
+			if len(*l) > 0 && (*l)[0] == i {
+				*l = (*l)[1:]
+			}
 		}
 		rl := s.Rules[i]
-		if !rl.match(r) {
+		if !rl.match(&v) {
 			continue
 		}
 		start := len(buf)
 		var ok bool
-		if buf, ok = rl.AppendKey(buf, r, ip); ok {
+		if buf, ok = rl.appendKey(buf, &v, ip); ok {
 			dst = append(dst, Match{Rule: rl})
 			ends = append(ends, len(buf))
 		} else {
@@ -441,6 +468,9 @@ func (s *Set) HeadersRead() (names []string, all bool) {
 	}
 	add := func(n string) {
 		n = http.CanonicalHeaderKey(strings.TrimSpace(n))
+		if n == "Host" {
+			return // the request's Host, which every server reads apart
+		}
 		if !slices.Contains(names, n) {
 			names = append(names, n)
 		}

@@ -252,7 +252,7 @@ func FuzzClientIP(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	key, _ := compileKey([]string{"ip", "header:X-K"}, MissingIP, ci)
+	key, _ := compileKey([]string{"ip", "header:X-K"}, MissingIP, ci, false)
 	rl.key = key
 	f.Fuzz(func(t *testing.T, peer, xff, fwd, hdr string) {
 		for _, h := range []string{"X-Forwarded-For", "Forwarded"} {
