@@ -7,3 +7,7 @@ import "net"
 // alive cannot peek here: it trusts the connection, and the request fails
 // (502) if the upstream closed it while idle.
 func alive(net.Conn) bool { return true }
+
+// clientLeft cannot peek here: a client that leaves is noticed only when
+// its answer cannot be written.
+func clientLeft(net.Conn) bool { return false }

@@ -45,16 +45,15 @@ import (
 // still working (that request runs to its end), and HTTP/2 (which the
 // gateway does not speak in clear text either way).
 type front struct {
-	mw         *httplimit.Middleware
-	up         *directTransport
-	upstream   string // the upstream URL, redacted, for logs and 502s
-	prefix     string // the upstream URL's path, joined before each target
-	host       string // the Host the upstream is sent
-	logger     *slog.Logger
-	handoff    *handoffListener
-	readHeader time.Duration
-	idle       time.Duration
-	accepted   prometheus.Counter // connections the fast path read; may be nil
+	mw       *httplimit.Middleware
+	up       *directTransport
+	upstream string // the upstream URL, redacted, for logs and 502s
+	prefix   string // the upstream URL's path, joined before each target
+	host     string // the Host the upstream is sent
+	logger   *slog.Logger
+	handoff  *handoffListener
+	settings settings
+	accepted prometheus.Counter // connections the fast path read; may be nil
 
 	mu       sync.Mutex
 	conns    map[*frontConn]struct{}
@@ -73,16 +72,15 @@ func newFront(mw *httplimit.Middleware, up *directTransport, target *url.URL, lo
 		prefix = prefix[:len(prefix)-1]
 	}
 	return &front{
-		mw:         mw,
-		up:         up,
-		upstream:   target.Redacted(),
-		prefix:     prefix,
-		host:       target.Host,
-		logger:     logger,
-		handoff:    newHandoffListener(addr),
-		readHeader: 10 * time.Second,
-		idle:       120 * time.Second,
-		conns:      map[*frontConn]struct{}{},
+		mw:       mw,
+		up:       up,
+		upstream: target.Redacted(),
+		prefix:   prefix,
+		host:     target.Host,
+		logger:   logger,
+		handoff:  newHandoffListener(addr),
+		settings: settingsOf(&rules.Config{}),
+		conns:    map[*frontConn]struct{}{},
 	}
 }
 
@@ -159,11 +157,61 @@ type frontConn struct {
 	url  url.URL
 	hdr  http.Header
 	w    frontWriter
-	// The previous request's strings, reused when this one's are equal.
-	last  struct{ raw, path, host string }
+	// The previous request's strings, reused when this one's are equal:
+	// the path as sent, as the rules see it, and as the upstream is sent
+	// it ("" when that is the path as sent).
+	last  struct{ raw, path, norm, host string }
 	lastV [][]string
 	respN int    // bytes of the response head in the upstream's buffer
 	out   []byte // the response head being built
+
+	// Watching for a client that leaves while the upstream works.
+	watch    *time.Timer
+	watching sync.WaitGroup
+	upstream atomic.Pointer[directConn] // the connection the request is on
+	gone     atomic.Bool                // the client left
+}
+
+// watchAfter is how long the fast path waits for an upstream's answer
+// before it watches for a client that leaves meanwhile: most answers come
+// sooner, and cost no goroutine.
+const watchAfter = 50 * time.Millisecond
+
+// watchClient starts the watch for a client that leaves while the
+// upstream works on its request, as net/http's server does with a read in
+// the background: past watchAfter, a goroutine waits for the client's
+// connection to say something. End of file or an error means the client
+// left: the upstream request is cancelled (its connection closed), so it
+// holds no upstream connection for nobody. Bytes mean it is still there.
+func (c *frontConn) watchClient() {
+	c.gone.Store(false)
+	c.upstream.Store(nil)
+	c.watching.Add(1)
+	if c.watch == nil {
+		c.watch = time.AfterFunc(watchAfter, func() {
+			defer c.watching.Done()
+			if clientLeft(c.nc) {
+				c.gone.Store(true)
+				if u := c.upstream.Load(); u != nil {
+					u.cancel()
+				}
+			}
+		})
+		return
+	}
+	c.watch.Reset(watchAfter)
+}
+
+// unwatchClient ends the watch, and reports whether the client left.
+func (c *frontConn) unwatchClient() bool {
+	if c.watch.Stop() {
+		c.watching.Done() // it never ran
+		return false
+	}
+	c.nc.SetReadDeadline(time.Unix(1, 0)) // ends its wait
+	c.watching.Wait()
+	c.upstream.Store(nil)
+	return c.gone.Load()
 }
 
 func (f *front) newConn(nc net.Conn) *frontConn {
@@ -228,11 +276,13 @@ func (c *frontConn) serve() {
 	}()
 	c.br = bufio.NewReaderSize(c.nc, frontReadBuffer)
 	c.bw = bufio.NewWriterSize(c.nc, 4<<10)
-	for {
+	wait := c.f.settings.readHeader // the first request, as net/http waits for it
+	for first := true; ; first = false {
 		// Idle: wait for a request, as long as the idle timeout. The
 		// deadline is set before the connection is marked idle, so that a
 		// shutdown's deadline (closeIfIdle) is never overwritten.
-		c.nc.SetReadDeadline(time.Now().Add(c.f.idle))
+		c.nc.SetReadDeadline(time.Now().Add(wait))
+		wait = c.f.settings.idle
 		c.state.Store(connIdle)
 		if c.f.closing.Load() && c.state.CompareAndSwap(connIdle, connClosed) {
 			return
@@ -243,7 +293,7 @@ func (c *frontConn) serve() {
 		if !c.state.CompareAndSwap(connIdle, connActive) {
 			return // shut down while idle
 		}
-		res, err := c.readRequest()
+		res, err := c.readRequest(first)
 		if err != nil {
 			return
 		}
@@ -264,8 +314,10 @@ func (c *frontConn) serve() {
 }
 
 // readRequest waits, as long as the header timeout, for a whole head and
-// body in the buffer, and parses the head.
-func (c *frontConn) readRequest() (parseResult, error) {
+// body in the buffer, and parses the head. The first request's timeout
+// runs from the connection's start (it is set already); a later one's
+// from its first byte.
+func (c *frontConn) readRequest(first bool) (parseResult, error) {
 	if set := c.f.mw.Rules(); set != c.set {
 		c.set = set
 		c.want, c.all = set.HeadersRead()
@@ -274,7 +326,7 @@ func (c *frontConn) readRequest() (parseResult, error) {
 	if c.all {
 		return handOff, nil
 	}
-	timed := false
+	timed := first
 	for {
 		b, _ := c.br.Peek(c.br.Buffered())
 		res := parseRequest(b, &c.head, c.want)
@@ -288,7 +340,7 @@ func (c *frontConn) readRequest() (parseResult, error) {
 			return handOff, nil // a head larger than the buffer: net/http reads up to 1 MB
 		}
 		if !timed {
-			c.nc.SetReadDeadline(time.Now().Add(c.f.readHeader))
+			c.nc.SetReadDeadline(time.Now().Add(c.f.settings.readHeader))
 			timed = true
 		}
 		if _, err := c.br.Peek(len(b) + 1); err != nil {
@@ -321,11 +373,14 @@ func (c *frontConn) serveRequest() (keep, deferred bool) {
 	h := &c.head
 	buf, _ := c.br.Peek(h.n + h.clen)
 	if string(h.path) != c.last.raw {
-		path, ok := unescapePath(h.path)
-		if !ok {
-			return false, true // net/http answers 400
+		path, norm, err := normalizeTarget(string(h.path), c.f.settings.allowEncodedSlash)
+		if err != nil {
+			return false, true // the request view on net/http's path answers 400
 		}
-		c.last.raw, c.last.path = string(h.path), path
+		if norm == string(h.path) {
+			norm = ""
+		}
+		c.last.raw, c.last.path, c.last.norm = string(h.path), path, norm
 	}
 	if string(h.host) != c.last.host {
 		c.last.host = string(h.host)
@@ -336,6 +391,9 @@ func (c *frontConn) serveRequest() (keep, deferred bool) {
 		spans := h.want[k]
 		if len(spans) == 0 {
 			continue
+		}
+		if len(spans) > 1 && name != "X-Forwarded-For" && name != "Forwarded" {
+			return false, true // a header the rules read, twice: net/http's path answers 400
 		}
 		vs := c.lastV[k]
 		same := len(vs) == len(spans)
@@ -403,9 +461,16 @@ func (c *frontConn) forward(buf []byte) bool {
 		u   *directConn
 		err error
 	)
+	c.watchClient()
 	for attempt := 0; ; attempt++ {
 		u, err = c.f.up.get(context.Background(), attempt == 0)
 		if err != nil {
+			break
+		}
+		c.upstream.Store(u)
+		if c.gone.Load() {
+			err = errClientGone
+			u.nc.Close()
 			break
 		}
 		u.got, u.limit = 0, 1<<62
@@ -420,6 +485,12 @@ func (c *frontConn) forward(buf []byte) bool {
 		if !(attempt == 0 && retry && u.reused && u.got == 0) {
 			break
 		}
+	}
+	if c.unwatchClient() {
+		if err == nil {
+			u.nc.Close()
+		}
+		return false // the client left: the upstream's answer has no one to go to
 	}
 	if err != nil {
 		c.f.logger.Warn("upstream unreachable", "upstream", c.f.upstream, "method", h.method, "path", c.last.path, "err", err)
@@ -445,7 +516,12 @@ func (c *frontConn) writeUpstream(u *directConn, buf []byte) error {
 	w.WriteString(h.method)
 	w.WriteByte(' ')
 	w.WriteString(c.f.prefix)
-	w.Write(h.target)
+	if c.last.norm != "" {
+		w.WriteString(c.last.norm) // the path the rules saw
+		w.Write(h.target[len(h.path):])
+	} else {
+		w.Write(h.target)
+	}
 	w.WriteString(" HTTP/1.1\r\nHost: ")
 	w.WriteString(c.f.host)
 	w.WriteString("\r\n")
@@ -470,8 +546,14 @@ func (c *frontConn) writeUpstream(u *directConn, buf []byte) error {
 		}
 		w.Write(line)
 	}
+	trusted := (len(h.xff) > 0 || len(h.ipLines) > 0) && c.f.mw.Rules().ClientIP().Trusts(&c.req)
+	if trusted {
+		for _, s := range h.ipLines {
+			w.Write(buf[s.start:s.end])
+		}
+	}
 	w.WriteString("X-Forwarded-For: ")
-	if len(h.xff) > 0 && c.f.mw.Rules().ClientIP().Trusts(&c.req) {
+	if trusted {
 		for _, s := range h.xff {
 			w.Write(buf[s.start:s.end])
 			w.WriteString(", ")
@@ -496,6 +578,10 @@ func (c *frontConn) writeUpstream(u *directConn, buf []byte) error {
 // readHead reads the upstream's response head into c.resp, passing 1xx
 // responses on to the client. The final head stays in u's buffer.
 func (c *frontConn) readHead(u *directConn) error {
+	if d := c.f.settings.responseHeader; d > 0 {
+		u.setReadDeadline(time.Now().Add(d))
+		defer u.setReadDeadline(time.Time{})
+	}
 	for {
 		b, err := c.peekHead(u)
 		if err != nil {

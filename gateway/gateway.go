@@ -51,6 +51,9 @@ type Gateway struct {
 	// (nil when requests take http.Transport).
 	direct *directTransport
 	target *url.URL
+	// settings bound clients and the upstream; read at start.
+	settings settings
+	headers  atomic.Pointer[ruleHeaders] // the headers the rules read
 
 	cfg   *rules.Config // the config being served; guarded by mu
 	file  startFields   // the file's start-only fields as last read
@@ -124,7 +127,7 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 	if cfg.Upstream == "" {
 		return nil, &rules.Error{File: path, Field: "upstream", Err: errors.New("is missing: the URL of the API to protect, or builtin:demo")}
 	}
-	g := &Gateway{path: path, logger: logger, cfg: cfg, file: file, fileK: key, reg: metrics.NewRegistry()}
+	g := &Gateway{path: path, logger: logger, cfg: cfg, file: file, fileK: key, reg: metrics.NewRegistry(), settings: settingsOf(cfg)}
 	g.metrics = metrics.New(g.reg)
 	store, closer, err := storeconfig.Open(ctx, cfg.Store, logger)
 	if err != nil {
@@ -145,7 +148,7 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 		closer.Close()
 		return nil, err
 	}
-	g.handler = g.mw.Handler(up)
+	g.handler = g.view(g.mw.Handler(up))
 	g.metrics.Loaded(len(set.Rules))
 	return g, nil
 }
@@ -229,7 +232,9 @@ func (g *Gateway) proxyTo(s string, direct bool) (*httputil.ReverseProxy, error)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 1024
 	tr.MaxIdleConnsPerHost = 1024
-	tr.IdleConnTimeout = 90 * time.Second
+	tr.IdleConnTimeout = g.settings.upstreamIdle
+	tr.ResponseHeaderTimeout = g.settings.responseHeader
+	tr.DialContext = (&net.Dialer{Timeout: g.settings.dial, KeepAlive: 30 * time.Second}).DialContext
 	// A proxy passes bodies as they are: no Accept-Encoding of its own, no
 	// transparent decompression.
 	tr.DisableCompression = true
@@ -245,6 +250,10 @@ func (g *Gateway) proxyTo(s string, direct bool) (*httputil.ReverseProxy, error)
 			// is not fooled either.
 			if g.mw.Rules().ClientIP().Trusts(pr.In) {
 				pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
+			} else {
+				for _, h := range clientIPHeaders {
+					delete(pr.Out.Header, h) // X-Real-IP and its kin, as X-Forwarded-For
+				}
 			}
 			pr.SetURL(target)
 			pr.SetXForwarded()
@@ -286,10 +295,13 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	a := ln.Addr()
 	g.addr.Store(&a)
+	if n := g.settings.maxConnsPerIP; n > 0 {
+		ln = newCapListener(ln, n, g.mw.Rules, g.metrics.ConnectionsRefused())
+	}
 	srv := &http.Server{
 		Handler:           g.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		ReadHeaderTimeout: g.settings.readHeader,
+		IdleTimeout:       g.settings.idle,
 		ErrorLog:          slog.NewLogLogger(g.logger.Handler(), slog.LevelDebug),
 	}
 	if c := g.metrics.ConnectionCounter("net_http"); c != nil {
@@ -317,7 +329,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		fast = newFront(g.mw, g.direct, g.target, g.logger, a)
 	}
 	if fast != nil {
-		fast.readHeader, fast.idle = srv.ReadHeaderTimeout, srv.IdleTimeout
+		fast.settings = g.settings
 		fast.accepted = g.metrics.ConnectionCounter("fast")
 		go func() { errc <- ignoreClosed(srv.Serve(fast.handoff)) }()
 		go func() { errc <- fast.serve(ln) }()
@@ -409,6 +421,7 @@ func (g *Gateway) reloadLocked() error {
 				{"upstream_transport", was.transport, now.transport},
 				{"client_transport", was.client, now.client},
 				{"store", was.store, now.store},
+				{"paths, client or upstream_timeouts", was.bounds, now.bounds},
 			} {
 				if f.was != f.now {
 					g.logger.Warn("config change needs a restart to take effect; keeping the old value", "field", f.name, "old", f.was, "new", f.now)
@@ -416,6 +429,7 @@ func (g *Gateway) reloadLocked() error {
 			}
 			g.file = now
 			cfg.Listen, cfg.AdminListen, cfg.Upstream, cfg.UpstreamTransport, cfg.ClientTransport, cfg.Store = old.Listen, old.AdminListen, old.Upstream, old.UpstreamTransport, old.ClientTransport, old.Store
+			cfg.Paths, cfg.Client, cfg.UpstreamTimeouts = old.Paths, old.Client, old.UpstreamTimeouts
 			g.mw.SetRules(set)
 			g.cfg = cfg
 			g.metrics.Reload(true, len(set.Rules))
@@ -438,10 +452,11 @@ func (bufferPool) Get() []byte  { return buffers.Get().(*[32 << 10]byte)[:] }
 func (bufferPool) Put(b []byte) { buffers.Put((*[32 << 10]byte)(b[:32<<10])) }
 
 // startFields are the fields read at start only.
-type startFields struct{ listen, admin, upstream, transport, client, store string }
+type startFields struct{ listen, admin, upstream, transport, client, store, bounds string }
 
 func startOnly(c *rules.Config) startFields {
-	return startFields{c.Listen, c.AdminListen, c.Upstream, c.UpstreamTransport, c.ClientTransport, c.Store.String()}
+	return startFields{c.Listen, c.AdminListen, c.Upstream, c.UpstreamTransport, c.ClientTransport, c.Store.String(),
+		fmt.Sprintf("%+v %+v %+v", c.Paths, c.Client, c.UpstreamTimeouts)}
 }
 
 // fileKey is what the watcher compares: size and mtime cheaply, the hash

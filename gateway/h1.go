@@ -54,6 +54,9 @@ type reqHead struct {
 	// xff are the X-Forwarded-For values, to pass on when the peer is a
 	// trusted proxy.
 	xff []span
+	// ipLines are the lines of the other headers that name the client's
+	// address (X-Real-IP and its kin), passed on from a trusted proxy only.
+	ipLines []span
 	// want holds, per name the rules read, the spans of that header's
 	// values (OWS trimmed), in order.
 	want [][]span
@@ -64,6 +67,7 @@ func (h *reqHead) reset(nwant int) {
 	h.method, h.target, h.path, h.host = "", nil, nil, nil
 	h.lines = h.lines[:0]
 	h.xff = h.xff[:0]
+	h.ipLines = h.ipLines[:0]
 	if cap(h.want) < nwant {
 		h.want = make([][]span, nwant)
 	}
@@ -269,11 +273,16 @@ func parseRequest(b []byte, h *reqHead, want []string) parseResult {
 			case "transfer-encoding", "upgrade", "expect", "te", "trailer":
 				return handOff
 			case "keep-alive", "proxy-connection", "proxy-authorization",
-				"forwarded", "x-forwarded-host", "x-forwarded-proto":
+				"forwarded", "x-forwarded-host", "x-forwarded-proto", "http2-settings":
 				forward = false
 			case "x-forwarded-for":
 				h.xff = append(h.xff, span{i + vs, i + ve})
 				forward = false
+			default:
+				if isClientIPHeader(string(lower)) {
+					h.ipLines = append(h.ipLines, span{i, end + 1})
+					forward = false
+				}
 			}
 		}
 		for k, w := range want {

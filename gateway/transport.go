@@ -45,7 +45,8 @@ type directTransport struct {
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 	maxIdle     int
 	idleTimeout time.Duration
-	maxHeader   int64 // bytes of response headers, 1xx included
+	maxHeader   int64         // bytes of response headers, 1xx included
+	respHeader  time.Duration // bound on the wait for a response head; 0: none
 
 	mu     sync.Mutex
 	idle   []*directConn // most recently used last
@@ -77,6 +78,7 @@ func newDirectTransport(target *url.URL, tr *http.Transport) *directTransport {
 		maxIdle:     tr.MaxIdleConnsPerHost,
 		idleTimeout: tr.IdleConnTimeout,
 		maxHeader:   tr.MaxResponseHeaderBytes,
+		respHeader:  tr.ResponseHeaderTimeout,
 	}
 	if tr.DialContext != nil {
 		t.dial = tr.DialContext
@@ -312,6 +314,8 @@ func (c *directConn) roundTrip(req *http.Request) (*http.Response, error) {
 		// (413, 401) and closed: its answer may still be there to read.
 		c.setReadDeadline(time.Now().Add(50 * time.Millisecond))
 		keep = false
+	} else if d := c.t.respHeader; d > 0 {
+		c.setReadDeadline(time.Now().Add(d))
 	}
 	resp, rerr := c.readResponse(req)
 	if rerr != nil {
@@ -322,7 +326,7 @@ func (c *directConn) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, rerr
 	}
-	if !keep {
+	if !keep || c.t.respHeader > 0 {
 		c.setReadDeadline(time.Time{})
 	}
 	c.limit = math.MaxInt64

@@ -51,8 +51,27 @@ func (c *Config) build() (*Set, []*Error) {
 			}
 		}
 	}
-	if c.ShutdownTimeout < 0 {
-		fail("shutdown_timeout", "must not be negative")
+	for _, d := range []struct {
+		field string
+		d     Duration
+	}{
+		{"shutdown_timeout", c.ShutdownTimeout},
+		{"client.read_header_timeout", c.Client.ReadHeaderTimeout},
+		{"client.idle_timeout", c.Client.IdleTimeout},
+		{"client.body_timeout", c.Client.BodyTimeout},
+		{"upstream_timeouts.dial", c.UpstreamTimeouts.Dial},
+		{"upstream_timeouts.response_header", c.UpstreamTimeouts.ResponseHeader},
+		{"upstream_timeouts.idle", c.UpstreamTimeouts.Idle},
+	} {
+		if d.d < 0 {
+			fail(d.field, "must not be negative")
+		}
+	}
+	if c.Client.BodyBuffer < -1 {
+		fail("client.body_buffer", "%d: use a size in bytes, 0 for the default or -1 to stream every body", c.Client.BodyBuffer)
+	}
+	if c.Client.MaxConnsPerIP < -1 {
+		fail("client.max_conns_per_ip", "%d: use a count, 0 for the default or -1 for no cap", c.Client.MaxConnsPerIP)
 	}
 	if err := c.Store.Validate(); err != nil {
 		fail("store", "%v", err)

@@ -27,6 +27,27 @@ func (c ClientIP) Trusts(r *http.Request) bool {
 	return p.IsValid() && c.trusted(p)
 }
 
+// TrustsAddr reports whether the address a is a trusted proxy.
+func (c ClientIP) TrustsAddr(a netip.Addr) bool { return c.trusted(a.Unmap()) }
+
+// Prefix returns a masked as keys mask it (ipv4_prefix, ipv6_prefix): the
+// address that stands for one client.
+func (c ClientIP) Prefix(a netip.Addr) netip.Addr {
+	a = a.Unmap().WithZone("")
+	bits := c.IPv6Prefix
+	if a.Is4() {
+		bits = c.IPv4Prefix
+	}
+	if bits <= 0 || bits >= a.BitLen() {
+		return a
+	}
+	p, err := a.Prefix(bits)
+	if err != nil {
+		return a
+	}
+	return p.Addr()
+}
+
 // trusted reports whether a is one of the trusted proxies.
 func (c ClientIP) trusted(a netip.Addr) bool {
 	for _, p := range c.Trusted {

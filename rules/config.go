@@ -48,6 +48,12 @@ type Config struct {
 	// Watch is how often the gateway looks for a changed file (0: the
 	// default 2s; negative: never, SIGHUP only).
 	Watch Duration `yaml:"watch"`
+	// Paths says how the gateway treats request paths.
+	Paths PathsConfig `yaml:"paths"`
+	// Client bounds the gateway's client connections.
+	Client ClientConfig `yaml:"client"`
+	// UpstreamTimeouts bounds the gateway's work with the upstream.
+	UpstreamTimeouts UpstreamTimeoutsConfig `yaml:"upstream_timeouts"`
 	// Store selects the store: memory:// by default.
 	Store storeconfig.Config `yaml:"store"`
 	// ClientIP says how the client's address is found.
@@ -59,6 +65,52 @@ type Config struct {
 	Headers string `yaml:"headers"`
 	// Rules are the limits; a request falls under every rule it matches.
 	Rules []RuleConfig `yaml:"rules"`
+}
+
+// PathsConfig says how the gateway treats request paths (read at start).
+// The gateway forwards the normalized path that the rules saw (see
+// NormalizePath) and refuses ambiguous ones with 400.
+type PathsConfig struct {
+	// AllowEncodedSlash forwards an encoded slash or backslash (%2F, %5C)
+	// encoded, for APIs whose identifiers hold one, instead of refusing
+	// the request; rules match it as a slash. Default false.
+	AllowEncodedSlash bool `yaml:"allow_encoded_slash"`
+}
+
+// ClientConfig bounds the gateway's client connections, on every client
+// path alike (read at start). Zero durations take the defaults.
+type ClientConfig struct {
+	// ReadHeaderTimeout is how long a request head (and on the fast path
+	// its small body) may take to arrive, from the connection's start or
+	// the end of the previous request. Default 10s.
+	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
+	// IdleTimeout is how long a keep-alive connection may wait for its
+	// next request. Default 60s.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+	// BodyTimeout is the longest pause while a request body is read.
+	// Default 30s.
+	BodyTimeout Duration `yaml:"body_timeout"`
+	// BodyBuffer is the size in bytes up to which a request body is read
+	// whole before the upstream is asked, so that a slow client holds no
+	// upstream connection. Default 65536; -1 streams every body.
+	BodyBuffer int `yaml:"body_buffer"`
+	// MaxConnsPerIP caps the connections one client address (masked by
+	// client_ip's prefixes) may hold open; trusted proxies are exempt.
+	// Default 1024; -1 turns the cap off.
+	MaxConnsPerIP int `yaml:"max_conns_per_ip"`
+}
+
+// UpstreamTimeoutsConfig bounds the gateway's work with the upstream (read
+// at start). Zero takes the default.
+type UpstreamTimeoutsConfig struct {
+	// Dial bounds opening a connection to the upstream. Default 10s.
+	Dial Duration `yaml:"dial"`
+	// ResponseHeader bounds the wait for the upstream's response head
+	// once the request is sent. Default 60s.
+	ResponseHeader Duration `yaml:"response_header"`
+	// Idle is how long an unused keep-alive connection to the upstream is
+	// kept. Default 60s.
+	Idle Duration `yaml:"idle"`
 }
 
 // ClientIPConfig says whom to believe about the client's address.

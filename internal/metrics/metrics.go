@@ -38,6 +38,7 @@ type Metrics struct {
 	lastReload   prometheus.Gauge
 	rules        prometheus.Gauge
 	connections  *prometheus.CounterVec
+	refusedConns prometheus.Counter
 	reg          prometheus.Registerer
 }
 
@@ -80,8 +81,12 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Client connections by the server that read them: fast (the gateway's fast path) or net_http (Go's server: every connection with client_transport: standard, else those the fast path handed off, which count under both).",
 		}, []string{"server"}),
 		reg: reg,
+		refusedConns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ratekeeper_gateway_connections_refused_total",
+			Help: "Client connections closed at once because their address held client.max_conns_per_ip already.",
+		}),
 	}
-	reg.MustRegister(m.decisions, m.queueDelay, m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.rules, m.connections)
+	reg.MustRegister(m.decisions, m.queueDelay, m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.rules, m.connections, m.refusedConns)
 	return m
 }
 
@@ -127,6 +132,15 @@ func (m *Metrics) ConnectionCounter(server string) prometheus.Counter {
 		return nil
 	}
 	return m.connections.WithLabelValues(server)
+}
+
+// ConnectionsRefused returns the counter of client connections refused
+// for the per-address cap; nil when m is nil.
+func (m *Metrics) ConnectionsRefused() prometheus.Counter {
+	if m == nil {
+		return nil
+	}
+	return m.refusedConns
 }
 
 // Inc increments c unless it is nil (from a nil *Metrics).

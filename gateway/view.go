@@ -1,0 +1,277 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/rules"
+)
+
+// The request view: what the rules see of a request is what the upstream
+// acts on, on every client path. The fast path (front.go) serves only
+// requests whose view it builds the same way; it hands every other one to
+// net/http, where view below builds it before the middleware decides.
+//
+//   - The path is normalized (rules.NormalizePath) and the normalized path
+//     is what the upstream receives; an ambiguous one is refused with 400.
+//   - Methods, hosts and path forms are compared by the rules themselves
+//     (rules/path.go), the same for any server that hands them a request.
+//   - A header the rules read may appear once: which of two would the
+//     upstream believe? (400.) The forwarding header, which proxies append
+//     to, is the exception: ClientIP reads it whole.
+//   - CONNECT and the HTTP/2 preface are refused: the gateway is no tunnel,
+//     and speaks HTTP/1.1 here.
+//   - An Upgrade to anything but WebSocket (h2c above all, inside which no
+//     request would be counted) is dropped, and the request served as it
+//     is without it.
+//   - A request with Transfer-Encoding closes its connection after the
+//     answer: net/http drops a Content-Length sent beside it, and RFC 9112
+//     requires closing a connection whose request had both.
+//   - Headers that name the client's address (X-Real-IP and its kin) reach
+//     the upstream only from a trusted proxy, as X-Forwarded-For does.
+
+// settings are the gateway's bounds on clients and the upstream, with
+// their defaults filled in.
+type settings struct {
+	allowEncodedSlash bool
+	readHeader        time.Duration
+	idle              time.Duration
+	bodyTimeout       time.Duration
+	bodyBuffer        int // 0: stream every body
+	maxConnsPerIP     int // 0: no cap
+	dial              time.Duration
+	responseHeader    time.Duration
+	upstreamIdle      time.Duration
+}
+
+// Defaults of the client and upstream bounds (docs/security.md).
+const (
+	DefaultReadHeaderTimeout     = 10 * time.Second
+	DefaultIdleTimeout           = 60 * time.Second
+	DefaultBodyTimeout           = 30 * time.Second
+	DefaultBodyBuffer            = 64 << 10
+	DefaultMaxConnsPerIP         = 1024
+	DefaultDialTimeout           = 10 * time.Second
+	DefaultResponseHeaderTimeout = 60 * time.Second
+	DefaultUpstreamIdleTimeout   = 60 * time.Second
+)
+
+func settingsOf(c *rules.Config) settings {
+	or := func(d rules.Duration, def time.Duration) time.Duration {
+		if d == 0 {
+			return def
+		}
+		return time.Duration(d)
+	}
+	count := func(n, def int) int {
+		switch n {
+		case 0:
+			return def
+		case -1:
+			return 0
+		}
+		return n
+	}
+	return settings{
+		allowEncodedSlash: c.Paths.AllowEncodedSlash,
+		readHeader:        or(c.Client.ReadHeaderTimeout, DefaultReadHeaderTimeout),
+		idle:              or(c.Client.IdleTimeout, DefaultIdleTimeout),
+		bodyTimeout:       or(c.Client.BodyTimeout, DefaultBodyTimeout),
+		bodyBuffer:        count(c.Client.BodyBuffer, DefaultBodyBuffer),
+		maxConnsPerIP:     count(c.Client.MaxConnsPerIP, DefaultMaxConnsPerIP),
+		dial:              or(c.UpstreamTimeouts.Dial, DefaultDialTimeout),
+		responseHeader:    or(c.UpstreamTimeouts.ResponseHeader, DefaultResponseHeaderTimeout),
+		upstreamIdle:      or(c.UpstreamTimeouts.Idle, DefaultUpstreamIdleTimeout),
+	}
+}
+
+// clientIPHeaders name the client's address to upstreams that believe
+// them; like X-Forwarded-For, they are passed on from trusted proxies only.
+var clientIPHeaders = []string{"X-Real-Ip", "True-Client-Ip", "X-Client-Ip", "Client-Ip", "X-Cluster-Client-Ip", "Cf-Connecting-Ip", "Fastly-Client-Ip"}
+
+// isClientIPHeader reports whether the lower-case name is one of
+// clientIPHeaders.
+func isClientIPHeader(lower string) bool {
+	switch lower {
+	case "x-real-ip", "true-client-ip", "x-client-ip", "client-ip", "x-cluster-client-ip", "cf-connecting-ip", "fastly-client-ip":
+		return true
+	}
+	return false
+}
+
+// normalizeTarget returns the path the rules see (decoded) and the one the
+// upstream is sent (escaped) for a request's escaped path.
+func normalizeTarget(escaped string, allowEncodedSlash bool) (path, rawPath string, err error) {
+	norm, err := rules.NormalizePath(escaped, allowEncodedSlash)
+	if err != nil {
+		return "", "", err
+	}
+	path, err = url.PathUnescape(norm)
+	if err != nil {
+		return "", "", err // cannot happen: NormalizePath checked the escapes
+	}
+	return path, norm, nil
+}
+
+// ruleHeaders are the names of the headers a rules set reads, but for the
+// forwarding header, cached per set.
+type ruleHeaders struct {
+	set   *rules.Set
+	names []string
+}
+
+func (g *Gateway) ruleHeaders() []string {
+	set := g.mw.Rules()
+	if rh := g.headers.Load(); rh != nil && rh.set == set {
+		return rh.names
+	}
+	names, _ := set.HeadersRead()
+	fwd := set.ClientIP().Header
+	rh := &ruleHeaders{set: set}
+	for _, n := range names {
+		if n != fwd && n != "X-Forwarded-For" && n != "Forwarded" {
+			rh.names = append(rh.names, n)
+		}
+	}
+	g.headers.Store(rh)
+	return rh.names
+}
+
+// view builds the request view on the net/http path and hands the request
+// to next, or refuses it.
+func (g *Gateway) view(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodConnect:
+			w.Header().Set("Connection", "close")
+			writeProblem(w, http.StatusMethodNotAllowed, "Method Not Allowed", "the gateway does not tunnel: CONNECT is not forwarded")
+			return
+		case r.ProtoMajor != 1:
+			// "PRI * HTTP/2.0", the HTTP/2 preface, which net/http hands on.
+			w.Header().Set("Connection", "close")
+			writeProblem(w, http.StatusHTTPVersionNotSupported, "HTTP Version Not Supported", "this listener speaks HTTP/1.1")
+			return
+		}
+		path, raw, err := normalizeTarget(r.URL.EscapedPath(), g.settings.allowEncodedSlash)
+		if err != nil {
+			writeProblem(w, http.StatusBadRequest, "Bad Request", "the request target is refused: "+err.Error())
+			return
+		}
+		if path != r.URL.Path || raw != r.URL.EscapedPath() {
+			u := *r.URL
+			u.Path, u.RawPath = path, raw
+			r.URL = &u
+		}
+		for _, name := range g.ruleHeaders() {
+			if len(r.Header[name]) > 1 {
+				writeProblem(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("the %s header appears more than once, and rate limits read it", name))
+				return
+			}
+		}
+		if up := r.Header["Upgrade"]; len(up) > 0 && !isWebSocket(up) {
+			r.Header.Del("Upgrade")
+		}
+		r.Header.Del("Http2-Settings")
+		if len(r.TransferEncoding) > 0 {
+			w.Header().Set("Connection", "close")
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			if err := g.bufferBody(w, r); err != nil {
+				if !errors.Is(err, errClientGone) {
+					w.Header().Set("Connection", "close")
+					writeProblem(w, http.StatusRequestTimeout, "Request Timeout", "the request body did not arrive in time: "+err.Error())
+				}
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func isWebSocket(upgrade []string) bool {
+	return len(upgrade) == 1 && strings.EqualFold(strings.TrimSpace(upgrade[0]), "websocket")
+}
+
+var errClientGone = errors.New("the client left")
+
+// bufferBody reads a request body of up to body_buffer bytes whole, each
+// read bounded by body_timeout, so that a client that sends it slowly holds
+// no upstream connection. A larger body streams, each read still bounded.
+func (g *Gateway) bufferBody(w http.ResponseWriter, r *http.Request) error {
+	rc := http.NewResponseController(w)
+	body := &timedBody{rc: rc, r: r.Body, timeout: g.settings.bodyTimeout}
+	limit := g.settings.bodyBuffer
+	if limit <= 0 || r.ContentLength > int64(limit) {
+		r.Body = body
+		return nil
+	}
+	n := limit
+	if r.ContentLength >= 0 {
+		n = int(r.ContentLength)
+	}
+	buf := make([]byte, 0, n+1)
+	for len(buf) < cap(buf) {
+		k, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+k]
+		if err == io.EOF {
+			// Whole: the upstream gets it with its length, as nginx sends
+			// a body it buffered.
+			r.Body = bufferedBody{Reader: strings.NewReader(string(buf)), c: r.Body}
+			r.ContentLength, r.TransferEncoding = int64(len(buf)), nil
+			if len(buf) == 0 {
+				r.Body = http.NoBody
+			}
+			return nil
+		}
+		if err != nil {
+			if r.Context().Err() != nil {
+				return errClientGone
+			}
+			return err
+		}
+	}
+	// Longer than the buffer (a chunked body): what was read, then the rest.
+	r.Body = bufferedBody{Reader: io.MultiReader(strings.NewReader(string(buf)), body), c: r.Body}
+	return nil
+}
+
+// timedBody is a request body whose every read must complete within
+// timeout; at its end the connection's read deadline is lifted, as net/http
+// then reads in the background to notice a client that leaves.
+type timedBody struct {
+	rc      *http.ResponseController
+	r       io.ReadCloser
+	timeout time.Duration
+	done    atomic.Bool
+}
+
+func (b *timedBody) Read(p []byte) (int, error) {
+	if b.done.Load() {
+		return 0, io.EOF
+	}
+	_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+	n, err := b.r.Read(p)
+	if err != nil {
+		_ = b.rc.SetReadDeadline(time.Time{})
+		if err == io.EOF {
+			b.done.Store(true)
+		}
+	}
+	return n, err
+}
+
+func (b *timedBody) Close() error { return b.r.Close() }
+
+// bufferedBody is a body read ahead; closing it closes the original.
+type bufferedBody struct {
+	io.Reader
+	c io.Closer
+}
+
+func (b bufferedBody) Close() error { return b.c.Close() }
