@@ -1,11 +1,14 @@
 package rls
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/ratekeeper/ratekeeper"
@@ -205,13 +208,55 @@ func (rs *Rules) match(domain string, entries []Entry, path []*node) (*rule, []*
 	return nil, path
 }
 
-// counterKey is the store key of a descriptor: the domain, then per entry
-// the matched pattern and the request's value, each length-prefixed so that
-// no two descriptors share a key by accident.
+// The store key of a descriptor is a sequence of fields, each of which
+// says where it ends: "len:bytes", or "#" and a hash for a request's value
+// longer than maxField bytes (appendBounded). A parser reading a key from
+// the left therefore always knows where a field stops, whatever bytes a
+// value holds, and two different descriptors never share a key (see
+// FuzzDescriptorKeyInjective).
+//
+// The gateway bounds its key parts with rules.BoundKey, which hashes a part
+// that is long, holds its '|' separator or starts with '#'. rls does not use
+// it: its fields are length-prefixed, not separated, so a '|' or a '#' in a
+// value is harmless and only the length needs bounding; and hashing short
+// values with '|' or a leading '#' would change their keys, and so reset
+// their counts, on upgrade, for nothing. A key built from values of at most
+// maxField bytes is the same as before values were bounded.
+
+// maxField is the longest request value (or, in an override's key, request
+// key) written as it is into a store key; a longer one is replaced by a hash
+// of it, so that a client sending a 60 KB header does not make a 60 KB
+// Redis key.
+const maxField = 64
+
+// descriptorKey is the store key of a descriptor with a limit: counterKey
+// when every entry matched a configured descriptor (path is as long as
+// entries), else overrideKey. A limit override's rate and unit follow a
+// '|', which cannot start a field or an entry, so that each overriding rate
+// has its own count.
+func descriptorKey(domain string, entries []Entry, path []*node, ov *ratelimitv3.RateLimitDescriptor_RateLimitOverride) string {
+	var key string
+	if len(path) == len(entries) {
+		key = counterKey(domain, entries, path)
+	} else {
+		key = overrideKey(domain, entries)
+	}
+	if ov != nil {
+		key += "|" + strconv.FormatUint(uint64(ov.GetRequestsPerUnit()), 10) + "/" + ov.GetUnit().String()
+	}
+	return key
+}
+
+// counterKey is the store key of a descriptor whose every entry matched a
+// configured descriptor: "rls:", the domain, then per entry the kind of
+// match ('=' exact, '_' any value, '*' and the prefix for a wildcard), the
+// configured key and the value. Only a value matched by a wildcard or by a
+// descriptor without a value comes from the client, and only it is
+// bounded; the rest is the configuration's.
 func counterKey(domain string, entries []Entry, path []*node) string {
-	n := 4 + len(domain)
+	n := 4 + len(domain) + 8
 	for i, e := range entries {
-		n += len(e.Key) + len(e.Value) + len(path[i].value) + 16
+		n += len(path[i].key) + min(len(e.Value), 1+2*hashLen) + len(path[i].value) + 3*8
 	}
 	var buf [128]byte // the common key fits: built on the stack, one allocation for the string
 	b := buf[:0]
@@ -231,20 +276,61 @@ func counterKey(domain string, entries []Entry, path []*node) string {
 		default:
 			b = append(b, '=')
 		}
-		b = appendField(b, e.Key)
-		b = appendField(b, e.Value)
+		b = appendField(b, p.key) // the entry's key, as find matched it
+		if p.wildcard || p.value == "" {
+			b = appendBounded(b, e.Value)
+		} else {
+			b = appendField(b, p.value) // the entry's value, as find matched it
+		}
 	}
 	return string(b)
 }
 
+// overrideKey is the store key of a descriptor that matched no configured
+// limit but brings its own (a limit override): "rls:override:", the domain
+// and the request's keys and values, bounded; the caller appends the
+// override's rate. Its 'o' can never start a counterKey's length.
+func overrideKey(domain string, entries []Entry) string {
+	b := make([]byte, 0, 16+len(domain)+len(entries)*2*(1+2*hashLen))
+	b = append(b, "rls:override:"...)
+	b = appendField(b, domain)
+	for _, e := range entries {
+		b = appendBounded(b, e.Key)
+		b = appendBounded(b, e.Value)
+	}
+	return string(b)
+}
+
+// appendField appends s as a field: its length, ':', and s.
 func appendField(b []byte, s string) []byte {
 	b = strconv.AppendInt(b, int64(len(s)), 10)
 	b = append(b, ':')
 	return append(b, s...)
 }
 
+// hashLen is how many bytes of a long value's SHA-256 its field keeps, as
+// the gateway's rules.BoundKey: 128 bits, so that two values meeting on
+// one key is as likely as guessing a random 128-bit number.
+const hashLen = 16
+
+// appendBounded appends s as a field if it is at most maxField bytes, else
+// '#' and the hex of its hash. A written field starts with a digit, so a
+// short value that looks like a hash ("#…") keeps its own field.
+func appendBounded(b []byte, s string) []byte {
+	if len(s) <= maxField {
+		return appendField(b, s)
+	}
+	return appendHash(append(b, '#'), s)
+}
+
+func appendHash(b []byte, s string) []byte {
+	sum := sha256.Sum256([]byte(s))
+	return hex.AppendEncode(b, sum[:hashLen])
+}
+
 // detailedStat is the metrics label of a detailed_metric rule: the
-// configured path with the request's values.
+// configured path with the request's values, a value longer than maxField
+// as '#' and its hash.
 func detailedStat(domain string, entries []Entry) string {
 	var b strings.Builder
 	b.WriteString(domain)
@@ -252,7 +338,11 @@ func detailedStat(domain string, entries []Entry) string {
 		b.WriteByte('.')
 		b.WriteString(e.Key)
 		b.WriteByte('_')
-		b.WriteString(e.Value)
+		if len(e.Value) <= maxField {
+			b.WriteString(e.Value)
+		} else {
+			b.Write(appendHash([]byte{'#'}, e.Value)) // a label, not a key: it need not be told from a short "#…"
+		}
 	}
 	return b.String()
 }

@@ -226,7 +226,11 @@ func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		r, path = rules.match(domain, entries, path)
 		sl := &slots[i]
 		sl.n = hits(req, d)
-		if ov := d.GetLimit(); ov != nil && known {
+		var ov *ratelimitv3.RateLimitDescriptor_RateLimitOverride
+		if known {
+			ov = d.GetLimit()
+		}
+		if ov != nil {
 			r = override(r, domain, ov)
 		}
 		sl.r = r
@@ -242,14 +246,7 @@ func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		if r.unlimit || r.rpu == 0 {
 			continue
 		}
-		if len(path) == len(entries) {
-			sl.key = counterKey(domain, entries, path)
-		} else {
-			sl.key = "rls:override:" + domain + detailedStat("", entries)
-		}
-		if ov := d.GetLimit(); ov != nil && known {
-			sl.key += "|" + strconv.FormatUint(uint64(ov.GetRequestsPerUnit()), 10) + "/" + ov.GetUnit().String()
-		}
+		sl.key = descriptorKey(domain, entries, path, ov)
 		if r.detailed {
 			sl.stat = detailedStat(domain, entries)
 		}

@@ -303,6 +303,14 @@ func TestWildcardAndDetailedMetric(t *testing.T) {
 	if got := testutil.ToFloat64(f.svc.metrics.DecisionCounter("example8.key1", metrics.Allowed)); got != 10 {
 		t.Errorf("decisions allowed = %v, want 10", got)
 	}
+	// A long value is labelled with its hash, as in a key.
+	long := strings.Repeat("x", 60<<10)
+	for range 11 {
+		f.ask(t, "example8", 0, desc("key1", long))
+	}
+	if got := testutil.ToFloat64(f.svc.overLimit.WithLabelValues("example8.key1_" + readBack(long))); got != 1 {
+		t.Errorf("detailed over-limit count of a long value = %v, want 1", got)
+	}
 }
 
 func TestHitsAddend(t *testing.T) {

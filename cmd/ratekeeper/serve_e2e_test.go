@@ -22,6 +22,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -417,5 +418,36 @@ func TestServeRedisAllOrNothing(t *testing.T) {
 	}
 	if r := a.ask("e2e", 0, rd("slide", "other")); r.Statuses[0].LimitRemaining != 7 {
 		t.Fatalf("the refused requests took quota: remaining %d, want 7", r.Statuses[0].LimitRemaining)
+	}
+}
+
+// TestServeRedisBoundedKeys: on Redis, a 60 KB descriptor value makes a
+// short key, and a short value the key it always had.
+func TestServeRedisBoundedKeys(t *testing.T) {
+	url := redistest.Server(t)
+	dir := t.TempDir()
+	writeConfig(t, dir, "e2e.yaml", e2eConfig)
+	p := startServe(t, dir, "--store", url)
+	p.ask("e2e", 0, rd("fixed", strings.Repeat("v", 60<<10)))
+	p.ask("e2e", 0, rd("fixed", "short"))
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := redis.NewClient(opt)
+	defer rc.Close()
+	keys, err := rc.Keys(ctx10s(t), "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := false
+	for _, k := range keys {
+		if len(k) > 200 {
+			t.Errorf("a key of %d bytes: %.80q…", len(k), k)
+		}
+		short = short || strings.Contains(k, "rls:3:e2e_5:fixed5:short")
+	}
+	if len(keys) != 2 || !short {
+		t.Fatalf("keys %q: want two, one of them rls:3:e2e_5:fixed5:short", keys)
 	}
 }
