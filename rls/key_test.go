@@ -42,6 +42,12 @@ func (k *keyRecorder) last() string {
 	return k.keys[len(k.keys)-1]
 }
 
+func (k *keyRecorder) count() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.keys)
+}
+
 // newRecorded is a Service on a memory store that records its keys.
 func newRecorded(t *testing.T, yaml string, opts ...Option) (*Service, *keyRecorder) {
 	t.Helper()

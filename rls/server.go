@@ -55,6 +55,10 @@ type ServerOptions struct {
 	AllOrNothing bool
 	// ResponseHeaders: see WithResponseHeaders.
 	ResponseHeaders bool
+	// MaxDescriptors and MaxEntries: see WithMaxDescriptors and
+	// WithMaxEntries (DefaultMaxDescriptors and DefaultMaxEntries when
+	// zero).
+	MaxDescriptors, MaxEntries int
 	// Watch is how often the configuration is polled for changes; negative
 	// turns polling off (Reload still works).
 	Watch time.Duration
@@ -101,6 +105,9 @@ func NewServer(ctx context.Context, path string, o ServerOptions) (*Server, erro
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if o.MaxDescriptors < 0 || o.MaxEntries < 0 {
+		return nil, fmt.Errorf("max descriptors %d, max entries %d: neither may be negative", o.MaxDescriptors, o.MaxEntries)
+	}
 	sum, _ := contentSum(path)
 	c, err := Load(path)
 	if err != nil {
@@ -123,6 +130,8 @@ func NewServer(ctx context.Context, path string, o ServerOptions) (*Server, erro
 	s.svc = NewService(s.metrics.InstrumentStore(store), rules,
 		WithAllOrNothing(o.AllOrNothing),
 		WithResponseHeaders(o.ResponseHeaders),
+		WithMaxDescriptors(o.MaxDescriptors),
+		WithMaxEntries(o.MaxEntries),
 		WithLogger(o.Logger),
 		WithMetrics(s.metrics, s.reg))
 	s.metrics.Loaded(rules.Len())

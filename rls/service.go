@@ -23,9 +23,20 @@ import (
 )
 
 // ErrInvalid marks a request the service cannot answer: no domain, no
-// descriptors, or an empty descriptor. gRPC answers it with
-// InvalidArgument and HTTP with 400.
+// descriptors, an empty descriptor, or more descriptors or entries than
+// allowed. gRPC answers it with InvalidArgument and HTTP with 400.
 var ErrInvalid = errors.New("invalid request")
+
+// Defaults of WithMaxDescriptors and WithMaxEntries. Envoy sends one
+// descriptor per rate_limits entry that applies to the route (the route's
+// and, if it includes them, the virtual host's) and one entry per action of
+// it; configurations in the wild use a handful of each. The defaults are an
+// order of magnitude above that, and keep one request to at most 64 store
+// calls where 100,000 descriptors took 100,000 sequential ones.
+const (
+	DefaultMaxDescriptors = 64
+	DefaultMaxEntries     = 32
+)
 
 // Service answers rate limit requests with Rules and a Store. It
 // implements envoy.service.ratelimit.v3.RateLimitService; Decide is the
@@ -34,14 +45,16 @@ var ErrInvalid = errors.New("invalid request")
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
-	store        ratekeeper.Store
-	cur          atomic.Pointer[served]
-	allOrNothing bool
-	headers      bool
-	logger       *slog.Logger
-	metrics      *metrics.Metrics
-	overLimit    *prometheus.CounterVec
-	now          func() time.Time
+	store          ratekeeper.Store
+	cur            atomic.Pointer[served]
+	allOrNothing   bool
+	headers        bool
+	maxDescriptors int
+	maxEntries     int
+	logger         *slog.Logger
+	metrics        *metrics.Metrics
+	overLimit      *prometheus.CounterVec
+	now            func() time.Time
 }
 
 // served is a Rules with the metrics of each of its rules looked up once.
@@ -78,6 +91,26 @@ func WithResponseHeaders(on bool) Option {
 	return optionFunc(func(s *Service) { s.headers = on })
 }
 
+// WithMaxDescriptors refuses, as invalid, a request of more than n
+// descriptors; n <= 0 keeps the default, DefaultMaxDescriptors.
+func WithMaxDescriptors(n int) Option {
+	return optionFunc(func(s *Service) {
+		if n > 0 {
+			s.maxDescriptors = n
+		}
+	})
+}
+
+// WithMaxEntries refuses, as invalid, a request with a descriptor of more
+// than n entries; n <= 0 keeps the default, DefaultMaxEntries.
+func WithMaxEntries(n int) Option {
+	return optionFunc(func(s *Service) {
+		if n > 0 {
+			s.maxEntries = n
+		}
+	})
+}
+
 // WithLogger sets the logger; the default discards.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(s *Service) { s.logger = l })
@@ -105,7 +138,8 @@ func WithNow(now func() time.Time) Option {
 
 // NewService returns a Service answering with rules from store.
 func NewService(store ratekeeper.Store, rules *Rules, opts ...Option) *Service {
-	s := &Service{store: store, logger: slog.New(slog.DiscardHandler), now: time.Now}
+	s := &Service{store: store, maxDescriptors: DefaultMaxDescriptors, maxEntries: DefaultMaxEntries,
+		logger: slog.New(slog.DiscardHandler), now: time.Now}
 	for _, o := range opts {
 		o.apply(s)
 	}
@@ -196,6 +230,9 @@ func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	if len(descs) == 0 {
 		return nil, fmt.Errorf("%w: the descriptor list must not be empty", ErrInvalid)
 	}
+	if len(descs) > s.maxDescriptors {
+		return nil, fmt.Errorf("%w: %d descriptors, more than the limit of %d", ErrInvalid, len(descs), s.maxDescriptors)
+	}
 	cur := s.cur.Load()
 	rules := cur.rules
 	_, known := rules.domains[domain]
@@ -215,8 +252,11 @@ func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	}
 	entries, path := entryBuf[:0], pathBuf[:0]
 	for i, d := range descs {
-		if len(d.GetEntries()) == 0 {
+		switch n := len(d.GetEntries()); {
+		case n == 0:
 			return nil, fmt.Errorf("%w: descriptor %d has no entries", ErrInvalid, i)
+		case n > s.maxEntries:
+			return nil, fmt.Errorf("%w: descriptor %d has %d entries, more than the limit of %d", ErrInvalid, i, n, s.maxEntries)
 		}
 		entries = entries[:0]
 		for _, e := range d.GetEntries() {

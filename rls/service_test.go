@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratekeeper/ratekeeper"
@@ -444,6 +448,99 @@ func TestInvalidRequests(t *testing.T) {
 		if _, err := f.svc.Decide(context.Background(), req); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%v: err = %v, want ErrInvalid", req, err)
 		}
+	}
+}
+
+// manyDescriptors is n descriptors of one entry, each its own value.
+func manyDescriptors(n int) []*ratelimitv3.RateLimitDescriptor {
+	ds := make([]*ratelimitv3.RateLimitDescriptor, n)
+	for i := range ds {
+		ds[i] = desc("user", strconv.Itoa(i))
+	}
+	return ds
+}
+
+// TestRequestSizeLimits: more descriptors, or entries in a descriptor,
+// than allowed is InvalidArgument naming the limit and the number sent,
+// before any store call; up to the limit is answered.
+func TestRequestSizeLimits(t *testing.T) {
+	svc, rec := newRecorded(t, keyConfig)
+	t0 := time.Now()
+	_, err := svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: manyDescriptors(100_000)})
+	t.Logf("100000 descriptors refused in %v", time.Since(t0))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "100000 descriptors, more than the limit of 64") {
+		t.Fatalf("100000 descriptors: %v", err)
+	}
+	if n := rec.count(); n != 0 {
+		t.Fatalf("%d store calls for a refused request", n)
+	}
+	if r := decide(t, svc, "edge", manyDescriptors(DefaultMaxDescriptors)...); len(r.Statuses) != 64 || rec.count() != 64 {
+		t.Fatalf("64 descriptors: %d statuses, %d store calls", len(r.Statuses), rec.count())
+	}
+	kv := make([]string, 0, 2*(DefaultMaxEntries+1))
+	for i := range DefaultMaxEntries + 1 {
+		kv = append(kv, "k"+strconv.Itoa(i), "v")
+	}
+	_, err = svc.Decide(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user", "u"), desc(kv...)}})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "descriptor 1 has 33 entries, more than the limit of 32") {
+		t.Fatalf("33 entries: %v", err)
+	}
+	decide(t, svc, "edge", desc(kv[:2*DefaultMaxEntries]...))
+
+	svc, _ = newRecorded(t, keyConfig, WithMaxDescriptors(2), WithMaxEntries(1))
+	for _, c := range []struct {
+		ds   []*ratelimitv3.RateLimitDescriptor
+		want string
+	}{
+		{manyDescriptors(3), "3 descriptors, more than the limit of 2"},
+		{[]*ratelimitv3.RateLimitDescriptor{desc("k", "v", "user", "u")}, "descriptor 0 has 2 entries, more than the limit of 1"},
+	} {
+		if _, err := svc.Decide(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: c.ds}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("err = %v, want %q", err, c.want)
+		}
+	}
+	decide(t, svc, "edge", manyDescriptors(2)...)
+}
+
+// TestHTTPRequestSizeLimits: the JSON API answers too many descriptors
+// with 400 and the reason: 20,000 (what fits in its 1 MB body) and 100,000
+// (which does not).
+func TestHTTPRequestSizeLimits(t *testing.T) {
+	svc, rec := newRecorded(t, keyConfig)
+	srv := httptest.NewServer(svc.HTTPHandler())
+	defer srv.Close()
+	body := func(n int) string {
+		var b strings.Builder
+		b.WriteString(`{"domain":"edge","descriptors":[`)
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"entries":[{"key":"user","value":"%d"}]}`, i)
+		}
+		b.WriteString(`]}`)
+		return b.String()
+	}
+	for _, c := range []struct {
+		n    int
+		want string
+	}{
+		{65, "65 descriptors, more than the limit of 64"},
+		{20_000, "20000 descriptors, more than the limit of 64"},
+		{100_000, "request body too large"},
+	} {
+		b := body(c.n)
+		for _, path := range []string{"/json", "/v1/check"} {
+			t0 := time.Now()
+			resp, out := post(t, srv.URL+path, b)
+			t.Logf("%s: %d descriptors (%d bytes) answered %d in %v", path, c.n, len(b), resp.StatusCode, time.Since(t0))
+			if resp.StatusCode != 400 || !strings.Contains(out, c.want) {
+				t.Errorf("%s, %d descriptors: %d %s, want 400 %q", path, c.n, resp.StatusCode, out, c.want)
+			}
+		}
+	}
+	if n := rec.count(); n != 0 {
+		t.Fatalf("%d store calls for refused requests", n)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -419,6 +420,93 @@ func TestServeRedisAllOrNothing(t *testing.T) {
 	if r := a.ask("e2e", 0, rd("slide", "other")); r.Statuses[0].LimitRemaining != 7 {
 		t.Fatalf("the refused requests took quota: remaining %d, want 7", r.Statuses[0].LimitRemaining)
 	}
+}
+
+// manyRD is n descriptors of key, each its own value.
+func manyRD(key string, n int) []*ratelimitv3.RateLimitDescriptor {
+	ds := make([]*ratelimitv3.RateLimitDescriptor, n)
+	for i := range ds {
+		ds[i] = rd(key, strconv.Itoa(i))
+	}
+	return ds
+}
+
+// manyJSON is a POST /json and /v1/check body of n such descriptors.
+func manyJSON(domain, key string, n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"domain":%q,"descriptors":[`, domain)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"entries":[{"key":%q,"value":"%d"}]}`, key, i)
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
+// TestServeRequestSizeLimits: a request of 100,000 descriptors, or of more
+// entries than allowed, is refused at once, InvalidArgument over gRPC and
+// 400 over the JSON API, naming the limit and the number sent; the flags
+// move the limits; a 60 KB value is counted like any other.
+func TestServeRequestSizeLimits(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, "e2e.yaml", e2eConfig)
+	p := startServe(t, dir)
+
+	t0 := time.Now()
+	_, err := p.client.ShouldRateLimit(ctx10s(t), &rlsv3.RateLimitRequest{Domain: "e2e", Descriptors: manyRD("fixed", 100_000)})
+	t.Logf("gRPC, 100000 descriptors: refused in %v", time.Since(t0))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "100000 descriptors, more than the limit of 64") {
+		t.Fatalf("gRPC, 100000 descriptors: %v", err)
+	}
+	for _, c := range []struct {
+		n    int
+		want string
+	}{
+		{20_000, "20000 descriptors, more than the limit of 64"}, // what fits in the 1 MB body
+		{100_000, "request body too large"},
+	} {
+		body := manyJSON("e2e", "fixed", c.n)
+		for _, path := range []string{"/json", "/v1/check"} {
+			t0 := time.Now()
+			resp, err := http.Post("http://"+p.http+path, "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			t.Logf("%s, %d descriptors: %d in %v", path, c.n, resp.StatusCode, time.Since(t0))
+			if resp.StatusCode != 400 || !strings.Contains(string(b), c.want) {
+				t.Errorf("%s, %d descriptors: %d %s, want 400 %q", path, c.n, resp.StatusCode, b, c.want)
+			}
+		}
+	}
+	if r := p.ask("e2e", 0, manyRD("fixed", 64)...); len(r.Statuses) != 64 || r.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("64 descriptors: %v", summary(r))
+	}
+	long := strings.Repeat("v", 60<<10)
+	if n := p.passes("e2e", rd("fixed", long)); n != 5 {
+		t.Fatalf("a 60 KB value: %d passed, want 5", n)
+	}
+	if r := p.ask("e2e", 0, rd("fixed", long+"w")); r.Statuses[0].LimitRemaining != 4 {
+		t.Fatalf("another 60 KB value shares a count: %v", r)
+	}
+
+	q := startServe(t, dir, "--max-descriptors", "2", "--max-entries", "1")
+	for _, c := range []struct {
+		ds   []*ratelimitv3.RateLimitDescriptor
+		want string
+	}{
+		{manyRD("fixed", 3), "3 descriptors, more than the limit of 2"},
+		{[]*ratelimitv3.RateLimitDescriptor{rd("team", "a", "user", "u")}, "descriptor 0 has 2 entries, more than the limit of 1"},
+	} {
+		_, err := q.client.ShouldRateLimit(ctx10s(t), &rlsv3.RateLimitRequest{Domain: "e2e", Descriptors: c.ds})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), c.want) {
+			t.Errorf("err = %v, want InvalidArgument %q", err, c.want)
+		}
+	}
+	q.ask("e2e", 0, manyRD("fixed", 2)...)
 }
 
 // TestServeRedisBoundedKeys: on Redis, a 60 KB descriptor value makes a
