@@ -669,7 +669,8 @@ func (c *frontConn) responseHead(b []byte, clen int64, closing bool) []byte {
 		if r.code == http.StatusNotModified && hasName(b[s.start:s.end], "content-type") {
 			continue // net/http's server drops it from a 304
 		}
-		out = append(out, b[s.start:s.end]...)
+		// Every line ends with CRLF, whatever the upstream ended it with.
+		out = append(append(out, bytesTrimEOL(b[s.start:s.end])...), "\r\n"...)
 	}
 	if r.code >= 200 {
 		out = appendHeaderMap(out, c.w.h)

@@ -148,7 +148,7 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 		closer.Close()
 		return nil, err
 	}
-	g.handler = g.view(g.mw.Handler(up))
+	g.handler = g.view(g.mw.Handler(g.buffer(up)))
 	g.metrics.Loaded(len(set.Rules))
 	return g, nil
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -181,10 +182,21 @@ func (g *Gateway) view(next http.Handler) http.Handler {
 		if len(r.TransferEncoding) > 0 {
 			w.Header().Set("Connection", "close")
 		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// buffer reads the body of an admitted request (bufferBody) before next
+// sends it upstream. It runs after the decision, so that a refused
+// request's body is never read (nor, with Expect: 100-continue, sent).
+func (g *Gateway) buffer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body != nil && r.Body != http.NoBody {
 			if err := g.bufferBody(w, r); err != nil {
+				// The connection closes: what is left of the body is
+				// not read.
+				w.Header().Set("Connection", "close")
 				if !errors.Is(err, errClientGone) {
-					w.Header().Set("Connection", "close")
 					writeProblem(w, http.StatusRequestTimeout, "Request Timeout", "the request body did not arrive in time: "+err.Error())
 				}
 				return
@@ -230,8 +242,8 @@ func (g *Gateway) bufferBody(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 		if err != nil {
-			if r.Context().Err() != nil {
-				return errClientGone
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				return fmt.Errorf("%w: %v", errClientGone, err)
 			}
 			return err
 		}
