@@ -165,6 +165,8 @@ type frontConn struct {
 	respN int    // bytes of the response head in the upstream's buffer
 	out   []byte // the response head being built
 
+	headDeadline time.Time // by when the request being read must be whole
+
 	// Watching for a client that leaves while the upstream works.
 	watch    *time.Timer
 	watching sync.WaitGroup
@@ -282,6 +284,9 @@ func (c *frontConn) serve() {
 		// deadline is set before the connection is marked idle, so that a
 		// shutdown's deadline (closeIfIdle) is never overwritten.
 		c.nc.SetReadDeadline(time.Now().Add(wait))
+		if first {
+			c.headDeadline = time.Now().Add(wait)
+		}
 		wait = c.f.settings.idle
 		c.state.Store(connIdle)
 		if c.f.closing.Load() && c.state.CompareAndSwap(connIdle, connClosed) {
@@ -340,7 +345,8 @@ func (c *frontConn) readRequest(first bool) (parseResult, error) {
 			return handOff, nil // a head larger than the buffer: net/http reads up to 1 MB
 		}
 		if !timed {
-			c.nc.SetReadDeadline(time.Now().Add(c.f.settings.readHeader))
+			c.headDeadline = time.Now().Add(c.f.settings.readHeader)
+			c.nc.SetReadDeadline(c.headDeadline)
 			timed = true
 		}
 		if _, err := c.br.Peek(len(b) + 1); err != nil {
@@ -363,7 +369,8 @@ func (c *frontConn) handOff() bool {
 		handOffHook(c.f.handoff.addr)
 	}
 	c.nc.SetReadDeadline(time.Time{})
-	return c.f.handoff.give(&bufferedConn{Conn: c.nc, r: c.br})
+	// net/http's header timeout runs on from where the fast path's was.
+	return c.f.handoff.give(&bufferedConn{Conn: c.nc, r: c.br, headDeadline: c.headDeadline})
 }
 
 // serveRequest decides the request in c.head and answers it. keep is false
@@ -386,6 +393,9 @@ func (c *frontConn) serveRequest() (keep, deferred bool) {
 		c.last.host = string(h.host)
 	}
 	c.url = url.URL{Path: c.last.path}
+	if q := h.target[len(h.path):]; len(q) > 0 && bytes.Contains(q, []byte("_method=")) {
+		c.url.RawQuery = string(q[1:]) // a POST's method override, which rules read
+	}
 	clear(c.hdr)
 	for k, name := range c.want {
 		spans := h.want[k]
@@ -430,6 +440,7 @@ func (c *frontConn) answer(closing bool) bool {
 		w.status = http.StatusOK
 	}
 	closing = closing || c.f.closing.Load()
+	c.writeDeadline()
 	b := appendStatus(c.out[:0], w.status)
 	b = appendHeaderMap(b, w.h)
 	if _, ok := w.h["Date"]; !ok {
@@ -473,11 +484,14 @@ func (c *frontConn) forward(buf []byte) bool {
 			u.nc.Close()
 			break
 		}
-		u.got, u.limit = 0, 1<<62
+		// The response heads, 1xx included, are bounded as the direct
+		// transport bounds them; the body is not.
+		u.got, u.limit = 0, u.t.maxHeader
 		err = c.writeUpstream(u, buf)
 		if err == nil {
 			err = c.readHead(u)
 		}
+		u.limit = 1 << 62
 		if err == nil {
 			break
 		}
@@ -525,6 +539,11 @@ func (c *frontConn) writeUpstream(u *directConn, buf []byte) error {
 	w.WriteString(" HTTP/1.1\r\nHost: ")
 	w.WriteString(c.f.host)
 	w.WriteString("\r\n")
+	if h.method == http.MethodHead {
+		// The connection ends with the answer: an upstream that writes
+		// the body it declared anyway cannot answer another request.
+		w.WriteString("Connection: close\r\n")
+	}
 	agent := false
 	for _, s := range h.lines {
 		line := buf[s.start:s.end]
@@ -723,6 +742,7 @@ func (c *frontConn) relay(u *directConn) (keep bool, err error) {
 	n := c.respN
 	head, _ := u.br.Peek(n)
 	closing := c.head.close || c.f.closing.Load()
+	c.writeDeadline()
 	var clen int64 = -1
 	switch {
 	case bodyless(c.head.method, r.code):
@@ -758,17 +778,30 @@ func (c *frontConn) relay(u *directConn) (keep bool, err error) {
 // finish gives u back to the pool when its response ended where its
 // framing said and the upstream keeps it open.
 func (c *frontConn) finish(u *directConn, framed bool) {
-	if framed && !c.resp.close && !u.grown && u.br.Buffered() == 0 {
+	// After HEAD (sent with Connection: close), an upstream that writes
+	// the body it declared anyway would answer the next request with it:
+	// the connection is not reused, even if the upstream keeps it open.
+	if framed && !c.resp.close && !u.grown && u.br.Buffered() == 0 && c.head.method != http.MethodHead {
 		c.f.up.put(u)
 		return
 	}
 	u.nc.Close()
 }
 
+// writeDeadline bounds the writes to the client from now by write_timeout:
+// a client that stops reading fails them, and its upstream connection is
+// given up.
+func (c *frontConn) writeDeadline() {
+	if d := c.f.settings.writeTimeout; d > 0 {
+		c.nc.SetWriteDeadline(time.Now().Add(d))
+	}
+}
+
 // fill returns what u has buffered, reading more (after flushing what the
 // client is owed, so that a stream reaches it as it comes) when there is
 // nothing.
 func (c *frontConn) fill(u *directConn) ([]byte, error) {
+	c.writeDeadline()
 	if u.br.Buffered() == 0 {
 		if err := c.bw.Flush(); err != nil {
 			return nil, err
@@ -1107,10 +1140,24 @@ func (l *handoffListener) give(c net.Conn) bool {
 	}
 }
 
-// bufferedConn is a connection whose first bytes are in r's buffer.
+// bufferedConn is a connection whose first bytes are in r's buffer. Its
+// first read deadline (net/http's header timeout for the request the fast
+// path began to read) is no later than headDeadline, so that a client
+// cannot get a second header timeout by forcing the hand-off.
 type bufferedConn struct {
 	net.Conn
-	r *bufio.Reader
+	r            *bufio.Reader
+	headDeadline time.Time
 }
 
 func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func (c *bufferedConn) SetReadDeadline(t time.Time) error {
+	if d := c.headDeadline; !d.IsZero() {
+		if t.IsZero() || t.After(d) {
+			t = d
+		}
+		c.headDeadline = time.Time{}
+	}
+	return c.Conn.SetReadDeadline(t)
+}

@@ -257,6 +257,12 @@ func (g *Gateway) proxyTo(s string, direct bool) (*httputil.ReverseProxy, error)
 			}
 			pr.SetURL(target)
 			pr.SetXForwarded()
+			if pr.Out.Method == http.MethodHead {
+				// The connection ends with the answer: an upstream that
+				// writes the body it declared anyway cannot answer
+				// another request with it.
+				pr.Out.Close = true
+			}
 		},
 		Transport:  rt,
 		BufferPool: bufferPool{},

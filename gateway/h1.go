@@ -234,6 +234,12 @@ func parseRequest(b []byte, h *reqHead, want []string) parseResult {
 			}
 		}
 		forward := true
+		if bytes.IndexByte(name, '_') >= 0 {
+			// Dropped, as nginx drops it: CGI-style servers read X_User_ID
+			// as X-User-ID, which the rules never saw.
+			i = end + 1
+			continue
+		}
 		var buf [24]byte
 		if lower, ok := lowerName(&buf, name); ok {
 			switch string(lower) {
@@ -246,6 +252,9 @@ func parseRequest(b []byte, h *reqHead, want []string) parseResult {
 					if !hostChar[c] {
 						return handOff
 					}
+				}
+				if !validHost(value) {
+					return handOff // net/http's path answers 400
 				}
 				h.host = value
 				forward = false

@@ -615,3 +615,53 @@ func TestBareLFResponseHead(t *testing.T) {
 		}
 	}
 }
+
+// FuzzRulesCountWhatUpstreamRoutes is the differential test of the request
+// view: the fuzzer writes a request's method and target, four gateways
+// (every client and upstream transport) whose limits are used up serve it,
+// and a lenient upstream (routes) must never be reached at a limited
+// resource. As HTTP/1.0, the fast path hands the request to net/http.
+func FuzzRulesCountWhatUpstreamRoutes(f *testing.F) {
+	for _, v := range pathForms {
+		f.Add(v.method, v.target, false)
+		f.Add(v.method, v.target, true)
+	}
+	up := newRoutingUpstream(f)
+	var addrs []string
+	for _, tr := range transports {
+		addrs = append(addrs, overLimit(f, tr, up))
+	}
+	f.Fuzz(func(t *testing.T, method, target string, http10 bool) {
+		if method == "" || target == "" || len(target) > 2000 {
+			return
+		}
+		for i := 0; i < len(method); i++ {
+			if !tokenChar[method[i]] {
+				return // not a request a client can send
+			}
+		}
+		for i := 0; i < len(target); i++ {
+			if c := target[i]; c <= ' ' || c == 0x7f {
+				return
+			}
+		}
+		proto := "HTTP/1.1"
+		if http10 {
+			proto = "HTTP/1.0"
+		}
+		req := method + " " + target + " " + proto + "\r\nHost: gw.test\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+		for k, addr := range addrs {
+			nc, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nc.SetDeadline(time.Now().Add(10 * time.Second))
+			io.WriteString(nc, req)
+			io.Copy(io.Discard, io.LimitReader(nc, 1<<20)) // the answer, whatever it is
+			nc.Close()
+			if hits := up.take(); len(hits) > 0 {
+				t.Fatalf("%s: %q reached a limited resource uncounted: %q", transports[k], req, hits)
+			}
+		}
+	})
+}

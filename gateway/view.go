@@ -44,6 +44,7 @@ type settings struct {
 	readHeader        time.Duration
 	idle              time.Duration
 	bodyTimeout       time.Duration
+	writeTimeout      time.Duration
 	bodyBuffer        int // 0: stream every body
 	maxConnsPerIP     int // 0: no cap
 	dial              time.Duration
@@ -56,6 +57,7 @@ const (
 	DefaultReadHeaderTimeout     = 10 * time.Second
 	DefaultIdleTimeout           = 60 * time.Second
 	DefaultBodyTimeout           = 30 * time.Second
+	DefaultWriteTimeout          = 60 * time.Second
 	DefaultBodyBuffer            = 64 << 10
 	DefaultMaxConnsPerIP         = 1024
 	DefaultDialTimeout           = 10 * time.Second
@@ -84,6 +86,7 @@ func settingsOf(c *rules.Config) settings {
 		readHeader:        or(c.Client.ReadHeaderTimeout, DefaultReadHeaderTimeout),
 		idle:              or(c.Client.IdleTimeout, DefaultIdleTimeout),
 		bodyTimeout:       or(c.Client.BodyTimeout, DefaultBodyTimeout),
+		writeTimeout:      or(c.Client.WriteTimeout, DefaultWriteTimeout),
 		bodyBuffer:        count(c.Client.BodyBuffer, DefaultBodyBuffer),
 		maxConnsPerIP:     count(c.Client.MaxConnsPerIP, DefaultMaxConnsPerIP),
 		dial:              or(c.UpstreamTimeouts.Dial, DefaultDialTimeout),
@@ -159,6 +162,17 @@ func (g *Gateway) view(next http.Handler) http.Handler {
 			writeProblem(w, http.StatusHTTPVersionNotSupported, "HTTP Version Not Supported", "this listener speaks HTTP/1.1")
 			return
 		}
+		if !validHost(r.Host) {
+			writeProblem(w, http.StatusBadRequest, "Bad Request", "the Host is not a host name or address with an optional port")
+			return
+		}
+		for k := range r.Header {
+			if strings.IndexByte(k, '_') >= 0 {
+				// Dropped, as nginx drops it: CGI-style servers read
+				// X_User_ID as X-User-ID, which the rules never saw.
+				delete(r.Header, k)
+			}
+		}
 		path, raw, err := normalizeTarget(r.URL.EscapedPath(), g.settings.allowEncodedSlash)
 		if err != nil {
 			writeProblem(w, http.StatusBadRequest, "Bad Request", "the request target is refused: "+err.Error())
@@ -187,10 +201,14 @@ func (g *Gateway) view(next http.Handler) http.Handler {
 }
 
 // buffer reads the body of an admitted request (bufferBody) before next
-// sends it upstream. It runs after the decision, so that a refused
-// request's body is never read (nor, with Expect: 100-continue, sent).
+// sends it upstream, and bounds each write of the answer by write_timeout.
+// It runs after the decision, so that a refused request's body is never
+// read (nor, with Expect: 100-continue, sent).
 func (g *Gateway) buffer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d := g.settings.writeTimeout; d > 0 {
+			w = &timedWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: d}
+		}
 		if r.Body != nil && r.Body != http.NoBody {
 			if err := g.bufferBody(w, r); err != nil {
 				// The connection closes: what is left of the body is
@@ -205,6 +223,85 @@ func (g *Gateway) buffer(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// validHost reports whether h is a Host an upstream reads one way: a name
+// or IPv4 address, or a bracketed IPv6 address, with an optional numeric
+// port; empty (HTTP/1.0) too. A comma or a second colon is not.
+func validHost[T string | []byte](h T) bool {
+	if len(h) == 0 {
+		return true
+	}
+	var host, port T
+	if h[0] == '[' {
+		end := 0
+		for end < len(h) && h[end] != ']' {
+			end++
+		}
+		if end == len(h) {
+			return false
+		}
+		host, port = h[1:end], h[end+1:]
+		for i := 0; i < len(host); i++ {
+			if c := host[i]; !isHex(c) && c != ':' && c != '.' {
+				return false
+			}
+		}
+		if len(port) > 0 {
+			if port[0] != ':' {
+				return false
+			}
+			port = port[1:]
+		}
+	} else {
+		host = h
+		for i := 0; i < len(h); i++ {
+			if h[i] == ':' {
+				host, port = h[:i], h[i+1:]
+				break
+			}
+		}
+		for i := 0; i < len(host); i++ {
+			if !hostNameChar[host[i]] {
+				return false
+			}
+		}
+	}
+	if len(host) == 0 || len(port) > 5 {
+		return false
+	}
+	for i := 0; i < len(port); i++ {
+		if !isDigit(port[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// hostNameChar marks the bytes of a host name or IPv4 address.
+var hostNameChar = alnumAnd("-._~")
+
+// timedWriter bounds each write of an answer to the client: a client that
+// stops reading fails the write after timeout, and the proxy then gives
+// the upstream connection up.
+type timedWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (w *timedWriter) Write(p []byte) (int, error) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *timedWriter) FlushError() error {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+	return w.rc.Flush()
+}
+
+// Unwrap lets ReverseProxy reach the connection's Hijack (upgrades, whose
+// tunnel keeps no deadline: Write above is not called before it).
+func (w *timedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func isWebSocket(upgrade []string) bool {
 	return len(upgrade) == 1 && strings.EqualFold(strings.TrimSpace(upgrade[0]), "websocket")

@@ -59,6 +59,7 @@ func (c *Config) build() (*Set, []*Error) {
 		{"client.read_header_timeout", c.Client.ReadHeaderTimeout},
 		{"client.idle_timeout", c.Client.IdleTimeout},
 		{"client.body_timeout", c.Client.BodyTimeout},
+		{"client.write_timeout", c.Client.WriteTimeout},
 		{"upstream_timeouts.dial", c.UpstreamTimeouts.Dial},
 		{"upstream_timeouts.response_header", c.UpstreamTimeouts.ResponseHeader},
 		{"upstream_timeouts.idle", c.UpstreamTimeouts.Idle},
@@ -261,12 +262,12 @@ func compileKey(parts []string, missing Missing, ci ClientIP, strict bool) (appe
 			fs = append(fs, func(dst []byte, _ *view, ip netip.Addr) ([]byte, bool) { return ci.AppendKey(dst, ip), true })
 		case "route":
 			fs = append(fs, func(dst []byte, v *view, _ netip.Addr) ([]byte, bool) {
-				return appendPart(append(append(dst, keyMethod(v.method)...), ' '), pathOf(v)), true
+				return appendPart(append(append(dst, v.counted()...), ' '), pathOf(v)), true
 			})
 		case "path":
 			fs = append(fs, str(pathOf))
 		case "method":
-			fs = append(fs, str(func(v *view) string { return keyMethod(v.method) }))
+			fs = append(fs, str(func(v *view) string { return v.counted() }))
 		case "host":
 			fs = append(fs, str(func(v *view) string { return v.host }))
 		case "header":
@@ -328,8 +329,13 @@ func checkRuleHeader(name string) error {
 	switch name {
 	case "Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Http2-Settings", "Content-Length":
 		return fmt.Errorf("%s is a hop-by-hop or framing header: the gateway consumes it, so a rule cannot see it as the upstream does", name)
-	case "X-Forwarded-For", "Forwarded", "X-Real-Ip":
-		return fmt.Errorf("%s is written by any client: use key: [ip] with client_ip.trusted_proxies, which believes it only from your proxies", name)
+	case "X-Forwarded-For", "Forwarded", "X-Real-Ip", "True-Client-Ip", "X-Client-Ip", "Client-Ip", "X-Cluster-Client-Ip", "Cf-Connecting-Ip", "Fastly-Client-Ip":
+		return fmt.Errorf("%s is written by any client and dropped unless a trusted proxy sent it: use key: [ip] with client_ip.trusted_proxies, which believes it only from your proxies", name)
+	case "X-Forwarded-Host", "X-Forwarded-Proto":
+		return fmt.Errorf("%s is written by the gateway for the upstream: the client's is dropped", name)
+	}
+	if strings.Contains(name, "_") {
+		return fmt.Errorf("%s has an underscore: the gateway drops such headers (as nginx does), since CGI-style servers read them as the dashed name", name)
 	}
 	return nil
 }
@@ -405,7 +411,11 @@ func compileMatch(m MatchConfig) (func(*view) bool, []matchErr) {
 		if slices.Contains(methods, http.MethodGet) && !slices.Contains(methods, http.MethodHead) {
 			methods = append(methods, http.MethodHead) // frameworks run GET's handler for HEAD
 		}
-		conds = append(conds, func(v *view) bool { return slices.Contains(methods, v.method) })
+		// A POST that asks to be served as another method (a method
+		// override) falls under the rules of either.
+		conds = append(conds, func(v *view) bool {
+			return slices.Contains(methods, v.method) || v.override != "" && slices.Contains(methods, v.override)
+		})
 	}
 	if len(m.Hosts) > 0 {
 		var exact []string

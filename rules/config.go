@@ -90,6 +90,10 @@ type ClientConfig struct {
 	// BodyTimeout is the longest pause while a request body is read.
 	// Default 30s.
 	BodyTimeout Duration `yaml:"body_timeout"`
+	// WriteTimeout is the longest a write of the answer to the client may
+	// stall: a client that stops reading frees its upstream connection
+	// after it. Default 60s.
+	WriteTimeout Duration `yaml:"write_timeout"`
 	// BodyBuffer is the size in bytes up to which a request body is read
 	// whole before the upstream is asked, so that a slow client holds no
 	// upstream connection. Default 65536; -1 streams every body.

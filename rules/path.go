@@ -134,8 +134,15 @@ func resolveDots(b []byte, strict bool) ([]byte, error) {
 		seg := b[i+1 : j]
 		last := j == len(b)
 		name := seg
-		if k := bytes.IndexByte(seg, ';'); k >= 0 && strict {
-			name = seg[:k]
+		if strict {
+			// ;params, also escaped (%3B): servlet containers read
+			// "..;x" as "..", and some decode first.
+			if k := bytes.IndexByte(seg, ';'); k >= 0 {
+				name = seg[:k]
+			}
+			if k := bytes.Index(seg, []byte("%3B")); k >= 0 && k < len(name) {
+				name = seg[:k]
+			}
 		}
 		switch {
 		case len(seg) == 0 && !last:
@@ -193,7 +200,7 @@ func plainDecoded(p string) bool {
 func loosePath(p string) string {
 	plain := true
 	for i := 0; i < len(p); i++ {
-		if c := p[i]; c == ';' || 'A' <= c && c <= 'Z' {
+		if c := p[i]; c == ';' || 'A' <= c && c <= 'Z' || c >= 0x80 {
 			plain = false
 			break
 		}
@@ -221,6 +228,12 @@ func loosePath(p string) string {
 		}
 		b = append(b, c)
 	}
+	if hasHighByte(b) {
+		b = []byte(asciiFolds.Replace(string(b)))
+	}
+	if bytes.Contains(b, []byte("/.")) {
+		b, _ = resolveDots(b, false) // a segment that was "..;x"
+	}
 	if len(b) > 1 && b[len(b)-1] == '/' {
 		b = b[:len(b)-1]
 	}
@@ -228,6 +241,20 @@ func loosePath(p string) string {
 		return "/"
 	}
 	return string(b)
+}
+
+// asciiFolds are the non-ASCII letters whose case mapping (strings.ToLower,
+// ToUpper or EqualFold, as upstreams route case-insensitively) is an ASCII
+// letter: a path that spells "items" with one of them is "items".
+var asciiFolds = strings.NewReplacer("\u0130", "i", "\u0131", "i", "\u017f", "s", "\u212a", "k")
+
+func hasHighByte(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return true
+		}
+	}
+	return false
 }
 
 // upperMethod is the method as rules compare it: in upper case.
@@ -263,16 +290,47 @@ func canonicalHost(h string) string {
 
 // view is what rules see of one request, built once per request.
 type view struct {
-	r      *http.Request
-	method string // upper case
-	path   string // cleaned (cleanPath)
-	loose  string // loosePath(path)
-	host   string // canonicalHost
+	r        *http.Request
+	method   string // upper case
+	override string // a POST's method override, upper case; "" without
+	path     string // cleaned (cleanPath)
+	loose    string // loosePath(path)
+	host     string // canonicalHost
 }
 
 func newView(r *http.Request) view {
 	p := cleanPath(r.URL.Path)
-	return view{r: r, method: upperMethod(r.Method), path: p, loose: loosePath(p), host: canonicalHost(r.Host)}
+	v := view{r: r, method: upperMethod(r.Method), path: p, loose: loosePath(p), host: canonicalHost(r.Host)}
+	if v.method == http.MethodPost {
+		v.override = methodOverride(r)
+	}
+	return v
+}
+
+// counted is the method a key counts: the override when there is one
+// (what frameworks that honour it run), HEAD as GET.
+func (v *view) counted() string {
+	if v.override != "" {
+		return keyMethod(v.override)
+	}
+	return keyMethod(v.method)
+}
+
+// methodOverride is the method a POST asks to be served as, by the
+// headers and query parameter that Rails, Laravel, Symfony and Express's
+// method-override honour; "" when it asks none.
+func methodOverride(r *http.Request) string {
+	for _, h := range [...]string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"} {
+		if vs := r.Header[h]; len(vs) > 0 && vs[0] != "" {
+			return upperMethod(strings.TrimSpace(vs[0]))
+		}
+	}
+	if q := r.URL.RawQuery; strings.Contains(q, "_method=") {
+		if m := r.URL.Query().Get("_method"); m != "" {
+			return upperMethod(m)
+		}
+	}
+	return ""
 }
 
 func unreserved(c byte) bool {

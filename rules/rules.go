@@ -483,6 +483,12 @@ func (s *Set) HeadersRead() (names []string, all bool) {
 		}
 	}
 	for _, rl := range s.Config.Rules {
+		if len(rl.Match.Methods) > 0 || hasMethodKey(rl.Key) {
+			// A POST's method override (methodOverride).
+			add("X-Http-Method-Override")
+			add("X-Http-Method")
+			add("X-Method-Override")
+		}
 		for _, p := range rl.Key {
 			if kind, arg, _ := strings.Cut(p, ":"); strings.EqualFold(strings.TrimSpace(kind), "header") {
 				add(arg)
@@ -493,4 +499,14 @@ func (s *Set) HeadersRead() (names []string, all bool) {
 		}
 	}
 	return names, false
+}
+
+// hasMethodKey reports whether key parts read the method.
+func hasMethodKey(parts []string) bool {
+	for _, p := range parts {
+		if k := strings.ToLower(strings.TrimSpace(p)); k == "method" || k == "route" {
+			return true
+		}
+	}
+	return false
 }
