@@ -234,7 +234,7 @@ type keyErr struct {
 }
 
 // appendKey appends a request's key to dst, or reports false.
-type appendKey func(dst []byte, v *view, ip netip.Addr) ([]byte, bool)
+type appendKey func(dst []byte, v view, ip netip.Addr) ([]byte, bool)
 
 // compileKey turns key parts into an appendKey. Parts are joined with '|'
 // after each is bounded; a part that would contain '|' is hashed, so no two
@@ -244,12 +244,12 @@ type appendKey func(dst []byte, v *view, ip netip.Addr) ([]byte, bool)
 func compileKey(parts []string, missing Missing, ci ClientIP, strict bool) (appendKey, []keyErr) {
 	var errs []keyErr
 	var fs []appendKey
-	pathOf := func(v *view) string { return v.loose }
+	pathOf := func(v view) string { return v.loose }
 	if strict {
-		pathOf = func(v *view) string { return v.path }
+		pathOf = func(v view) string { return v.path }
 	}
-	str := func(f func(v *view) string) appendKey {
-		return func(dst []byte, v *view, _ netip.Addr) ([]byte, bool) { return appendPart(dst, f(v)), true }
+	str := func(f func(v view) string) appendKey {
+		return func(dst []byte, v view, _ netip.Addr) ([]byte, bool) { return appendPart(dst, f(v)), true }
 	}
 	for i, p := range parts {
 		kind, arg, _ := strings.Cut(p, ":")
@@ -259,17 +259,17 @@ func compileKey(parts []string, missing Missing, ci ClientIP, strict bool) (appe
 				errs = append(errs, keyErr{i, fmt.Errorf("global is one key for all: it cannot combine with %d other parts", len(parts)-1)})
 			}
 		case "ip":
-			fs = append(fs, func(dst []byte, _ *view, ip netip.Addr) ([]byte, bool) { return ci.AppendKey(dst, ip), true })
+			fs = append(fs, func(dst []byte, _ view, ip netip.Addr) ([]byte, bool) { return ci.AppendKey(dst, ip), true })
 		case "route":
-			fs = append(fs, func(dst []byte, v *view, _ netip.Addr) ([]byte, bool) {
+			fs = append(fs, func(dst []byte, v view, _ netip.Addr) ([]byte, bool) {
 				return appendPart(append(append(dst, v.counted()...), ' '), pathOf(v)), true
 			})
 		case "path":
 			fs = append(fs, str(pathOf))
 		case "method":
-			fs = append(fs, str(func(v *view) string { return v.counted() }))
+			fs = append(fs, str(func(v view) string { return v.counted() }))
 		case "host":
-			fs = append(fs, str(func(v *view) string { return v.host }))
+			fs = append(fs, str(func(v view) string { return v.host }))
 		case "header":
 			name := http.CanonicalHeaderKey(strings.TrimSpace(arg))
 			if name == "" || !validHeaderName(name) {
@@ -281,10 +281,10 @@ func compileKey(parts []string, missing Missing, ci ClientIP, strict bool) (appe
 				continue
 			}
 			if name == "Host" {
-				fs = append(fs, str(func(v *view) string { return v.host }))
+				fs = append(fs, str(func(v view) string { return v.host }))
 				continue
 			}
-			fs = append(fs, func(dst []byte, v *view, ip netip.Addr) ([]byte, bool) {
+			fs = append(fs, func(dst []byte, v view, ip netip.Addr) ([]byte, bool) {
 				if vs := v.r.Header[name]; len(vs) > 0 && vs[0] != "" {
 					return appendPart(append(dst, "h="...), vs[0]), true
 				}
@@ -302,11 +302,11 @@ func compileKey(parts []string, missing Missing, ci ClientIP, strict bool) (appe
 	}
 	switch len(fs) {
 	case 0:
-		return func(dst []byte, _ *view, _ netip.Addr) ([]byte, bool) { return dst, true }, errs
+		return func(dst []byte, _ view, _ netip.Addr) ([]byte, bool) { return dst, true }, errs
 	case 1:
 		return fs[0], errs
 	}
-	return func(dst []byte, v *view, ip netip.Addr) ([]byte, bool) {
+	return func(dst []byte, v view, ip netip.Addr) ([]byte, bool) {
 		for i, f := range fs {
 			if i > 0 {
 				dst = append(dst, '|')
@@ -369,13 +369,13 @@ type matchErr struct {
 // compileMatch turns the conditions into one function, cheapest checks
 // first. Paths, methods and hosts are compared in the forms the view holds
 // (see path.go).
-func compileMatch(m MatchConfig) (func(*view) bool, []matchErr) {
+func compileMatch(m MatchConfig) (func(view) bool, []matchErr) {
 	var errs []matchErr
-	var conds []func(*view) bool
-	pathOf := func(v *view) string { return v.loose }
+	var conds []func(view) bool
+	pathOf := func(v view) string { return v.loose }
 	form := loosePath
 	if m.StrictPath {
-		pathOf = func(v *view) string { return v.path }
+		pathOf = func(v view) string { return v.path }
 		form = func(p string) string { return p }
 	}
 	if m.Path != "" {
@@ -386,14 +386,14 @@ func compileMatch(m MatchConfig) (func(*view) bool, []matchErr) {
 			errs = append(errs, matchErr{"path_prefix", fmt.Errorf("give path or path_prefix, not both")})
 		}
 		path := form(cleanPath(m.Path))
-		conds = append(conds, func(v *view) bool { return pathOf(v) == path })
+		conds = append(conds, func(v view) bool { return pathOf(v) == path })
 	} else if m.PathPrefix != "" {
 		if !strings.HasPrefix(m.PathPrefix, "/") {
 			errs = append(errs, matchErr{"path_prefix", fmt.Errorf("%q must start with /", m.PathPrefix)})
 		}
 		pre := strings.TrimSuffix(form(cleanPath(m.PathPrefix)), "/")
 		if pre != "" {
-			conds = append(conds, func(v *view) bool {
+			conds = append(conds, func(v view) bool {
 				p := pathOf(v)
 				return strings.HasPrefix(p, pre) && (len(p) == len(pre) || p[len(pre)] == '/')
 			})
@@ -413,7 +413,7 @@ func compileMatch(m MatchConfig) (func(*view) bool, []matchErr) {
 		}
 		// A POST that asks to be served as another method (a method
 		// override) falls under the rules of either.
-		conds = append(conds, func(v *view) bool {
+		conds = append(conds, func(v view) bool {
 			return slices.Contains(methods, v.method) || v.override != "" && slices.Contains(methods, v.override)
 		})
 	}
@@ -431,7 +431,7 @@ func compileMatch(m MatchConfig) (func(*view) bool, []matchErr) {
 				exact = append(exact, h)
 			}
 		}
-		conds = append(conds, func(v *view) bool {
+		conds = append(conds, func(v view) bool {
 			if slices.Contains(exact, v.host) {
 				return true
 			}
@@ -455,16 +455,16 @@ func compileMatch(m MatchConfig) (func(*view) bool, []matchErr) {
 		}
 		switch {
 		case name == "Host" && want == "*":
-			conds = append(conds, func(v *view) bool { return v.host != "" })
+			conds = append(conds, func(v view) bool { return v.host != "" })
 		case name == "Host":
 			// Host is the request's host, on every path (net/http keeps it
 			// out of the header map): compared as hosts are.
 			host := canonicalHost(want)
-			conds = append(conds, func(v *view) bool { return v.host == host })
+			conds = append(conds, func(v view) bool { return v.host == host })
 		case want == "*":
-			conds = append(conds, func(v *view) bool { return len(v.r.Header[name]) > 0 })
+			conds = append(conds, func(v view) bool { return len(v.r.Header[name]) > 0 })
 		default:
-			conds = append(conds, func(v *view) bool { return v.r.Header.Get(name) == want })
+			conds = append(conds, func(v view) bool { return v.r.Header.Get(name) == want })
 		}
 	}
 	switch len(conds) {
@@ -473,7 +473,7 @@ func compileMatch(m MatchConfig) (func(*view) bool, []matchErr) {
 	case 1:
 		return conds[0], errs
 	}
-	return func(v *view) bool {
+	return func(v view) bool {
 		for _, c := range conds {
 			if !c(v) {
 				return false

@@ -100,7 +100,7 @@ type Rule struct {
 	// Config is the rule as written.
 	Config RuleConfig
 
-	match  func(v *view) bool
+	match  func(v view) bool
 	key    appendKey
 	prefix string // name + limit hash, the start of every key
 }
@@ -117,9 +117,9 @@ func NewRule(name string, limit ratekeeper.Limit, mode Mode, key KeyFunc) (*Rule
 	if mode == Queue && limit.Algorithm != ratekeeper.LeakyBucket {
 		return nil, errors.New("queue mode needs the leaky_bucket algorithm")
 	}
-	ak := func(dst []byte, _ *view, _ netip.Addr) ([]byte, bool) { return dst, true }
+	ak := func(dst []byte, _ view, _ netip.Addr) ([]byte, bool) { return dst, true }
 	if key != nil {
-		ak = func(dst []byte, v *view, ip netip.Addr) ([]byte, bool) {
+		ak = func(dst []byte, v view, ip netip.Addr) ([]byte, bool) {
 			k, ok := key(v.r, ip)
 			return appendPart(dst, k), ok
 		}
@@ -127,12 +127,12 @@ func NewRule(name string, limit ratekeeper.Limit, mode Mode, key KeyFunc) (*Rule
 	return &Rule{Name: name, Limit: limit, Mode: mode, match: matchAll, key: ak, prefix: keyPrefix(name, limit)}, nil
 }
 
-func matchAll(*view) bool { return true }
+func matchAll(view) bool { return true }
 
 // Matches reports whether r falls under the rule.
 func (rl *Rule) Matches(r *http.Request) bool {
 	v := newView(r)
-	return rl.match(&v)
+	return rl.match(v)
 }
 
 // Key returns the store key for r, or false when the rule does not apply
@@ -151,10 +151,10 @@ func (rl *Rule) Key(r *http.Request, ip netip.Addr) (string, bool) {
 // AppendKey is Key appending to dst, for callers that reuse a buffer.
 func (rl *Rule) AppendKey(dst []byte, r *http.Request, ip netip.Addr) ([]byte, bool) {
 	v := newView(r)
-	return rl.appendKey(dst, &v, ip)
+	return rl.appendKey(dst, v, ip)
 }
 
-func (rl *Rule) appendKey(dst []byte, v *view, ip netip.Addr) ([]byte, bool) {
+func (rl *Rule) appendKey(dst []byte, v view, ip netip.Addr) ([]byte, bool) {
 	return rl.key(append(dst, rl.prefix...), v, ip)
 }
 
@@ -421,12 +421,12 @@ func (s *Set) AppendMatches(dst []Match, buf []byte, r *http.Request, ip netip.A
 			}
 		}
 		rl := s.Rules[i]
-		if !rl.match(&v) {
+		if !rl.match(v) {
 			continue
 		}
 		start := len(buf)
 		var ok bool
-		if buf, ok = rl.appendKey(buf, &v, ip); ok {
+		if buf, ok = rl.appendKey(buf, v, ip); ok {
 			dst = append(dst, Match{Rule: rl})
 			ends = append(ends, len(buf))
 		} else {
