@@ -4,9 +4,13 @@ package gateway
 
 import "net"
 
-// alive cannot peek here: it trusts the connection, and the request fails
+// peeker cannot peek here: it trusts the connection, and the request fails
 // (502) if the upstream closed it while idle.
-func alive(net.Conn) bool { return true }
+type peeker struct{}
+
+func newPeeker(net.Conn) *peeker { return &peeker{} }
+
+func (*peeker) alive() bool { return true }
 
 // clientLeft cannot peek here: a client that leaves is noticed only when
 // its answer cannot be written.

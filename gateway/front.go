@@ -32,18 +32,18 @@ import (
 // of an API's traffic (HTTP/1.1, origin-form target, a Host, no body or a
 // small one with Content-Length) straight to the upstream over the direct
 // transport's connections, with the same decisions, headers, answers and
-// forwarded request that the middleware and httputil.ReverseProxy give.
-// Anything else (HTTP/1.0, upgrades, chunked or large bodies, Expect, a
-// queue rule, a head that is not plain) hands the connection, unread, to
+// forwarded request that the middleware and httputil.ReverseProxy give,
+// and the same request view (view.go). Anything else (HTTP/1.0, upgrades,
+// chunked or large bodies, Expect, a queue rule, a head that is not plain,
+// a target or header the view refuses) hands the connection, unread, to
 // the net/http server: its bytes are read again there, from the start of
 // that request. A connection handed off stays with net/http.
 //
 // What it saves per request is net/http's per-request machinery: the
 // header maps, the request and response objects, the background read that
-// watches for a client that leaves, ReverseProxy's copies of both headers.
-// What it does not do: notice a client that leaves while the upstream is
-// still working (that request runs to its end), and HTTP/2 (which the
-// gateway does not speak in clear text either way).
+// watches for a client that leaves (the fast path starts one only for an
+// upstream slower than watchAfter), ReverseProxy's copies of both headers.
+// It does not speak HTTP/2.
 type front struct {
 	mw       *httplimit.Middleware
 	up       *directTransport
@@ -166,11 +166,15 @@ type frontConn struct {
 	out   []byte // the response head being built
 
 	headDeadline time.Time // by when the request being read must be whole
+	writeBy      time.Time // the write deadline set last
 
-	// Watching for a client that leaves while the upstream works.
+	// Watching for a client that leaves while the upstream works, and for
+	// an upstream slower than response_header.
 	watch    *time.Timer
 	watching sync.WaitGroup
+	sent     time.Time                  // when the request was sent
 	upstream atomic.Pointer[directConn] // the connection the request is on
+	fired    atomic.Bool                // the watch started
 	gone     atomic.Bool                // the client left
 }
 
@@ -179,19 +183,27 @@ type frontConn struct {
 // sooner, and cost no goroutine.
 const watchAfter = 50 * time.Millisecond
 
-// watchClient starts the watch for a client that leaves while the
-// upstream works on its request, as net/http's server does with a read in
-// the background: past watchAfter, a goroutine waits for the client's
-// connection to say something. End of file or an error means the client
-// left: the upstream request is cancelled (its connection closed), so it
-// holds no upstream connection for nobody. Bytes mean it is still there.
+// watchClient starts the watch over a request sent upstream. Most answers
+// come within watchAfter and cost nothing more. Past it, a goroutine
+// bounds the wait for the answer's head by response_header (a read
+// deadline on the upstream connection) and waits for the client's
+// connection to say something, as net/http's server does with a read in
+// the background: end of file or an error means the client left, and the
+// upstream request is cancelled (its connection closed), so that it holds
+// no upstream connection for nobody. Bytes mean the client is still there.
 func (c *frontConn) watchClient() {
 	c.gone.Store(false)
+	c.fired.Store(false)
 	c.upstream.Store(nil)
+	c.sent = time.Now()
 	c.watching.Add(1)
 	if c.watch == nil {
 		c.watch = time.AfterFunc(watchAfter, func() {
 			defer c.watching.Done()
+			c.fired.Store(true)
+			if u := c.upstream.Load(); u != nil {
+				c.boundHead(u)
+			}
 			if clientLeft(c.nc) {
 				c.gone.Store(true)
 				if u := c.upstream.Load(); u != nil {
@@ -204,6 +216,14 @@ func (c *frontConn) watchClient() {
 	c.watch.Reset(watchAfter)
 }
 
+// boundHead bounds the wait for u's answer by response_header, from when
+// the request was sent.
+func (c *frontConn) boundHead(u *directConn) {
+	if d := c.f.settings.responseHeader; d > 0 {
+		u.setReadDeadline(c.sent.Add(d))
+	}
+}
+
 // unwatchClient ends the watch, and reports whether the client left.
 func (c *frontConn) unwatchClient() bool {
 	if c.watch.Stop() {
@@ -212,6 +232,9 @@ func (c *frontConn) unwatchClient() bool {
 	}
 	c.nc.SetReadDeadline(time.Unix(1, 0)) // ends its wait
 	c.watching.Wait()
+	if u := c.upstream.Load(); u != nil {
+		u.setReadDeadline(time.Time{}) // the body may take its time
+	}
 	c.upstream.Store(nil)
 	return c.gone.Load()
 }
@@ -284,6 +307,7 @@ func (c *frontConn) serve() {
 		// deadline is set before the connection is marked idle, so that a
 		// shutdown's deadline (closeIfIdle) is never overwritten.
 		c.nc.SetReadDeadline(time.Now().Add(wait))
+		c.headDeadline = time.Time{} // a later request's runs from its first byte
 		if first {
 			c.headDeadline = time.Now().Add(wait)
 		}
@@ -479,6 +503,9 @@ func (c *frontConn) forward(buf []byte) bool {
 			break
 		}
 		c.upstream.Store(u)
+		if c.fired.Load() {
+			c.boundHead(u) // a retry, after the watch started
+		}
 		if c.gone.Load() {
 			err = errClientGone
 			u.nc.Close()
@@ -597,10 +624,6 @@ func (c *frontConn) writeUpstream(u *directConn, buf []byte) error {
 // readHead reads the upstream's response head into c.resp, passing 1xx
 // responses on to the client. The final head stays in u's buffer.
 func (c *frontConn) readHead(u *directConn) error {
-	if d := c.f.settings.responseHeader; d > 0 {
-		u.setReadDeadline(time.Now().Add(d))
-		defer u.setReadDeadline(time.Time{})
-	}
 	for {
 		b, err := c.peekHead(u)
 		if err != nil {
@@ -791,9 +814,16 @@ func (c *frontConn) finish(u *directConn, framed bool) {
 // writeDeadline bounds the writes to the client from now by write_timeout:
 // a client that stops reading fails them, and its upstream connection is
 // given up.
+//
+// The deadline moves only when it would move by an eighth of the timeout,
+// so that most requests on a busy connection set none: a stalled write is
+// still cut off within the timeout.
 func (c *frontConn) writeDeadline() {
 	if d := c.f.settings.writeTimeout; d > 0 {
-		c.nc.SetWriteDeadline(time.Now().Add(d))
+		if t := time.Now().Add(d); t.Sub(c.writeBy) > d/8 {
+			c.nc.SetWriteDeadline(t)
+			c.writeBy = t
+		}
 	}
 }
 

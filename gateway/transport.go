@@ -208,7 +208,7 @@ func (t *directTransport) get(ctx context.Context, pooled bool) (*directConn, er
 			t.idle[n-1] = nil
 			t.idle = t.idle[:n-1]
 			t.mu.Unlock()
-			if t.idleTimeout > 0 && now.Sub(c.idleAt) > t.idleTimeout || !alive(c.nc) {
+			if t.idleTimeout > 0 && now.Sub(c.idleAt) > t.idleTimeout || !c.peek.alive() {
 				c.nc.Close()
 				continue
 			}
@@ -220,7 +220,7 @@ func (t *directTransport) get(ctx context.Context, pooled bool) (*directConn, er
 	if err != nil {
 		return nil, err
 	}
-	c := &directConn{t: t, nc: nc}
+	c := &directConn{t: t, nc: nc, peek: newPeeker(nc)}
 	c.br = bufio.NewReaderSize(c, 4<<10)
 	c.bw = bufio.NewWriterSize(nc, 4<<10)
 	return c, nil
@@ -262,7 +262,8 @@ type directConn struct {
 	limit  int64 // bytes the reader may still take (the header bound)
 	got    int64 // bytes read since the request was written
 	reused bool
-	grown  bool // the fast path replaced br with a larger reader
+	grown  bool    // the fast path replaced br with a larger reader
+	peek   *peeker // checks the connection before it is reused
 	idleAt time.Time
 
 	mu        sync.Mutex // orders the deadline changes of cancel and roundTrip
