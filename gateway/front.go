@@ -22,7 +22,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratekeeper/ratekeeper/httplimit"
-	"github.com/ratekeeper/ratekeeper/internal/fastadmit"
 	"github.com/ratekeeper/ratekeeper/internal/metrics"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
@@ -54,6 +53,12 @@ type front struct {
 	handoff  *handoffListener
 	settings settings
 	accepted prometheus.Counter // connections the fast path read; may be nil
+	date     atomic.Pointer[cachedDate]
+	// onPanic is given a panic a connection recovered (which is logged
+	// too), and onHandOff is told of each hand-off to net/http; both for
+	// tests, and nil otherwise.
+	onPanic   func(any)
+	onHandOff func()
 
 	mu       sync.Mutex
 	conns    map[*frontConn]struct{}
@@ -290,8 +295,8 @@ func (c *frontConn) serve() {
 		// As net/http does for a handler: a panic ends this connection,
 		// not the gateway.
 		if p := recover(); p != nil {
-			if panicHook != nil {
-				panicHook(p)
+			if c.f.onPanic != nil {
+				c.f.onPanic(p)
 			}
 			buf := make([]byte, 64<<10)
 			buf = buf[:runtime.Stack(buf, false)]
@@ -379,18 +384,10 @@ func (c *frontConn) readRequest(first bool) (parseResult, error) {
 	}
 }
 
-// panicHook, when set (by tests), is given a panic the fast path
-// recovered, which would otherwise only be logged.
-var panicHook func(any)
-
-// handOffHook, when set (by tests, before any gateway starts), is told of
-// each connection the fast path hands to net/http, by listener address.
-var handOffHook func(net.Addr)
-
 // handOff gives the connection, with what is buffered unread, to net/http.
 func (c *frontConn) handOff() bool {
-	if handOffHook != nil {
-		handOffHook(c.f.handoff.addr)
+	if c.f.onHandOff != nil {
+		c.f.onHandOff()
 	}
 	c.nc.SetReadDeadline(time.Time{})
 	// net/http's header timeout runs on from where the fast path's was.
@@ -448,10 +445,10 @@ func (c *frontConn) serveRequest() (keep, deferred bool) {
 	r.ContentLength = int64(h.clen)
 	clear(c.w.h)
 	c.w.status, c.w.body = 0, c.w.body[:0]
-	switch fastadmit.Admit(c.f.mw, &c.w, r, c.set) {
-	case fastadmit.Deferred:
+	switch c.f.mw.Admit(&c.w, r, c.set) {
+	case httplimit.Deferred:
 		return false, true
-	case fastadmit.Answered:
+	case httplimit.Answered:
 		return c.answer(h.close), false
 	}
 	return c.forward(buf), false
@@ -468,7 +465,7 @@ func (c *frontConn) answer(closing bool) bool {
 	b := appendStatus(c.out[:0], w.status)
 	b = appendHeaderMap(b, w.h)
 	if _, ok := w.h["Date"]; !ok {
-		b = appendDate(b)
+		b = c.f.appendDate(b)
 	}
 	if _, ok := w.h["Content-Length"]; !ok {
 		b = append(b, "Content-Length: "...)
@@ -717,7 +714,7 @@ func (c *frontConn) responseHead(b []byte, clen int64, closing bool) []byte {
 	if r.code >= 200 {
 		out = appendHeaderMap(out, c.w.h)
 		if !r.hasDate {
-			out = appendDate(out)
+			out = c.f.appendDate(out)
 		}
 		if clen >= 0 {
 			out = append(out, "Content-Length: "...)
@@ -1113,12 +1110,12 @@ func appendHeaderMap(b []byte, h http.Header) []byte {
 }
 
 // appendDate appends a Date header; the text is made once a second.
-func appendDate(b []byte) []byte {
+func (f *front) appendDate(b []byte) []byte {
 	now := time.Now()
-	d := dateCache.Load()
+	d := f.date.Load()
 	if d == nil || d.sec != now.Unix() {
 		d = &cachedDate{sec: now.Unix(), text: "Date: " + now.UTC().Format(http.TimeFormat) + "\r\n"}
-		dateCache.Store(d)
+		f.date.Store(d)
 	}
 	return append(b, d.text...)
 }
@@ -1127,8 +1124,6 @@ type cachedDate struct {
 	sec  int64
 	text string
 }
-
-var dateCache atomic.Pointer[cachedDate]
 
 // handoffListener is the net/http server's listener: the connections the
 // fast path hands it.

@@ -31,12 +31,12 @@ import (
 // handed to net/http.
 var handOffs sync.Map
 
-func init() {
-	// A panic on the fast path must fail the tests, not end a connection
-	// quietly.
-	panicHook = func(p any) { panic(p) }
-	handOffHook = func(a net.Addr) {
-		v, _ := handOffs.LoadOrStore(a.String(), new(atomic.Int64))
+// hook makes a panic on g's fast path fail the tests, not end a
+// connection quietly, and counts g's hand-offs.
+func hook(g *Gateway) {
+	g.onPanic = func(p any) { panic(p) }
+	g.onHandOff = func() {
+		v, _ := handOffs.LoadOrStore(g.Addr().String(), new(atomic.Int64))
 		v.(*atomic.Int64).Add(1)
 	}
 }

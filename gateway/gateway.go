@@ -63,6 +63,11 @@ type Gateway struct {
 	ready     atomic.Bool
 	addr      atomic.Pointer[net.Addr]
 	adminAddr atomic.Pointer[net.Addr]
+
+	// Set by tests before Run: onPanic is given a panic the fast path
+	// recovered, onHandOff is told of each hand-off to net/http.
+	onPanic   func(any)
+	onHandOff func()
 }
 
 // Options adjust a Gateway beyond its file; zero values keep the file's.
@@ -265,7 +270,7 @@ func (g *Gateway) proxyTo(s string, direct bool) (*httputil.ReverseProxy, error)
 			}
 		},
 		Transport:  rt,
-		BufferPool: bufferPool{},
+		BufferPool: newBufferPool(),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				return // the client left: no one to answer
@@ -336,6 +341,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	if fast != nil {
 		fast.settings = g.settings
+		fast.onPanic, fast.onHandOff = g.onPanic, g.onHandOff
 		fast.accepted = g.metrics.ConnectionCounter("fast")
 		go func() { errc <- ignoreClosed(srv.Serve(fast.handoff)) }()
 		go func() { errc <- fast.serve(ln) }()
@@ -450,12 +456,14 @@ func (g *Gateway) reloadLocked() error {
 
 // bufferPool lends the proxy its copy buffers, which it would otherwise
 // allocate (32 KiB) per request.
-type bufferPool struct{}
+type bufferPool struct{ p *sync.Pool }
 
-var buffers = sync.Pool{New: func() any { return new([32 << 10]byte) }}
+func newBufferPool() bufferPool {
+	return bufferPool{&sync.Pool{New: func() any { return new([32 << 10]byte) }}}
+}
 
-func (bufferPool) Get() []byte  { return buffers.Get().(*[32 << 10]byte)[:] }
-func (bufferPool) Put(b []byte) { buffers.Put((*[32 << 10]byte)(b[:32<<10])) }
+func (b bufferPool) Get() []byte    { return b.p.Get().(*[32 << 10]byte)[:] }
+func (b bufferPool) Put(buf []byte) { b.p.Put((*[32 << 10]byte)(buf[:32<<10])) }
 
 // startFields are the fields read at start only.
 type startFields struct{ listen, admin, upstream, transport, client, store, bounds string }

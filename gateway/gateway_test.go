@@ -27,6 +27,7 @@ func newTestGateway(tb testing.TB, yaml string) *Gateway {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { g.store.Close() })
+	hook(g)
 	return g
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratekeeper/ratekeeper"
-	"github.com/ratekeeper/ratekeeper/internal/fastadmit"
 	"github.com/ratekeeper/ratekeeper/internal/metrics"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
@@ -260,40 +259,58 @@ type verdict struct {
 // a queue's delay; others are answered 429 (or 403) here.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if m.admit(w, r, nil) == fastadmit.Admitted {
+		if m.admit(w, r, nil) == Admitted {
 			next.ServeHTTP(w, r)
 		}
 	})
 }
 
-func init() {
-	fastadmit.Admit = func(mw any, w http.ResponseWriter, r *http.Request, set any) fastadmit.Result {
-		return mw.(*Middleware).admit(w, r, set.(*rules.Set))
-	}
+// Admission is what Admit did with a request.
+type Admission int
+
+const (
+	// Admitted: every rule allows the request; the rate limit headers are
+	// set on the writer's header map, and the caller serves the request.
+	Admitted Admission = iota
+	// Answered: the request was refused (429) or forbidden (403), and the
+	// answer is written.
+	Answered
+	// Deferred: a queue rule matches it, or the rules in use are no longer
+	// the set it was read for; nothing was taken or written, and the
+	// request should go to Handler instead.
+	Deferred
+)
+
+// Admit decides r as Handler does, for a server that reads requests
+// itself and cannot hold one (the gateway's fast path): a request that a
+// queue rule would hold, or that was read for set while the rules in use
+// changed (a reload), is Deferred before anything is taken.
+func (m *Middleware) Admit(w http.ResponseWriter, r *http.Request, set *rules.Set) Admission {
+	return m.admit(w, r, set)
 }
 
 // admit decides r. Refused, it answers on w; admitted, it sets the rate
 // limit headers on w and waits out a queue's delay. With a set (the fast
 // path), a request is Deferred, before anything is taken, when a queue
 // rule matches it or the rules in use are no longer set.
-func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Set) fastadmit.Result {
+func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Set) Admission {
 	s := m.pool.Get().(*scratch)
 	v := m.decide(r.Context(), r, s, set)
 	switch v.outcome {
 	case deferred:
 		s.reset()
 		m.pool.Put(s)
-		return fastadmit.Deferred
+		return Deferred
 	case forbid:
 		m.pool.Put(s)
 		writeForbidden(w)
-		return fastadmit.Answered
+		return Answered
 	case refuse:
 		m.writeHeaders(w.Header(), v, s)
 		name := s.matches[v.worst].Rule.Name
 		m.pool.Put(s)
 		writeTooMany(w, name, v.retry)
-		return fastadmit.Answered
+		return Answered
 	}
 	if len(s.matches) > 0 {
 		m.writeHeaders(w.Header(), v, s)
@@ -302,12 +319,12 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Se
 		if !m.hold(r.Context(), v.delay, s) {
 			s.reset()
 			m.pool.Put(s)
-			return fastadmit.Answered // the client left while queued: nothing to answer
+			return Answered // the client left while queued: nothing to answer
 		}
 	}
 	s.reset()
 	m.pool.Put(s)
-	return fastadmit.Admitted
+	return Admitted
 }
 
 // hold waits out a queued request's delay. When the client leaves first it
