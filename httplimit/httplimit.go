@@ -12,10 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/ratekeeper/ratekeeper"
-	"github.com/ratekeeper/ratekeeper/internal/metrics"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
 
@@ -26,7 +23,7 @@ type Middleware struct {
 	store   ratekeeper.Store
 	current atomic.Pointer[compiled]
 	logger  *slog.Logger
-	metrics *metrics.Metrics
+	metrics Metrics            // nil: none
 	headers *rules.HeaderStyle // nil: the set's
 	clock   ratekeeper.Clock   // nil: the store's
 	pool    sync.Pool
@@ -47,8 +44,43 @@ func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(m *Middleware) { m.logger = l })
 }
 
+// Metrics receives what the middleware decides; package promlimit
+// implements it with Prometheus. Its methods are called concurrently.
+type Metrics interface {
+	// Counter returns the counter of rule's decisions with result (one of
+	// the Result constants). The middleware asks once per rule and result
+	// when it takes a rules set, so a decision costs one Inc.
+	Counter(rule, result string) Counter
+	// QueueDelay records how long a queued request was held.
+	QueueDelay(d time.Duration)
+	// ForgetRule drops the counters of a rule a reload removed.
+	ForgetRule(rule string)
+}
+
+// Counter counts. It is an alias of the interface literal, so that a
+// metrics package satisfies Metrics without importing this one.
+type Counter = interface{ Inc() }
+
+// Results of a decision, as Metrics receives them.
+const (
+	// ResultAllowed: every limit let the request through.
+	ResultAllowed = "allowed"
+	// ResultLimited: the request was refused (429).
+	ResultLimited = "limited"
+	// ResultShadowLimited: a shadow rule would have refused it; it went
+	// through.
+	ResultShadowLimited = "shadow_limited"
+	// ResultQueued: the request was held for its slot, then went through.
+	ResultQueued = "queued"
+	// ResultForbidden: an access list refused it (403), under the rule
+	// name "access".
+	ResultForbidden = "forbidden"
+	// ResultError: the store failed; the request went through.
+	ResultError = "error"
+)
+
 // WithMetrics counts decisions by rule and result in mt. Default: none.
-func WithMetrics(mt *metrics.Metrics) Option {
+func WithMetrics(mt Metrics) Option {
 	return optionFunc(func(m *Middleware) { m.metrics = mt })
 }
 
@@ -130,9 +162,9 @@ type compiled struct {
 }
 
 type ruleInfo struct {
-	policy   string // the rule's RateLimit-Policy item
-	quoted   string // the rule's name as RateLimit writes it
-	counters [4]prometheus.Counter
+	policy   string     // the rule's RateLimit-Policy item
+	quoted   string     // the rule's name as RateLimit writes it
+	counters [4]Counter // nil without metrics
 }
 
 const (
@@ -156,12 +188,14 @@ func (m *Middleware) SetRules(set *rules.Set) {
 		q, w := quotaWindow(rl.Limit)
 		ri.quoted = strconv.Quote(rl.Name)
 		ri.policy = ri.quoted + ";q=" + strconv.Itoa(q) + ";w=" + strconv.FormatInt(w, 10)
-		for j, res := range []string{metrics.Allowed, metrics.Limited, metrics.ShadowLimited, metrics.Queued} {
-			ri.counters[j] = m.metrics.DecisionCounter(rl.Name, res)
+		if m.metrics != nil {
+			for j, res := range []string{ResultAllowed, ResultLimited, ResultShadowLimited, ResultQueued} {
+				ri.counters[j] = m.metrics.Counter(rl.Name, res)
+			}
 		}
 	}
 	old := m.current.Swap(c)
-	if old != nil {
+	if old != nil && m.metrics != nil {
 		for _, rl := range old.set.Rules {
 			if !slices.ContainsFunc(set.Rules, func(r *rules.Rule) bool { return r.Name == rl.Name }) {
 				m.metrics.ForgetRule(rl.Name)
@@ -364,7 +398,7 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 	}
 	v.ip = set.ClientIP().Addr(r)
 	if denied, exempt := set.Access(v.ip); denied {
-		m.metrics.Decision("access", metrics.Forbidden)
+		m.count("access", ResultForbidden)
 		v.outcome = forbid
 		return v
 	} else if exempt {
@@ -403,7 +437,7 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 			// can; an error that still reaches here must not take the API
 			// down with it.
 			m.logger.ErrorContext(ctx, "rate limit store failed; request allowed", "err", err)
-			m.metrics.Decision(s.matches[s.enforced[0]].Rule.Name, metrics.Error)
+			m.count(s.matches[s.enforced[0]].Rule.Name, ResultError)
 			s.reqs, s.decs, s.enforced = s.reqs[:0], s.decs[:0], s.enforced[:0]
 			s.matches = s.matches[:0]
 			return v
@@ -442,21 +476,21 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 		}
 		s.results[i] = d
 		if !d.Allowed {
-			metrics.Inc(c.rules[mt.Rule.Index].counters[cShadow])
+			inc(c.rules[mt.Rule.Index].counters[cShadow])
 			m.logger.InfoContext(ctx, "shadow rule would refuse", "rule", mt.Rule.Name, "client_ip", v.ip, "method", r.Method, "path", r.URL.Path, "retry_after", d.RetryAfter.String())
 		} else {
-			metrics.Inc(c.rules[mt.Rule.Index].counters[cAllowed])
+			inc(c.rules[mt.Rule.Index].counters[cAllowed])
 		}
 	}
 	for _, i := range s.enforced {
 		rl := s.matches[i].Rule
 		if rl.Mode == rules.Queue && s.results[i].Delay > 0 {
-			metrics.Inc(c.rules[rl.Index].counters[cQueued])
+			inc(c.rules[rl.Index].counters[cQueued])
 		} else {
-			metrics.Inc(c.rules[rl.Index].counters[cAllowed])
+			inc(c.rules[rl.Index].counters[cAllowed])
 		}
 	}
-	if v.delay > 0 {
+	if v.delay > 0 && m.metrics != nil {
 		m.metrics.QueueDelay(v.delay)
 	}
 	v.worst = mostRestrictive(s)
@@ -474,7 +508,7 @@ func (m *Middleware) refused(ctx context.Context, r *http.Request, v verdict, s 
 		if d.Allowed {
 			continue
 		}
-		metrics.Inc(v.c.rules[s.matches[i].Rule.Index].counters[cLimited])
+		inc(v.c.rules[s.matches[i].Rule.Index].counters[cLimited])
 		if v.worst < 0 || d.RetryAfter > v.retry {
 			v.worst, v.retry = i, d.RetryAfter
 		}
@@ -521,4 +555,17 @@ func mostRestrictive(s *scratch) int {
 		}
 	}
 	return best
+}
+
+// count counts one decision of a kind rare enough to look its counter up.
+func (m *Middleware) count(rule, result string) {
+	if m.metrics != nil {
+		m.metrics.Counter(rule, result).Inc()
+	}
+}
+
+func inc(c Counter) {
+	if c != nil {
+		c.Inc()
+	}
 }

@@ -8,30 +8,25 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/promlimit"
 )
 
-// Results of a decision, the values of the "result" label.
+// Results of a decision, the values of the "result" label (httplimit's
+// Result constants).
 const (
-	// Allowed: every limit let the request through.
-	Allowed = "allowed"
-	// Limited: the request was refused (429).
-	Limited = "limited"
-	// ShadowLimited: a shadow rule would have refused it; it went through.
+	Allowed       = "allowed"
+	Limited       = "limited"
 	ShadowLimited = "shadow_limited"
-	// Queued: the request was held for its slot, then went through.
-	Queued = "queued"
-	// Forbidden: an access list refused it (403).
-	Forbidden = "forbidden"
-	// Error: the store failed and the request was refused because of it.
-	Error = "error"
+	Queued        = "queued"
+	Forbidden     = "forbidden"
+	Error         = "error"
 )
 
 // Metrics is the set of ratekeeper's metrics on one registry. Its methods
 // are safe for concurrent use. A nil *Metrics records nothing, so code can
 // run without metrics.
 type Metrics struct {
-	decisions    *prometheus.CounterVec
-	queueDelay   prometheus.Histogram
+	decisions    *promlimit.Metrics // the middleware's, also rls's
 	storeLatency *prometheus.HistogramVec
 	storeErrors  *prometheus.CounterVec
 	reloads      *prometheus.CounterVec
@@ -46,15 +41,6 @@ type Metrics struct {
 // default registry's, by convention: pass a registry you own).
 func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ratekeeper_decisions_total",
-			Help: "Rate limit decisions by rule and result (allowed, limited, shadow_limited, queued, forbidden, error).",
-		}, []string{"rule", "result"}),
-		queueDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "ratekeeper_queue_delay_seconds",
-			Help:    "How long queued requests were held before proceeding.",
-			Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}),
 		storeLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "ratekeeper_store_duration_seconds",
 			Help:    "Latency of store calls by operation (take, take_all, refund).",
@@ -86,7 +72,12 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Client connections closed at once because their address held client.max_conns_per_ip already.",
 		}),
 	}
-	reg.MustRegister(m.decisions, m.queueDelay, m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.rules, m.connections, m.refusedConns)
+	dec, err := promlimit.New(reg)
+	if err != nil {
+		panic(err) // a fresh registry of the process's own: a programming error
+	}
+	m.decisions = dec
+	reg.MustRegister(m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.rules, m.connections, m.refusedConns)
 	return m
 }
 
@@ -103,7 +94,12 @@ func (m *Metrics) Decision(rule, result string) {
 	if m == nil {
 		return
 	}
-	m.decisions.WithLabelValues(rule, result).Inc()
+	m.decisions.PromCounter(rule, result).Inc()
+}
+
+// Counter is DecisionCounter for httplimit.Metrics, which m satisfies.
+func (m *Metrics) Counter(rule, result string) interface{ Inc() } {
+	return m.decisions.PromCounter(rule, result)
 }
 
 // DecisionCounter returns the counter of rule's decisions with result, so
@@ -113,7 +109,7 @@ func (m *Metrics) DecisionCounter(rule, result string) prometheus.Counter {
 	if m == nil {
 		return nil
 	}
-	return m.decisions.WithLabelValues(rule, result)
+	return m.decisions.PromCounter(rule, result)
 }
 
 // ForgetRule drops the decision series of a rule that no longer exists
@@ -122,7 +118,7 @@ func (m *Metrics) ForgetRule(rule string) {
 	if m == nil {
 		return
 	}
-	m.decisions.DeletePartialMatch(prometheus.Labels{"rule": rule})
+	m.decisions.ForgetRule(rule)
 }
 
 // ConnectionCounter returns the counter of client connections read by
@@ -155,7 +151,7 @@ func (m *Metrics) QueueDelay(d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.queueDelay.Observe(d.Seconds())
+	m.decisions.QueueDelay(d)
 }
 
 // Reload counts a configuration reload and, when it succeeded, records the

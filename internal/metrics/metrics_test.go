@@ -24,10 +24,10 @@ func TestDecisionsAndReloads(t *testing.T) {
 	Inc(m.DecisionCounter("r", Limited))
 	m.Reload(true, 3)
 	m.Reload(false, 0)
-	if got := testutil.ToFloat64(m.decisions.WithLabelValues("r", Allowed)); got != 1 {
+	if got := testutil.ToFloat64(m.decisions.PromCounter("r", Allowed)); got != 1 {
 		t.Errorf("allowed = %v", got)
 	}
-	if got := testutil.ToFloat64(m.decisions.WithLabelValues("r", Limited)); got != 1 {
+	if got := testutil.ToFloat64(m.decisions.PromCounter("r", Limited)); got != 1 {
 		t.Errorf("limited = %v", got)
 	}
 	if got := testutil.ToFloat64(m.reloads.WithLabelValues("failure")); got != 1 {
@@ -37,7 +37,7 @@ func TestDecisionsAndReloads(t *testing.T) {
 		t.Errorf("rules = %v", got)
 	}
 	m.ForgetRule("r")
-	if n := testutil.CollectAndCount(m.decisions); n != 0 {
+	if n, err := testutil.GatherAndCount(reg, "ratekeeper_decisions_total"); err != nil || n != 0 {
 		t.Errorf("%d series left after ForgetRule", n)
 	}
 	var nilM *Metrics

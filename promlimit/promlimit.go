@@ -1,0 +1,65 @@
+// Package promlimit reports the decisions of the httplimit middleware to
+// Prometheus, on a registry the caller gives: the series the gateway
+// exports, ratekeeper_decisions_total{rule,result} and
+// ratekeeper_queue_delay_seconds.
+//
+//	reg := prometheus.NewRegistry()
+//	pm, err := promlimit.New(reg)
+//	...
+//	mw, err := httplimit.New(store, set, httplimit.WithMetrics(pm))
+package promlimit
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics is httplimit.Metrics on Prometheus (it does not import
+// httplimit, so that the gateway's own metrics can build on it). It is
+// safe for concurrent use.
+type Metrics struct {
+	decisions  *prometheus.CounterVec
+	queueDelay prometheus.Histogram
+}
+
+// New creates the metrics and registers them on reg. It fails, rather
+// than panics, when reg has them already.
+func New(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekeeper_decisions_total",
+			Help: "Rate limit decisions by rule and result (allowed, limited, shadow_limited, queued, forbidden, error).",
+		}, []string{"rule", "result"}),
+		queueDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ratekeeper_queue_delay_seconds",
+			Help:    "How long queued requests were held before proceeding.",
+			Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.decisions, m.queueDelay} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Counter returns the counter of rule's decisions with result.
+func (m *Metrics) Counter(rule, result string) interface{ Inc() } {
+	return m.PromCounter(rule, result)
+}
+
+// PromCounter is Counter as a prometheus.Counter, for callers that read it.
+func (m *Metrics) PromCounter(rule, result string) prometheus.Counter {
+	return m.decisions.WithLabelValues(rule, result)
+}
+
+// ForgetRule drops the series of a rule that no longer exists (after a
+// reload), so that dashboards do not show it forever.
+func (m *Metrics) ForgetRule(rule string) {
+	m.decisions.DeletePartialMatch(prometheus.Labels{"rule": rule})
+}
+
+// QueueDelay records how long a queued request was held.
+func (m *Metrics) QueueDelay(d time.Duration) { m.queueDelay.Observe(d.Seconds()) }
