@@ -86,25 +86,23 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // wrapping ErrCost.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Decision, error) {
 	if l.bound != nil && l.clock == nil && uint(n) <= uint(l.capacity) {
-		// The hot path, one call shorter.
+		// The common case, one call shorter.
 		return l.bound.Take(ctx, key, n, false, time.Time{})
 	}
 	return l.take(ctx, key, n, false)
 }
 
-// take is the hot path of AllowN and ReserveN.
+// take is AllowN and ReserveN when the shortest path does not apply: a
+// cost to check, an injected clock, or a store not bound.
 func (l *Limiter) take(ctx context.Context, key string, n int, reserve bool) (Decision, error) {
-	if uint(n) > uint(l.capacity) {
-		return Decision{}, l.costError(n)
-	}
-	var now time.Time
-	if l.clock != nil {
-		now = l.clock.Now()
+	req, err := l.request(key, n, reserve)
+	if err != nil {
+		return Decision{}, err
 	}
 	if l.bound != nil {
-		return l.bound.Take(ctx, key, n, reserve, now)
+		return l.bound.Take(ctx, key, n, reserve, req.Now)
 	}
-	return l.store.Take(ctx, Request{Key: key, Limit: l.limit, N: n, Reserve: reserve, Now: now})
+	return l.store.Take(ctx, req)
 }
 
 // Reserve is ReserveN(ctx, key, 1).

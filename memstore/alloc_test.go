@@ -146,11 +146,14 @@ func TestStoreClockFollowsWallClock(t *testing.T) {
 func TestPrepareSlotsCompareWholeLimit(t *testing.T) {
 	s := New()
 	defer s.Close()
+	// Two limits of different algorithms in one slot, found rather than
+	// assumed, so that the test cannot pass by skipping.
 	fixed := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 5, Period: time.Second}
-	bucket := fixed
-	bucket.Algorithm = ratekeeper.TokenBucket
+	bucket := ratekeeper.Limit{Algorithm: ratekeeper.TokenBucket, Period: time.Second}
+	for bucket.Rate = 1; bucket.Rate < 1<<16 && recentSlot(&bucket) != recentSlot(&fixed); bucket.Rate++ {
+	}
 	if recentSlot(&fixed) != recentSlot(&bucket) {
-		t.Skip("the two limits no longer share a slot")
+		t.Fatal("no token bucket limit shares the fixed window's slot")
 	}
 	for range 3 {
 		if k := s.prepare(&fixed).kind(false); k != kindFixed {

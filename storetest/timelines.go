@@ -13,8 +13,8 @@ const (
 	min = time.Minute
 )
 
-// Timelines returns the conformance timelines: every worked example of
-// DESIGN.md (and docs/algorithms.md), exact retry-after and reset-after at
+// Timelines returns the conformance timelines: every worked example of the
+// algorithms' exact semantics (docs/algorithms.md), exact retry-after and reset-after at
 // the microsecond, rates that do not divide their period, costs above one,
 // clocks that step back, refunds and cancels.
 func Timelines() []Timeline {

@@ -7,7 +7,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -635,7 +634,6 @@ func TestE2ECheck(t *testing.T) {
 	if cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), "bad.yaml:3: rules[0].limit.period") {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	_ = context.Background
 }
 
 // TestE2EStandardClientTransport runs the tests of what clients and the
