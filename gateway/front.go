@@ -84,7 +84,7 @@ func newFront(mw *httplimit.Middleware, up *directTransport, target *url.URL, lo
 		host:     target.Host,
 		logger:   logger,
 		handoff:  newHandoffListener(addr),
-		settings: settingsOf(&rules.Config{}),
+		settings: settingsOf(&Config{}),
 		conns:    map[*frontConn]struct{}{},
 	}
 }

@@ -55,10 +55,10 @@ type Gateway struct {
 	settings settings
 	headers  atomic.Pointer[ruleHeaders] // the headers the rules read
 
-	cfg   *rules.Config // the config being served; guarded by mu
-	file  startFields   // the file's start-only fields as last read
-	mu    sync.Mutex    // serialises reloads
-	fileK fileKey       // what the file looked like when last loaded
+	cfg   *Config     // the config being served; guarded by mu
+	file  startFields // the file's start-only fields as last read
+	mu    sync.Mutex  // serialises reloads
+	fileK fileKey     // what the file looked like when last loaded
 
 	ready     atomic.Bool
 	addr      atomic.Pointer[net.Addr]
@@ -96,7 +96,7 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := rules.LoadFile(path)
+	cfg, err := LoadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 	if o.Store.Instances != 0 {
 		cfg.Store.Instances = o.Store.Instances
 	}
-	set, err := rules.Compile(cfg)
+	set, err := rules.Compile(&cfg.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -421,10 +421,10 @@ func (g *Gateway) Reload() error {
 }
 
 func (g *Gateway) reloadLocked() error {
-	cfg, err := rules.LoadFile(g.path)
+	cfg, err := LoadFile(g.path)
 	if err == nil {
 		var set *rules.Set
-		if set, err = rules.Compile(cfg); err == nil {
+		if set, err = rules.Compile(&cfg.Config); err == nil {
 			old, was, now := g.cfg, g.file, startOnly(cfg)
 			for _, f := range []struct{ name, was, now string }{
 				{"listen", was.listen, now.listen},
@@ -468,7 +468,7 @@ func (b bufferPool) Put(buf []byte) { b.p.Put((*[32 << 10]byte)(buf[:32<<10])) }
 // startFields are the fields read at start only.
 type startFields struct{ listen, admin, upstream, transport, client, store, bounds string }
 
-func startOnly(c *rules.Config) startFields {
+func startOnly(c *Config) startFields {
 	return startFields{c.Listen, c.AdminListen, c.Upstream, c.UpstreamTransport, c.ClientTransport, c.Store.String(),
 		fmt.Sprintf("%+v %+v %+v", c.Paths, c.Client, c.UpstreamTimeouts)}
 }

@@ -65,7 +65,7 @@ const (
 	DefaultUpstreamIdleTimeout   = 60 * time.Second
 )
 
-func settingsOf(c *rules.Config) settings {
+func settingsOf(c *Config) settings {
 	or := func(d rules.Duration, def time.Duration) time.Duration {
 		if d == 0 {
 			return def

@@ -4,10 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -23,60 +21,6 @@ func (c *Config) build() (*Set, []*Error) {
 	}
 	s := &Set{Config: c}
 
-	if c.Upstream != "" && c.Upstream != "builtin:demo" {
-		u, err := url.Parse(c.Upstream)
-		switch {
-		case err != nil:
-			fail("upstream", "%v", err)
-		case u.Scheme != "http" && u.Scheme != "https":
-			fail("upstream", "%q: use http://host:port, https://host:port or builtin:demo", c.Upstream)
-		case u.Host == "":
-			fail("upstream", "%q has no host", c.Upstream)
-		}
-	}
-	switch c.UpstreamTransport {
-	case "", "direct", "standard":
-	default:
-		fail("upstream_transport", "%q: use direct or standard", c.UpstreamTransport)
-	}
-	switch c.ClientTransport {
-	case "", "fast", "standard":
-	default:
-		fail("client_transport", "%q: use fast or standard", c.ClientTransport)
-	}
-	for _, f := range []struct{ name, addr string }{{"listen", c.Listen}, {"admin_listen", c.AdminListen}} {
-		if f.addr != "" {
-			if _, _, err := net.SplitHostPort(f.addr); err != nil {
-				fail(f.name, "%q is not host:port: %v", f.addr, err)
-			}
-		}
-	}
-	for _, d := range []struct {
-		field string
-		d     Duration
-	}{
-		{"shutdown_timeout", c.ShutdownTimeout},
-		{"client.read_header_timeout", c.Client.ReadHeaderTimeout},
-		{"client.idle_timeout", c.Client.IdleTimeout},
-		{"client.body_timeout", c.Client.BodyTimeout},
-		{"client.write_timeout", c.Client.WriteTimeout},
-		{"upstream_timeouts.dial", c.UpstreamTimeouts.Dial},
-		{"upstream_timeouts.response_header", c.UpstreamTimeouts.ResponseHeader},
-		{"upstream_timeouts.idle", c.UpstreamTimeouts.Idle},
-	} {
-		if d.d < 0 {
-			fail(d.field, "must not be negative")
-		}
-	}
-	if c.Client.BodyBuffer < -1 {
-		fail("client.body_buffer", "%d: use a size in bytes, 0 for the default or -1 to stream every body", c.Client.BodyBuffer)
-	}
-	if c.Client.MaxConnsPerIP < -1 {
-		fail("client.max_conns_per_ip", "%d: use a count, 0 for the default or -1 for no cap", c.Client.MaxConnsPerIP)
-	}
-	if err := c.Store.Validate(); err != nil {
-		fail("store", "%v", err)
-	}
 	var err error
 	if s.Headers, err = ParseHeaderStyle(c.Headers); err != nil {
 		fail("headers", "%v", err)

@@ -1,10 +1,7 @@
 package rules
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"regexp"
 	"strconv"
@@ -14,48 +11,13 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ratekeeper/ratekeeper/internal/configerr"
-	"github.com/ratekeeper/ratekeeper/internal/storeconfig"
+	"github.com/ratekeeper/ratekeeper/internal/yamlconf"
 )
 
-// Config is a whole configuration file as written. Listen, AdminListen,
-// Upstream, UpstreamTransport, ClientTransport, ShutdownTimeout and Watch
-// are read by the gateway (ratekeeper proxy) only; the middleware ignores
-// them.
+// Config is a rules file as written: how clients are found, the access
+// lists, the header style and the rules. The gateway's file
+// (gateway.Config) is this with the gateway's own fields beside it.
 type Config struct {
-	// Listen is the gateway's address, default 127.0.0.1:8080.
-	Listen string `yaml:"listen"`
-	// AdminListen serves /metrics, /healthz and /readyz; empty: none.
-	AdminListen string `yaml:"admin_listen"`
-	// Upstream is the URL of the API behind the gateway, or "builtin:demo"
-	// for the small demo API built into the binary.
-	Upstream string `yaml:"upstream"`
-	// UpstreamTransport is how the gateway sends requests to a plain-HTTP
-	// upstream: "direct" (default) on the request's own goroutine over its
-	// own pool of keep-alive connections, or "standard" through Go's
-	// http.Transport for every request. HTTPS upstreams, upgrades and
-	// "Expect: 100-continue" always take http.Transport.
-	UpstreamTransport string `yaml:"upstream_transport"`
-	// ClientTransport is how the gateway reads requests from clients:
-	// "fast" (default) serves plain HTTP/1.1 requests on its own fast path
-	// and hands every other connection to Go's net/http server, "standard"
-	// gives every connection to net/http. The fast path needs the direct
-	// upstream transport; with "standard" there, or an HTTPS upstream, or
-	// the demo, every connection goes to net/http.
-	ClientTransport string `yaml:"client_transport"`
-	// ShutdownTimeout bounds how long a graceful shutdown waits for
-	// in-flight requests, default 30s.
-	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
-	// Watch is how often the gateway looks for a changed file (0: the
-	// default 2s; negative: never, SIGHUP only).
-	Watch Duration `yaml:"watch"`
-	// Paths says how the gateway treats request paths.
-	Paths PathsConfig `yaml:"paths"`
-	// Client bounds the gateway's client connections.
-	Client ClientConfig `yaml:"client"`
-	// UpstreamTimeouts bounds the gateway's work with the upstream.
-	UpstreamTimeouts UpstreamTimeoutsConfig `yaml:"upstream_timeouts"`
-	// Store selects the store: memory:// by default.
-	Store storeconfig.Config `yaml:"store"`
 	// ClientIP says how the client's address is found.
 	ClientIP ClientIPConfig `yaml:"client_ip"`
 	// Access holds the CIDR lists checked before any rule.
@@ -65,56 +27,6 @@ type Config struct {
 	Headers string `yaml:"headers"`
 	// Rules are the limits; a request falls under every rule it matches.
 	Rules []RuleConfig `yaml:"rules"`
-}
-
-// PathsConfig says how the gateway treats request paths (read at start).
-// The gateway forwards the normalized path that the rules saw (see
-// NormalizePath) and refuses ambiguous ones with 400.
-type PathsConfig struct {
-	// AllowEncodedSlash forwards an encoded slash or backslash (%2F, %5C)
-	// encoded, for APIs whose identifiers hold one, instead of refusing
-	// the request; rules match it as a slash. Default false.
-	AllowEncodedSlash bool `yaml:"allow_encoded_slash"`
-}
-
-// ClientConfig bounds the gateway's client connections, on every client
-// path alike (read at start). Zero durations take the defaults.
-type ClientConfig struct {
-	// ReadHeaderTimeout is how long a request head (and on the fast path
-	// its small body) may take to arrive, from the connection's start or
-	// the end of the previous request. Default 10s.
-	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
-	// IdleTimeout is how long a keep-alive connection may wait for its
-	// next request. Default 60s.
-	IdleTimeout Duration `yaml:"idle_timeout"`
-	// BodyTimeout is the longest pause while a request body is read.
-	// Default 30s.
-	BodyTimeout Duration `yaml:"body_timeout"`
-	// WriteTimeout is the longest a write of the answer to the client may
-	// stall: a client that stops reading frees its upstream connection
-	// after it. Default 60s.
-	WriteTimeout Duration `yaml:"write_timeout"`
-	// BodyBuffer is the size in bytes up to which a request body is read
-	// whole before the upstream is asked, so that a slow client holds no
-	// upstream connection. Default 65536; -1 streams every body.
-	BodyBuffer int `yaml:"body_buffer"`
-	// MaxConnsPerIP caps the connections one client address (masked by
-	// client_ip's prefixes) may hold open; trusted proxies are exempt.
-	// Default 1024; -1 turns the cap off.
-	MaxConnsPerIP int `yaml:"max_conns_per_ip"`
-}
-
-// UpstreamTimeoutsConfig bounds the gateway's work with the upstream (read
-// at start). Zero takes the default.
-type UpstreamTimeoutsConfig struct {
-	// Dial bounds opening a connection to the upstream. Default 10s.
-	Dial Duration `yaml:"dial"`
-	// ResponseHeader bounds the wait for the upstream's response head
-	// once the request is sent. Default 60s.
-	ResponseHeader Duration `yaml:"response_header"`
-	// Idle is how long an unused keep-alive connection to the upstream is
-	// kept. Default 60s.
-	Idle Duration `yaml:"idle"`
 }
 
 // ClientIPConfig says whom to believe about the client's address.
@@ -278,9 +190,6 @@ func kindName(k yaml.Kind) string {
 // type.
 type Error = configerr.Error
 
-// maxFileSize bounds what Parse reads: no sensible rules file is bigger.
-const maxFileSize = 4 << 20
-
 // LoadFile reads, decodes and validates the configuration file at path.
 // Every problem found is reported (joined), each as an *Error.
 func LoadFile(path string) (*Config, error) {
@@ -294,165 +203,9 @@ func LoadFile(path string) (*Config, error) {
 // Parse decodes and validates a configuration; name (a file name) only
 // labels errors.
 func Parse(name string, data []byte) (*Config, error) {
-	if len(data) > maxFileSize {
-		return nil, &Error{File: name, Err: fmt.Errorf("file is larger than %d bytes", maxFileSize)}
-	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, yamlError(name, nil, err)
-	}
-	pos := indexPositions(&root)
 	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	var out []error
-	bad := map[string]bool{}                                          // fields that did not decode
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // EOF: an empty file
-		var te *yaml.TypeError
-		if !errors.As(err, &te) {
-			return nil, yamlError(name, pos, err) // not YAML, or not a mapping
-		}
-		// yaml.v3 decodes what it can around type errors: report them
-		// and go on validating the rest.
-		for _, e := range yamlErrors(name, pos, te.Errors) {
-			out = append(out, e)
-			bad[e.Field] = true
-		}
+	if err := yamlconf.Decode(name, data, &c, func() []*Error { _, errs := c.build(); return errs }); err != nil {
+		return nil, err
 	}
-	_, errs := c.build()
-	for _, e := range errs {
-		if bad[e.Field] {
-			continue // its zero value is not the user's mistake
-		}
-		e.File = name
-		e.Line = pos.line(e.Field)
-		out = append(out, e)
-	}
-	if len(out) == 0 {
-		return &c, nil
-	}
-	return nil, errors.Join(out...)
-}
-
-var yamlLine = regexp.MustCompile(`^(?:yaml: )?line ([0-9]+): (.*)$`)
-
-// yamlError turns yaml.v3's errors into *Errors naming file, line and, for
-// type errors, the field.
-func yamlError(name string, pos *positions, err error) error {
-	var te *yaml.TypeError
-	msgs := []string{err.Error()}
-	if errors.As(err, &te) {
-		msgs = te.Errors
-	}
-	var out []error
-	for _, e := range yamlErrors(name, pos, msgs) {
-		out = append(out, e)
-	}
-	return errors.Join(out...)
-}
-
-func yamlErrors(name string, pos *positions, msgs []string) []*Error {
-	out := make([]*Error, 0, len(msgs))
-	for _, m := range msgs {
-		e := &Error{File: name, Err: errors.New(m)}
-		if g := yamlLine.FindStringSubmatch(m); g != nil {
-			e.Line, _ = strconv.Atoi(g[1])
-			e.Err = errors.New(g[2])
-			if pos != nil {
-				e.Field = pos.fieldAt(e.Line, e.Err.Error())
-			}
-		}
-		out = append(out, e)
-	}
-	return out
-}
-
-// positions maps field paths of a YAML document to their lines.
-type positions struct {
-	lines  map[string]int
-	byLine map[int][]posEntry
-}
-
-// posEntry is a field on a line, with the text it was found by: a key's name
-// or a scalar value.
-type posEntry struct {
-	path, text string
-}
-
-func indexPositions(root *yaml.Node) *positions {
-	p := &positions{lines: map[string]int{}, byLine: map[int][]posEntry{}}
-	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
-		p.walk(root.Content[0], "")
-	}
-	return p
-}
-
-func (p *positions) walk(n *yaml.Node, path string) {
-	switch n.Kind {
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			child := k.Value
-			if path != "" {
-				child = path + "." + k.Value
-			}
-			p.lines[child] = k.Line
-			p.byLine[k.Line] = append(p.byLine[k.Line], posEntry{child, k.Value})
-			if v.Kind == yaml.ScalarNode {
-				p.byLine[v.Line] = append(p.byLine[v.Line], posEntry{child, v.Value})
-			}
-			p.walk(v, child)
-		}
-	case yaml.SequenceNode:
-		for i, c := range n.Content {
-			child := fmt.Sprintf("%s[%d]", path, i)
-			p.lines[child] = c.Line
-			if c.Kind == yaml.ScalarNode {
-				p.byLine[c.Line] = append(p.byLine[c.Line], posEntry{child, c.Value})
-			}
-			p.walk(c, child)
-		}
-	}
-}
-
-// line finds the line of field, or of its nearest written ancestor.
-func (p *positions) line(field string) int {
-	for f := field; f != ""; {
-		if l, ok := p.lines[f]; ok {
-			return l
-		}
-		i := strings.LastIndexAny(f, ".[")
-		if i < 0 {
-			break
-		}
-		f = f[:i]
-	}
-	return 0
-}
-
-var quoted = regexp.MustCompile("`([^`]*)`|\"([^\"]*)\"|field ([^ ]+) not found")
-
-// fieldAt names the field an error message on line is about: the one whose
-// key or value the message quotes, or the only one on the line.
-func (p *positions) fieldAt(line int, msg string) string {
-	es := p.byLine[line]
-	if m := quoted.FindStringSubmatch(msg); m != nil {
-		text := m[1] + m[2] + m[3]
-		if m[3] != "" { // an unknown field: name its parent and itself
-			for _, e := range es {
-				if e.text == text {
-					return e.path
-				}
-			}
-		}
-		for i := len(es) - 1; i >= 0; i-- {
-			if es[i].text == text {
-				return es[i].path
-			}
-		}
-	}
-	if len(es) > 0 && es[0].path == es[len(es)-1].path {
-		return es[0].path
-	}
-	return ""
+	return &c, nil
 }

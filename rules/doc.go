@@ -1,7 +1,10 @@
-// Package rules is ratekeeper's configuration: the YAML schema of a rules
-// file, its strict decoding and validation (every error names the file, the
-// line and the field), and the compiled form that matches requests to rules
-// and extracts their keys.
+// Package rules is the rules file: its YAML schema (client_ip, access,
+// headers, rules), its strict decoding and validation (every error names
+// the file, the line and the field), and the compiled form that matches
+// requests to rules and extracts their keys, from one view of each request
+// (path.go). It depends on the root package, the standard library and the
+// YAML decoder only; the gateway's file (gateway.Config) holds a rules file
+// beside its own fields.
 //
 // A request falls under every rule whose match it satisfies; the caller
 // (package httplimit) decides them all at once. Each rule's keys start with

@@ -361,6 +361,14 @@ func (c *Config) Validate() error {
 	return err
 }
 
+// Problems lists every problem in c, each an *Error with the path of its
+// field and no file or line: for a decoder of a file that holds a rules
+// file's fields among others (the gateway's).
+func (c *Config) Problems() []*Error {
+	_, errs := c.build()
+	return errs
+}
+
 // ClientIP returns the resolver of client addresses.
 func (s *Set) ClientIP() ClientIP { return s.clientIP }
 

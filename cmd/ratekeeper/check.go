@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/ratekeeper/ratekeeper/gateway"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
 
@@ -31,10 +32,10 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		fs.Usage()
 		return usageError{errors.New("--config FILE is required, and no arguments")}
 	}
-	c, err := rules.LoadFile(*config)
+	c, err := gateway.LoadFile(*config)
 	var set *rules.Set
 	if err == nil {
-		set, err = rules.Compile(c)
+		set, err = rules.Compile(&c.Config)
 	}
 	if err != nil {
 		var joined interface{ Unwrap() []error }
@@ -52,7 +53,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
-func printConfig(w io.Writer, c *rules.Config, set *rules.Set) {
+func printConfig(w io.Writer, c *gateway.Config, set *rules.Set) {
 	or := func(s, def string) string {
 		if s == "" {
 			return def

@@ -1,0 +1,199 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+
+	"github.com/ratekeeper/ratekeeper/internal/storeconfig"
+	"github.com/ratekeeper/ratekeeper/internal/yamlconf"
+	"github.com/ratekeeper/ratekeeper/rules"
+)
+
+// Config is the gateway's file (ratekeeper proxy --config): the fields
+// of a rules file (rules.Config: client_ip, access, headers, rules) and the
+// gateway's own beside them.
+type Config struct {
+	// Listen is the gateway's address, default 127.0.0.1:8080.
+	Listen string `yaml:"listen"`
+	// AdminListen serves /metrics, /healthz and /readyz; empty: none.
+	AdminListen string `yaml:"admin_listen"`
+	// Upstream is the URL of the API behind the gateway, or "builtin:demo"
+	// for the small demo API built into the binary.
+	Upstream string `yaml:"upstream"`
+	// UpstreamTransport is how the gateway sends requests to a plain-HTTP
+	// upstream: "direct" (default) on the request's own goroutine over its
+	// own pool of keep-alive connections, or "standard" through Go's
+	// http.Transport for every request. HTTPS upstreams, upgrades and
+	// "Expect: 100-continue" always take http.Transport.
+	UpstreamTransport string `yaml:"upstream_transport"`
+	// ClientTransport is how the gateway reads requests from clients:
+	// "fast" (default) serves plain HTTP/1.1 requests on its own fast path
+	// and hands every other connection to Go's net/http server, "standard"
+	// gives every connection to net/http. The fast path needs the direct
+	// upstream transport; with "standard" there, or an HTTPS upstream, or
+	// the demo, every connection goes to net/http.
+	ClientTransport string `yaml:"client_transport"`
+	// ShutdownTimeout bounds how long a graceful shutdown waits for
+	// in-flight requests, default 30s.
+	ShutdownTimeout rules.Duration `yaml:"shutdown_timeout"`
+	// Watch is how often the gateway looks for a changed file (0: the
+	// default 2s; negative: never, SIGHUP only).
+	Watch rules.Duration `yaml:"watch"`
+	// Paths says how the gateway treats request paths.
+	Paths PathsConfig `yaml:"paths"`
+	// Client bounds the gateway's client connections.
+	Client ClientConfig `yaml:"client"`
+	// UpstreamTimeouts bounds the gateway's work with the upstream.
+	UpstreamTimeouts UpstreamTimeoutsConfig `yaml:"upstream_timeouts"`
+	// Store selects the store: memory:// by default.
+	Store storeconfig.Config `yaml:"store"`
+
+	rules.Config `yaml:",inline"`
+}
+
+// PathsConfig says how the gateway treats request paths (read at start).
+// The gateway forwards the normalized path that the rules saw (see
+// NormalizePath) and refuses ambiguous ones with 400.
+type PathsConfig struct {
+	// AllowEncodedSlash forwards an encoded slash or backslash (%2F, %5C)
+	// encoded, for APIs whose identifiers hold one, instead of refusing
+	// the request; rules match it as a slash. Default false.
+	AllowEncodedSlash bool `yaml:"allow_encoded_slash"`
+}
+
+// ClientConfig bounds the gateway's client connections, on every client
+// path alike (read at start). Zero durations take the defaults.
+type ClientConfig struct {
+	// ReadHeaderTimeout is how long a request head (and on the fast path
+	// its small body) may take to arrive, from the connection's start or
+	// the end of the previous request. Default 10s.
+	ReadHeaderTimeout rules.Duration `yaml:"read_header_timeout"`
+	// IdleTimeout is how long a keep-alive connection may wait for its
+	// next request. Default 60s.
+	IdleTimeout rules.Duration `yaml:"idle_timeout"`
+	// BodyTimeout is the longest pause while a request body is read.
+	// Default 30s.
+	BodyTimeout rules.Duration `yaml:"body_timeout"`
+	// WriteTimeout is the longest a write of the answer to the client may
+	// stall: a client that stops reading frees its upstream connection
+	// after it. Default 60s.
+	WriteTimeout rules.Duration `yaml:"write_timeout"`
+	// BodyBuffer is the size in bytes up to which a request body is read
+	// whole before the upstream is asked, so that a slow client holds no
+	// upstream connection. Default 65536; -1 streams every body.
+	BodyBuffer int `yaml:"body_buffer"`
+	// MaxConnsPerIP caps the connections one client address (masked by
+	// client_ip's prefixes) may hold open; trusted proxies are exempt.
+	// Default 1024; -1 turns the cap off.
+	MaxConnsPerIP int `yaml:"max_conns_per_ip"`
+}
+
+// UpstreamTimeoutsConfig bounds the gateway's work with the upstream (read
+// at start). Zero takes the default.
+type UpstreamTimeoutsConfig struct {
+	// Dial bounds opening a connection to the upstream. Default 10s.
+	Dial rules.Duration `yaml:"dial"`
+	// ResponseHeader bounds the wait for the upstream's response head
+	// once the request is sent. Default 60s.
+	ResponseHeader rules.Duration `yaml:"response_header"`
+	// Idle is how long an unused keep-alive connection to the upstream is
+	// kept. Default 60s.
+	Idle rules.Duration `yaml:"idle"`
+}
+
+// LoadFile reads, decodes and validates the gateway's file at path. Every
+// problem found is reported (joined), each as a *rules.Error naming the
+// file, the line and the field.
+func LoadFile(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, b)
+}
+
+// Parse decodes and validates a gateway file; name only labels errors.
+func Parse(name string, data []byte) (*Config, error) {
+	var c Config
+	if err := yamlconf.Decode(name, data, &c, c.problems); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Validate reports every problem in c (without lines: use Parse for
+// those).
+func (c *Config) Validate() error {
+	var out []error
+	for _, e := range c.problems() {
+		out = append(out, e)
+	}
+	return errors.Join(out...)
+}
+
+// problems lists what is wrong with the gateway's fields, then with the
+// rules, each by the path of its field.
+func (c *Config) problems() []*rules.Error {
+	var errs []*rules.Error
+	fail := func(field string, format string, args ...any) {
+		errs = append(errs, &rules.Error{Field: field, Err: fmt.Errorf(format, args...)})
+	}
+	if c.Upstream != "" && c.Upstream != "builtin:demo" {
+		u, err := url.Parse(c.Upstream)
+		switch {
+		case err != nil:
+			fail("upstream", "%v", err)
+		case u.Scheme != "http" && u.Scheme != "https":
+			fail("upstream", "%q: use http://host:port, https://host:port or builtin:demo", c.Upstream)
+		case u.Host == "":
+			fail("upstream", "%q has no host", c.Upstream)
+		}
+	}
+	switch c.UpstreamTransport {
+	case "", "direct", "standard":
+	default:
+		fail("upstream_transport", "%q: use direct or standard", c.UpstreamTransport)
+	}
+	switch c.ClientTransport {
+	case "", "fast", "standard":
+	default:
+		fail("client_transport", "%q: use fast or standard", c.ClientTransport)
+	}
+	for _, f := range []struct{ name, addr string }{{"listen", c.Listen}, {"admin_listen", c.AdminListen}} {
+		if f.addr != "" {
+			if _, _, err := net.SplitHostPort(f.addr); err != nil {
+				fail(f.name, "%q is not host:port: %v", f.addr, err)
+			}
+		}
+	}
+	for _, d := range []struct {
+		field string
+		d     rules.Duration
+	}{
+		{"shutdown_timeout", c.ShutdownTimeout},
+		{"client.read_header_timeout", c.Client.ReadHeaderTimeout},
+		{"client.idle_timeout", c.Client.IdleTimeout},
+		{"client.body_timeout", c.Client.BodyTimeout},
+		{"client.write_timeout", c.Client.WriteTimeout},
+		{"upstream_timeouts.dial", c.UpstreamTimeouts.Dial},
+		{"upstream_timeouts.response_header", c.UpstreamTimeouts.ResponseHeader},
+		{"upstream_timeouts.idle", c.UpstreamTimeouts.Idle},
+	} {
+		if d.d < 0 {
+			fail(d.field, "must not be negative")
+		}
+	}
+	if c.Client.BodyBuffer < -1 {
+		fail("client.body_buffer", "%d: use a size in bytes, 0 for the default or -1 to stream every body", c.Client.BodyBuffer)
+	}
+	if c.Client.MaxConnsPerIP < -1 {
+		fail("client.max_conns_per_ip", "%d: use a count, 0 for the default or -1 for no cap", c.Client.MaxConnsPerIP)
+	}
+	if err := c.Store.Validate(); err != nil {
+		fail("store", "%v", err)
+	}
+	return append(errs, c.Config.Problems()...)
+}

@@ -1,0 +1,55 @@
+package gateway
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/rules"
+)
+
+// TestConfigFile reads a whole gateway file: the gateway's fields and a
+// rules file's, side by side in one mapping.
+func TestConfigFile(t *testing.T) {
+	c, err := LoadFile("testdata/gateway.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:8080" || c.Upstream != "http://127.0.0.1:3000" || time.Duration(c.Store.Timeout) != 50*time.Millisecond {
+		t.Errorf("gateway fields: %+v", c)
+	}
+	set, err := rules.Compile(&c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Rules) != 4 || len(c.ClientIP.TrustedProxies) != 1 {
+		t.Errorf("rules fields: %d rules, %+v", len(set.Rules), c.ClientIP)
+	}
+}
+
+// TestConfigErrorsNameFileLineField: a problem in the gateway's fields, or
+// in the rules beside them, names the file, the line and the field, and
+// all are reported at once.
+func TestConfigErrorsNameFileLineField(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{"store: {url: ftp://x}\n", "f.yaml:1: store: url: unknown scheme"},
+		{"upstream_transport: fast\n", `f.yaml:1: upstream_transport: "fast": use direct or standard`},
+		{"client_transport: direct\n", `f.yaml:1: client_transport: "direct": use fast or standard`},
+		{"listen: nope\n", `f.yaml:1: listen: "nope" is not host:port`},
+		{"client:\n  body_buffer: -5\n", "f.yaml:2: client.body_buffer: -5"},
+		{"upstream_timeouts: {dial: -1s}\n", "f.yaml:1: upstream_timeouts.dial: must not be negative"},
+		{"lisen: x\n", "f.yaml:1: lisen: field lisen not found"},
+		{"upstream: ftp://x\nrules:\n  - name: a\n    limit: {algorithm: token_bucket, rate: 0, period: 1s}\n",
+			"f.yaml:1: upstream: \"ftp://x\": use http://host:port, https://host:port or builtin:demo\nf.yaml:4: rules[0].limit.rate: rate must be positive"},
+	} {
+		_, err := Parse("f.yaml", []byte(c.yaml))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q:\n got %v\nwant %s", c.yaml, err, c.want)
+		}
+		var e *rules.Error
+		if err != nil && !errors.As(err, &e) {
+			t.Errorf("%q: %T is not a *rules.Error", c.yaml, err)
+		}
+	}
+}

@@ -1,0 +1,188 @@
+// Package yamlconf decodes a configuration file strictly (an unknown field
+// or a value of the wrong type is an error) and reports every problem in
+// it at once, each as a configerr.Error naming the file, the line and the
+// field. The rules file, the gateway's file and the decision service's
+// file are all read through it.
+package yamlconf
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ratekeeper/ratekeeper/internal/configerr"
+)
+
+// MaxFileSize bounds what Decode reads: no sensible configuration is
+// bigger.
+const MaxFileSize = 4 << 20
+
+// Decode decodes data into dst (a pointer to a struct with yaml tags),
+// strictly, then asks validate for the problems of what it decoded, by
+// field path, and gives each its line. A field that did not decode is not
+// reported twice: its zero value is not the user's mistake. name (a file
+// name) labels the errors.
+func Decode(name string, data []byte, dst any, validate func() []*configerr.Error) error {
+	if len(data) > MaxFileSize {
+		return &configerr.Error{File: name, Err: fmt.Errorf("file is larger than %d bytes", MaxFileSize)}
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return yamlError(name, nil, err)
+	}
+	pos := indexPositions(&root)
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var out []error
+	bad := map[string]bool{}                                           // fields that did not decode
+	if err := dec.Decode(dst); err != nil && !errors.Is(err, io.EOF) { // EOF: an empty file
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return yamlError(name, pos, err) // not YAML, or not a mapping
+		}
+		// yaml.v3 decodes what it can around type errors: report them
+		// and go on validating the rest.
+		for _, e := range yamlErrors(name, pos, te.Errors) {
+			out = append(out, e)
+			bad[e.Field] = true
+		}
+	}
+	for _, e := range validate() {
+		if bad[e.Field] {
+			continue
+		}
+		e.File = name
+		e.Line = pos.line(e.Field)
+		out = append(out, e)
+	}
+	return errors.Join(out...)
+}
+
+var yamlLine = regexp.MustCompile(`^(?:yaml: )?line ([0-9]+): (.*)$`)
+
+// yamlError turns yaml.v3's errors into *Errors naming file, line and, for
+// type errors, the field.
+func yamlError(name string, pos *positions, err error) error {
+	var te *yaml.TypeError
+	msgs := []string{err.Error()}
+	if errors.As(err, &te) {
+		msgs = te.Errors
+	}
+	var out []error
+	for _, e := range yamlErrors(name, pos, msgs) {
+		out = append(out, e)
+	}
+	return errors.Join(out...)
+}
+
+func yamlErrors(name string, pos *positions, msgs []string) []*configerr.Error {
+	out := make([]*configerr.Error, 0, len(msgs))
+	for _, m := range msgs {
+		e := &configerr.Error{File: name, Err: errors.New(m)}
+		if g := yamlLine.FindStringSubmatch(m); g != nil {
+			e.Line, _ = strconv.Atoi(g[1])
+			e.Err = errors.New(g[2])
+			if pos != nil {
+				e.Field = pos.fieldAt(e.Line, e.Err.Error())
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// positions maps field paths of a YAML document to their lines.
+type positions struct {
+	lines  map[string]int
+	byLine map[int][]posEntry
+}
+
+// posEntry is a field on a line, with the text it was found by: a key's name
+// or a scalar value.
+type posEntry struct {
+	path, text string
+}
+
+func indexPositions(root *yaml.Node) *positions {
+	p := &positions{lines: map[string]int{}, byLine: map[int][]posEntry{}}
+	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		p.walk(root.Content[0], "")
+	}
+	return p
+}
+
+func (p *positions) walk(n *yaml.Node, path string) {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			child := k.Value
+			if path != "" {
+				child = path + "." + k.Value
+			}
+			p.lines[child] = k.Line
+			p.byLine[k.Line] = append(p.byLine[k.Line], posEntry{child, k.Value})
+			if v.Kind == yaml.ScalarNode {
+				p.byLine[v.Line] = append(p.byLine[v.Line], posEntry{child, v.Value})
+			}
+			p.walk(v, child)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			child := fmt.Sprintf("%s[%d]", path, i)
+			p.lines[child] = c.Line
+			if c.Kind == yaml.ScalarNode {
+				p.byLine[c.Line] = append(p.byLine[c.Line], posEntry{child, c.Value})
+			}
+			p.walk(c, child)
+		}
+	}
+}
+
+// line finds the line of field, or of its nearest written ancestor.
+func (p *positions) line(field string) int {
+	for f := field; f != ""; {
+		if l, ok := p.lines[f]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(f, ".[")
+		if i < 0 {
+			break
+		}
+		f = f[:i]
+	}
+	return 0
+}
+
+var quoted = regexp.MustCompile("`([^`]*)`|\"([^\"]*)\"|field ([^ ]+) not found")
+
+// fieldAt names the field an error message on line is about: the one whose
+// key or value the message quotes, or the only one on the line.
+func (p *positions) fieldAt(line int, msg string) string {
+	es := p.byLine[line]
+	if m := quoted.FindStringSubmatch(msg); m != nil {
+		text := m[1] + m[2] + m[3]
+		if m[3] != "" { // an unknown field: name its parent and itself
+			for _, e := range es {
+				if e.text == text {
+					return e.path
+				}
+			}
+		}
+		for i := len(es) - 1; i >= 0; i-- {
+			if es[i].text == text {
+				return es[i].path
+			}
+		}
+	}
+	if len(es) > 0 && es[0].path == es[len(es)-1].path {
+		return es[0].path
+	}
+	return ""
+}
