@@ -118,7 +118,7 @@ func LoadFile(path string) (*Config, error) {
 // Parse decodes and validates a gateway file; name only labels errors.
 func Parse(name string, data []byte) (*Config, error) {
 	var c Config
-	if err := yamlconf.Decode(name, data, &c, c.problems); err != nil {
+	if _, err := yamlconf.Decode(name, data, &c, c.problems); err != nil {
 		return nil, err
 	}
 	return &c, nil

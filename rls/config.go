@@ -4,17 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/ratekeeper/ratekeeper/internal/configerr"
+	"github.com/ratekeeper/ratekeeper/internal/yamlconf"
 )
 
 // Config is a whole configuration: the domains of one file, or of every
@@ -33,7 +29,7 @@ type DomainConfig struct {
 	// Descriptors are the top-level descriptors.
 	Descriptors []DescriptorConfig `yaml:"descriptors"`
 
-	doc *yaml.Node // the parsed document, for line numbers
+	pos *yamlconf.Positions // the file's, for line numbers
 }
 
 // DescriptorConfig is one descriptor: a key, an optional value, and a limit
@@ -90,9 +86,6 @@ type ReplaceConfig struct {
 // type.
 type Error = configerr.Error
 
-// maxFileSize bounds one configuration file.
-const maxFileSize = 4 << 20
-
 // Load reads the configuration at path: one YAML file, or every *.yaml and
 // *.yml file of a directory (not its subdirectories; names starting with a
 // dot are skipped), one domain per file. Two files may not declare the same
@@ -136,7 +129,7 @@ func Load(path string) (*Config, error) {
 			continue
 		}
 		if prev, ok := seen[d.Domain]; ok {
-			errs = append(errs, &Error{File: f, Line: lineOf(d.doc, "domain"), Field: "domain",
+			errs = append(errs, &Error{File: f, Line: d.pos.Line("domain"), Field: "domain",
 				Err: fmt.Errorf("domain %q is already declared in %s", d.Domain, prev)})
 			continue
 		}
@@ -152,32 +145,15 @@ func Load(path string) (*Config, error) {
 // ParseDomain decodes and validates one file's contents; name labels
 // errors. Unknown fields are errors.
 func ParseDomain(name string, data []byte) (*DomainConfig, error) {
-	if len(data) > maxFileSize {
-		return nil, &Error{File: name, Err: fmt.Errorf("file is larger than %d bytes", maxFileSize)}
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, yamlErrors(name, &doc, err)
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, &Error{File: name, Field: "domain", Err: errors.New("is missing: the file is empty")}
 	}
 	var d DomainConfig
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&d); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, &Error{File: name, Field: "domain", Err: errors.New("is missing: the file is empty")}
-		}
-		return nil, yamlErrors(name, &doc, err)
+	pos, err := yamlconf.Decode(name, data, &d, d.validate)
+	if err != nil {
+		return nil, err
 	}
-	d.File, d.doc = name, &doc
-	if errs := d.validate(); len(errs) > 0 {
-		out := make([]error, len(errs))
-		for i, e := range errs {
-			e.File = name
-			e.Line = lineOf(&doc, e.Field)
-			out[i] = e
-		}
-		return nil, errors.Join(out...)
-	}
+	d.File, d.pos = name, pos
 	return &d, nil
 }
 
@@ -187,7 +163,9 @@ func (d *DomainConfig) Validate() error {
 	out := make([]error, len(errs))
 	for i, e := range errs {
 		e.File = d.File
-		e.Line = lineOf(d.doc, e.Field)
+		if d.pos != nil {
+			e.Line = d.pos.Line(e.Field)
+		}
 		out[i] = e
 	}
 	return errors.Join(out...)
@@ -271,105 +249,4 @@ func (r *RateLimitConfig) validate() []*Error {
 		}
 	}
 	return errs
-}
-
-var yamlLine = regexp.MustCompile(`^(?:yaml: )?line ([0-9]+): (.*)$`)
-
-// yamlErrors turns yaml.v3's errors into *Errors with file, line and, where
-// the line holds one key, the field.
-func yamlErrors(name string, doc *yaml.Node, err error) error {
-	msgs := []string{err.Error()}
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		msgs = te.Errors
-	}
-	out := make([]error, 0, len(msgs))
-	for _, m := range msgs {
-		e := &Error{File: name, Err: errors.New(strings.TrimPrefix(m, "yaml: "))}
-		if g := yamlLine.FindStringSubmatch(m); g != nil {
-			e.Line, _ = strconv.Atoi(g[1])
-			e.Err = errors.New(g[2])
-			e.Field = fieldAt(doc, e.Line)
-		}
-		out = append(out, e)
-	}
-	return errors.Join(out...)
-}
-
-// lineOf finds the line of field ("descriptors[0].rate_limit.unit") in
-// doc, or of its nearest ancestor present, or 0.
-func lineOf(doc *yaml.Node, field string) int {
-	if doc == nil || len(doc.Content) == 0 {
-		return 0
-	}
-	n := doc.Content[0]
-	line := n.Line
-	for _, part := range strings.Split(field, ".") {
-		name, idx := part, -1
-		if i := strings.IndexByte(part, '['); i >= 0 && strings.HasSuffix(part, "]") {
-			name = part[:i]
-			idx, _ = strconv.Atoi(part[i+1 : len(part)-1])
-		}
-		next := mappingValue(n, name)
-		if next == nil {
-			return line
-		}
-		line = next.key.Line
-		n = next.val
-		if idx >= 0 {
-			if n.Kind != yaml.SequenceNode || idx >= len(n.Content) {
-				return line
-			}
-			n = n.Content[idx]
-			line = n.Line
-		}
-	}
-	return line
-}
-
-type keyVal struct{ key, val *yaml.Node }
-
-func mappingValue(n *yaml.Node, name string) *keyVal {
-	if n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == name {
-			return &keyVal{n.Content[i], n.Content[i+1]}
-		}
-	}
-	return nil
-}
-
-// fieldAt names the field whose key is on line, or "".
-func fieldAt(doc *yaml.Node, line int) string {
-	if doc == nil || len(doc.Content) == 0 {
-		return ""
-	}
-	var walk func(n *yaml.Node, at string) string
-	walk = func(n *yaml.Node, at string) string {
-		switch n.Kind {
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				f := n.Content[i].Value
-				if at != "" {
-					f = at + "." + f
-				}
-				if n.Content[i].Line == line {
-					return f
-				}
-				if s := walk(n.Content[i+1], f); s != "" {
-					return s
-				}
-			}
-		case yaml.SequenceNode:
-			for i, c := range n.Content {
-				if s := walk(c, fmt.Sprintf("%s[%d]", at, i)); s != "" {
-					return s
-				}
-			}
-		}
-		return ""
-	}
-	return walk(doc.Content[0], "")
 }

@@ -204,7 +204,7 @@ func LoadFile(path string) (*Config, error) {
 // labels errors.
 func Parse(name string, data []byte) (*Config, error) {
 	var c Config
-	if err := yamlconf.Decode(name, data, &c, func() []*Error { _, errs := c.build(); return errs }); err != nil {
+	if _, err := yamlconf.Decode(name, data, &c, func() []*Error { _, errs := c.build(); return errs }); err != nil {
 		return nil, err
 	}
 	return &c, nil

@@ -27,14 +27,15 @@ const MaxFileSize = 4 << 20
 // strictly, then asks validate for the problems of what it decoded, by
 // field path, and gives each its line. A field that did not decode is not
 // reported twice: its zero value is not the user's mistake. name (a file
-// name) labels the errors.
-func Decode(name string, data []byte, dst any, validate func() []*configerr.Error) error {
+// name) labels the errors. The positions it returns find the line of a
+// field later (nil after a syntax error).
+func Decode(name string, data []byte, dst any, validate func() []*configerr.Error) (*Positions, error) {
 	if len(data) > MaxFileSize {
-		return &configerr.Error{File: name, Err: fmt.Errorf("file is larger than %d bytes", MaxFileSize)}
+		return nil, &configerr.Error{File: name, Err: fmt.Errorf("file is larger than %d bytes", MaxFileSize)}
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return yamlError(name, nil, err)
+		return nil, yamlError(name, nil, err)
 	}
 	pos := indexPositions(&root)
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -44,7 +45,7 @@ func Decode(name string, data []byte, dst any, validate func() []*configerr.Erro
 	if err := dec.Decode(dst); err != nil && !errors.Is(err, io.EOF) { // EOF: an empty file
 		var te *yaml.TypeError
 		if !errors.As(err, &te) {
-			return yamlError(name, pos, err) // not YAML, or not a mapping
+			return pos, yamlError(name, pos, err) // not YAML, or not a mapping
 		}
 		// yaml.v3 decodes what it can around type errors: report them
 		// and go on validating the rest.
@@ -58,17 +59,17 @@ func Decode(name string, data []byte, dst any, validate func() []*configerr.Erro
 			continue
 		}
 		e.File = name
-		e.Line = pos.line(e.Field)
+		e.Line = pos.Line(e.Field)
 		out = append(out, e)
 	}
-	return errors.Join(out...)
+	return pos, errors.Join(out...)
 }
 
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?line ([0-9]+): (.*)$`)
 
 // yamlError turns yaml.v3's errors into *Errors naming file, line and, for
 // type errors, the field.
-func yamlError(name string, pos *positions, err error) error {
+func yamlError(name string, pos *Positions, err error) error {
 	var te *yaml.TypeError
 	msgs := []string{err.Error()}
 	if errors.As(err, &te) {
@@ -81,7 +82,7 @@ func yamlError(name string, pos *positions, err error) error {
 	return errors.Join(out...)
 }
 
-func yamlErrors(name string, pos *positions, msgs []string) []*configerr.Error {
+func yamlErrors(name string, pos *Positions, msgs []string) []*configerr.Error {
 	out := make([]*configerr.Error, 0, len(msgs))
 	for _, m := range msgs {
 		e := &configerr.Error{File: name, Err: errors.New(m)}
@@ -97,10 +98,11 @@ func yamlErrors(name string, pos *positions, msgs []string) []*configerr.Error {
 	return out
 }
 
-// positions maps field paths of a YAML document to their lines.
-type positions struct {
+// Positions maps the field paths of a YAML document to their lines.
+type Positions struct {
 	lines  map[string]int
 	byLine map[int][]posEntry
+	top    int // the first line of the document's content
 }
 
 // posEntry is a field on a line, with the text it was found by: a key's name
@@ -109,15 +111,16 @@ type posEntry struct {
 	path, text string
 }
 
-func indexPositions(root *yaml.Node) *positions {
-	p := &positions{lines: map[string]int{}, byLine: map[int][]posEntry{}}
+func indexPositions(root *yaml.Node) *Positions {
+	p := &Positions{lines: map[string]int{}, byLine: map[int][]posEntry{}}
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		p.top = root.Content[0].Line
 		p.walk(root.Content[0], "")
 	}
 	return p
 }
 
-func (p *positions) walk(n *yaml.Node, path string) {
+func (p *Positions) walk(n *yaml.Node, path string) {
 	switch n.Kind {
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -145,8 +148,9 @@ func (p *positions) walk(n *yaml.Node, path string) {
 	}
 }
 
-// line finds the line of field, or of its nearest written ancestor.
-func (p *positions) line(field string) int {
+// Line finds the line of field, or of its nearest written ancestor, or
+// the document's first (a field missing at the top).
+func (p *Positions) Line(field string) int {
 	for f := field; f != ""; {
 		if l, ok := p.lines[f]; ok {
 			return l
@@ -157,14 +161,14 @@ func (p *positions) line(field string) int {
 		}
 		f = f[:i]
 	}
-	return 0
+	return p.top
 }
 
 var quoted = regexp.MustCompile("`([^`]*)`|\"([^\"]*)\"|field ([^ ]+) not found")
 
 // fieldAt names the field an error message on line is about: the one whose
 // key or value the message quotes, or the only one on the line.
-func (p *positions) fieldAt(line int, msg string) string {
+func (p *Positions) fieldAt(line int, msg string) string {
 	es := p.byLine[line]
 	if m := quoted.FindStringSubmatch(msg); m != nil {
 		text := m[1] + m[2] + m[3]
