@@ -7,9 +7,9 @@ import (
 	"net/url"
 	"os"
 
-	"github.com/ratekeeper/ratekeeper/internal/storeconfig"
 	"github.com/ratekeeper/ratekeeper/internal/yamlconf"
 	"github.com/ratekeeper/ratekeeper/rules"
+	"github.com/ratekeeper/ratekeeper/storeconfig"
 )
 
 // Config is the gateway's file (ratekeeper proxy --config): the fields

@@ -22,8 +22,8 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/httplimit"
 	"github.com/ratekeeper/ratekeeper/internal/metrics"
-	"github.com/ratekeeper/ratekeeper/internal/storeconfig"
 	"github.com/ratekeeper/ratekeeper/rules"
+	"github.com/ratekeeper/ratekeeper/storeconfig"
 )
 
 // Defaults for fields a config leaves empty.
@@ -139,9 +139,7 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.store = closer
-	if stats, ok := storeconfig.FallbackStats(store); ok {
-		g.metrics.CollectFallback(stats)
-	}
+	g.metrics.CollectStoreFallback(store)
 	opts := []httplimit.Option{httplimit.WithLogger(logger), httplimit.WithMetrics(g.metrics)}
 	g.mw, err = httplimit.New(g.metrics.InstrumentStore(store), set, opts...)
 	if err != nil {

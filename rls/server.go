@@ -25,7 +25,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/ratekeeper/ratekeeper/internal/metrics"
-	"github.com/ratekeeper/ratekeeper/internal/storeconfig"
+	"github.com/ratekeeper/ratekeeper/storeconfig"
 )
 
 // Defaults of ServerOptions.
@@ -124,9 +124,7 @@ func NewServer(ctx context.Context, path string, o ServerOptions) (*Server, erro
 		return nil, err
 	}
 	s.store = closer
-	if stats, ok := storeconfig.FallbackStats(store); ok {
-		s.metrics.CollectFallback(stats)
-	}
+	s.metrics.CollectStoreFallback(store)
 	s.svc = NewService(s.metrics.InstrumentStore(store), rules,
 		WithAllOrNothing(o.AllOrNothing),
 		WithResponseHeaders(o.ResponseHeaders),

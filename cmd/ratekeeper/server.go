@@ -11,7 +11,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
-	"github.com/ratekeeper/ratekeeper/internal/storeconfig"
+	"github.com/ratekeeper/ratekeeper/storeconfig"
 )
 
 // What proxy and serve, the two long-running commands, share: the config

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
-	"github.com/ratekeeper/ratekeeper/internal/storeconfig"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 	"github.com/ratekeeper/ratekeeper/sim"
+	"github.com/ratekeeper/ratekeeper/storeconfig"
 )
 
 const simulateUsage = `usage: ratekeeper simulate SCENARIO [flags]

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/failsafe"
 	"github.com/ratekeeper/ratekeeper/promlimit"
 )
 
@@ -252,6 +253,20 @@ type FallbackStats struct {
 	Denied uint64
 	// Local is how many decisions the local in-memory fallback made.
 	Local uint64
+}
+
+// CollectStoreFallback is CollectFallback for s's counters when s is a
+// failsafe store (a Redis store opened by storeconfig); for any other
+// store it does nothing.
+func (m *Metrics) CollectStoreFallback(s ratekeeper.Store) {
+	fs, ok := s.(*failsafe.Store)
+	if !ok {
+		return
+	}
+	m.CollectFallback(func() FallbackStats {
+		st := fs.Stats()
+		return FallbackStats{Errors: st.Errors, Allowed: st.FallbackAllowed, Denied: st.FallbackDenied, Local: st.FallbackLocal}
+	})
 }
 
 // CollectFallback registers a collector that reads stats at each scrape and

@@ -13,7 +13,6 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/failsafe"
-	"github.com/ratekeeper/ratekeeper/internal/metrics"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
 
@@ -74,18 +73,4 @@ func (cs closers) Close() error {
 		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// FallbackStats returns a reader of s's fallback counters for
-// metrics.CollectFallback when s is a failsafe store (a Redis URL), and
-// false otherwise.
-func FallbackStats(s ratekeeper.Store) (func() metrics.FallbackStats, bool) {
-	fs, ok := s.(*failsafe.Store)
-	if !ok {
-		return nil, false
-	}
-	return func() metrics.FallbackStats {
-		st := fs.Stats()
-		return metrics.FallbackStats{Errors: st.Errors, Allowed: st.FallbackAllowed, Denied: st.FallbackDenied, Local: st.FallbackLocal}
-	}, true
 }

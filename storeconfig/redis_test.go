@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/failsafe"
 	"github.com/ratekeeper/ratekeeper/internal/metrics"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 )
@@ -33,13 +34,13 @@ func TestOpenRedis(t *testing.T) {
 	if d, _ := s.Take(context.Background(), ratekeeper.Request{Key: "storeconfig-k", Limit: lim, N: 1}); d.Allowed {
 		t.Fatal("second take allowed: counters not in Redis")
 	}
-	stats, ok := FallbackStats(s)
+	fs, ok := s.(*failsafe.Store)
 	if !ok {
 		t.Fatal("a Redis store is not failsafe-wrapped")
 	}
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
-	m.CollectFallback(stats)
+	m.CollectStoreFallback(s)
 	// With Redis gone, on_error: deny refuses, and the collector counts it.
 	in.Kill()
 	if d, err := s.Take(context.Background(), ratekeeper.Request{Key: "storeconfig-other", Limit: lim, N: 1}); err != nil || d.Allowed {
@@ -48,7 +49,7 @@ func TestOpenRedis(t *testing.T) {
 	if n, err := testutil.GatherAndCount(reg, "ratekeeper_store_fallback_decisions_total"); err != nil || n != 3 {
 		t.Fatalf("fallback series %d %v", n, err)
 	}
-	if st := stats(); st.Denied < 1 || st.Errors < 1 {
+	if st := fs.Stats(); st.FallbackDenied < 1 || st.Errors < 1 {
 		t.Fatalf("stats %+v", st)
 	}
 }
