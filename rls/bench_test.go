@@ -10,7 +10,6 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ratekeeper/ratekeeper/internal/metrics"
 	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
@@ -31,7 +30,11 @@ func BenchmarkDecide(b *testing.B) {
 			ms := memstore.New()
 			defer ms.Close()
 			reg := prometheus.NewRegistry()
-			svc := NewService(ms, rules, WithMetrics(metrics.New(reg), reg))
+			sm, err := NewMetrics(reg, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			svc := NewService(ms, rules, WithMetrics(sm))
 			reqs := make([]*rlsv3.RateLimitRequest, 10000)
 			for i := range reqs {
 				reqs[i] = &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*ratelimitv3.RateLimitDescriptor{{

@@ -125,13 +125,18 @@ func NewServer(ctx context.Context, path string, o ServerOptions) (*Server, erro
 	}
 	s.store = closer
 	s.metrics.CollectStoreFallback(store)
+	sm, err := NewMetrics(s.reg, s.metrics.Decisions())
+	if err != nil {
+		closer.Close()
+		return nil, err
+	}
 	s.svc = NewService(s.metrics.InstrumentStore(store), rules,
 		WithAllOrNothing(o.AllOrNothing),
 		WithResponseHeaders(o.ResponseHeaders),
 		WithMaxDescriptors(o.MaxDescriptors),
 		WithMaxEntries(o.MaxEntries),
 		WithLogger(o.Logger),
-		WithMetrics(s.metrics, s.reg))
+		WithMetrics(sm))
 	s.metrics.Loaded(rules.Len())
 	return s, nil
 }

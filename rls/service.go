@@ -20,6 +20,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/metrics"
+	"github.com/ratekeeper/ratekeeper/promlimit"
 )
 
 // ErrInvalid marks a request the service cannot answer: no domain, no
@@ -52,8 +53,7 @@ type Service struct {
 	maxDescriptors int
 	maxEntries     int
 	logger         *slog.Logger
-	metrics        *metrics.Metrics
-	overLimit      *prometheus.CounterVec
+	metrics        *Metrics // nil: none
 	now            func() time.Time
 }
 
@@ -116,18 +116,39 @@ func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(s *Service) { s.logger = l })
 }
 
-// WithMetrics counts decisions by rule and result in m, and registers on
-// reg ratekeeper_rls_over_limit_total{descriptor}: over-limit answers per
+// Metrics are the decision service's metrics: its decisions by rule and
+// result (ratekeeper_decisions_total, the series the gateway exports) and
+// ratekeeper_rls_over_limit_total{descriptor}, the over-limit answers per
 // rule, labelled with the request's values where detailed_metric asks.
-func WithMetrics(m *metrics.Metrics, reg prometheus.Registerer) Option {
-	return optionFunc(func(s *Service) {
-		s.metrics = m
-		s.overLimit = prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ratekeeper_rls_over_limit_total",
-			Help: "Descriptors answered over the limit (shadow mode included), by descriptor: the configured path, or the request's values where detailed_metric is set.",
-		}, []string{"descriptor"})
-		reg.MustRegister(s.overLimit)
-	})
+type Metrics struct {
+	decisions *promlimit.Metrics
+	overLimit *prometheus.CounterVec
+}
+
+// NewMetrics registers the service's metrics on reg. The decisions are
+// counted in decisions when it is given (a server that registered them
+// already), else in new ones on reg. A second registration is an error,
+// not a panic.
+func NewMetrics(reg prometheus.Registerer, decisions *promlimit.Metrics) (*Metrics, error) {
+	if decisions == nil {
+		var err error
+		if decisions, err = promlimit.New(reg); err != nil {
+			return nil, err
+		}
+	}
+	m := &Metrics{decisions: decisions, overLimit: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratekeeper_rls_over_limit_total",
+		Help: "Descriptors answered over the limit (shadow mode included), by descriptor: the configured path, or the request's values where detailed_metric is set.",
+	}, []string{"descriptor"})}
+	if err := reg.Register(m.overLimit); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// WithMetrics counts what the service decides in m. Default: none.
+func WithMetrics(m *Metrics) Option {
+	return optionFunc(func(s *Service) { s.metrics = m })
 }
 
 // WithNow sets the clock for what the service computes itself (the reset
@@ -154,9 +175,9 @@ func (s *Service) SetRules(rules *Rules) {
 	if s.metrics != nil {
 		for i, r := range rules.rules {
 			sv.counters[i] = ruleCounters{
-				allowed: s.metrics.DecisionCounter(r.stat, metrics.Allowed),
-				limited: s.metrics.DecisionCounter(r.stat, metrics.Limited),
-				shadow:  s.metrics.DecisionCounter(r.stat, metrics.ShadowLimited),
+				allowed: s.metrics.decisions.PromCounter(r.stat, metrics.Allowed),
+				limited: s.metrics.decisions.PromCounter(r.stat, metrics.Limited),
+				shadow:  s.metrics.decisions.PromCounter(r.stat, metrics.ShadowLimited),
 			}
 		}
 	}
@@ -168,8 +189,8 @@ func (s *Service) SetRules(rules *Rules) {
 		}
 		for _, r := range old.rules.rules {
 			if !keep[r.stat] {
-				s.metrics.ForgetRule(r.stat)
-				s.overLimit.DeleteLabelValues(r.stat)
+				s.metrics.decisions.ForgetRule(r.stat)
+				s.metrics.overLimit.DeleteLabelValues(r.stat)
 			}
 		}
 	}
@@ -561,10 +582,10 @@ func (s *Service) count(cur *served, sl *slot) {
 		if sl.stat != "" {
 			label = sl.stat
 		}
-		s.overLimit.WithLabelValues(label).Inc()
+		s.metrics.overLimit.WithLabelValues(label).Inc()
 	}
 	if r.id < 0 {
-		s.metrics.Decision(r.stat, result)
+		s.metrics.decisions.PromCounter(r.stat, result).Inc()
 		return
 	}
 	c := cur.counters[r.id]

@@ -58,7 +58,11 @@ func newFixture(t *testing.T, path string, opts ...Option) *fixture {
 	ms := memstore.New(memstore.WithClock(clk))
 	t.Cleanup(func() { ms.Close() })
 	reg := prometheus.NewRegistry()
-	opts = append([]Option{WithMetrics(metrics.New(reg), reg), WithNow(clk.Now)}, opts...)
+	sm, err := NewMetrics(reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts = append([]Option{WithMetrics(sm), WithNow(clk.Now)}, opts...)
 	return &fixture{svc: NewService(ms, rules, opts...), clock: clk, store: ms, reg: reg}
 }
 
@@ -251,7 +255,7 @@ func TestShadowMode(t *testing.T) {
 			t.Fatalf("shadow request %d: remaining %d, want %d", i+1, r.Statuses[0].LimitRemaining, want)
 		}
 	}
-	if got := testutil.ToFloat64(f.svc.overLimit.WithLabelValues("example6.service.user_user-a")); got != 5 {
+	if got := testutil.ToFloat64(f.svc.metrics.overLimit.WithLabelValues("example6.service.user_user-a")); got != 5 {
 		t.Errorf("shadow over-limit count = %v, want 5", got)
 	}
 	b := desc("service", "auth", "user", "user-b")
@@ -301,10 +305,10 @@ func TestWildcardAndDetailedMetric(t *testing.T) {
 	for range 11 {
 		f.ask(t, "example8", 0, desc("key1", "unlisted"))
 	}
-	if got := testutil.ToFloat64(f.svc.overLimit.WithLabelValues("example8.key1_unlisted")); got != 1 {
+	if got := testutil.ToFloat64(f.svc.metrics.overLimit.WithLabelValues("example8.key1_unlisted")); got != 1 {
 		t.Errorf("detailed over-limit count = %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(f.svc.metrics.DecisionCounter("example8.key1", metrics.Allowed)); got != 10 {
+	if got := testutil.ToFloat64(f.svc.metrics.decisions.PromCounter("example8.key1", metrics.Allowed)); got != 10 {
 		t.Errorf("decisions allowed = %v, want 10", got)
 	}
 	// A long value is labelled with its hash, as in a key.
@@ -312,7 +316,7 @@ func TestWildcardAndDetailedMetric(t *testing.T) {
 	for range 11 {
 		f.ask(t, "example8", 0, desc("key1", long))
 	}
-	if got := testutil.ToFloat64(f.svc.overLimit.WithLabelValues("example8.key1_" + readBack(long))); got != 1 {
+	if got := testutil.ToFloat64(f.svc.metrics.overLimit.WithLabelValues("example8.key1_" + readBack(long))); got != 1 {
 		t.Errorf("detailed over-limit count of a long value = %v, want 1", got)
 	}
 }
@@ -700,5 +704,17 @@ func TestSetRulesForgetsGoneRules(t *testing.T) {
 	}
 	if r := f.ask(t, "d", 0, desc("gone", "x")); r.Statuses[0].CurrentLimit != nil {
 		t.Fatalf("a removed rule still applies: %v", r)
+	}
+}
+
+// TestNewMetricsTwice: registering the service's metrics twice on one
+// registry is an error, not a panic.
+func TestNewMetricsTwice(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := NewMetrics(reg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewMetrics(reg, nil); err == nil {
+		t.Error("a second registration: no error")
 	}
 }

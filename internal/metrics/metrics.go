@@ -98,6 +98,15 @@ func (m *Metrics) Decision(rule, result string) {
 	m.decisions.PromCounter(rule, result).Inc()
 }
 
+// Decisions returns the decision metrics, for a service that counts in
+// them too (rls.NewMetrics); nil when m is nil.
+func (m *Metrics) Decisions() *promlimit.Metrics {
+	if m == nil {
+		return nil
+	}
+	return m.decisions
+}
+
 // Counter is DecisionCounter for httplimit.Metrics, which m satisfies.
 func (m *Metrics) Counter(rule, result string) interface{ Inc() } {
 	return m.decisions.PromCounter(rule, result)
