@@ -24,9 +24,6 @@ var _ ratekeeper.BatchStore = (*Store)(nil)
 // refused, as ratekeeper.TakeAll does for stores without batches. Keys must
 // be distinct.
 func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ratekeeper.Decision) (bool, error) {
-	if s.err != nil {
-		return false, s.err
-	}
 	switch {
 	case len(reqs) == 0:
 		return true, nil

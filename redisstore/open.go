@@ -18,10 +18,10 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := newStore(client, true, opts)
-	if s.err != nil {
+	s, err := newStore(client, true, opts)
+	if err != nil {
 		client.Close()
-		return nil, s.err
+		return nil, err
 	}
 	if err := client.Ping(ctx).Err(); err != nil {
 		client.Close()

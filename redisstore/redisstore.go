@@ -30,7 +30,6 @@ type Store struct {
 	leastMS     int64
 	scripts     scripts
 	batchScript *redis.Script // batch.lua, for TakeAll
-	err         error         // a bad option, returned by every call
 
 	closeOnce sync.Once
 	limits    sync.Map // ratekeeper.Limit → *limitArg
@@ -106,14 +105,13 @@ func WithAutoPipeline(on bool) Option {
 // *redis.Client (standalone or from NewFailoverClient) or a
 // *redis.ClusterClient. Give it ContextTimeoutEnabled, so that a call on a
 // hung server returns at its context's deadline (pipelined calls do in any
-// case).
-func New(client redis.UniversalClient, opts ...Option) *Store {
+// case). An invalid option is an error.
+func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	return newStore(client, false, opts)
 }
 
-// newStore builds a Store; an invalid option is kept in s.err, which every
-// call then returns (New keeps its signature; Open reports it at once).
-func newStore(client redis.UniversalClient, owned bool, opts []Option) *Store {
+// newStore builds a Store, or reports an invalid option.
+func newStore(client redis.UniversalClient, owned bool, opts []Option) (*Store, error) {
 	c := config{prefix: DefaultPrefix, autoPipeline: true}
 	for _, o := range opts {
 		o.apply(&c)
@@ -127,12 +125,12 @@ func newStore(client redis.UniversalClient, owned bool, opts []Option) *Store {
 		batchScript: redis.NewScript(batchSource()),
 	}
 	if strings.ContainsAny(c.prefix, "{}") {
-		s.err = fmt.Errorf("redisstore: prefix %q must not contain '{' or '}'", c.prefix)
+		return nil, fmt.Errorf("redisstore: prefix %q must not contain '{' or '}'", c.prefix)
 	}
-	if c.autoPipeline && s.err == nil {
+	if c.autoPipeline {
 		s.pipe = newBatcher(client)
 	}
-	return s
+	return s, nil
 }
 
 // Close stops the store's pipelining and closes the client if the store
@@ -286,9 +284,6 @@ func (s *Store) TakeBy(ctx context.Context, req ratekeeper.Request, deadline tim
 	if i < 0 {
 		return ratekeeper.Decision{}, fmt.Errorf("redisstore: unknown algorithm %q", req.Limit.Algorithm)
 	}
-	if s.err != nil {
-		return ratekeeper.Decision{}, s.err
-	}
 	v, err := s.runBy(ctx, s.job(takeOp(req), req, 0), deadline)
 	if err != nil {
 		return ratekeeper.Decision{}, fmt.Errorf("redisstore: take %s: %w", req.Limit.Algorithm, err)
@@ -308,9 +303,6 @@ func (s *Store) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper
 	i := algoIndex(req.Limit.Algorithm)
 	if i < 0 {
 		return fmt.Errorf("redisstore: unknown algorithm %q", req.Limit.Algorithm)
-	}
-	if s.err != nil {
-		return s.err
 	}
 	op := byte('r')
 	at := d.At.UnixMicro()

@@ -32,7 +32,11 @@ func openRedis(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.S
 		return nil, nil, fmt.Errorf("store: %w", err)
 	}
 	quietRedisLogs.Do(func() { redis.SetLogger(redisLog{logger}) })
-	rs := redisstore.New(client)
+	rs, err := redisstore.New(client)
+	if err != nil {
+		client.Close()
+		return nil, nil, fmt.Errorf("store: %w", err)
+	}
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	if err := client.Ping(pctx).Err(); err != nil {
