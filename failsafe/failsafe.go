@@ -93,7 +93,7 @@ type Store struct {
 	logEvery   time.Duration
 	onError    func(error)
 	onFallback func(ratekeeper.Request, ratekeeper.Decision)
-	now        func() time.Time
+	clock      ratekeeper.Clock // nil: the system clock
 
 	threshold int32
 	cooldown  time.Duration
@@ -158,6 +158,21 @@ func WithBreaker(threshold int, cooldown time.Duration) Option {
 	return optionFunc(func(s *Store) { s.threshold, s.cooldown = int32(threshold), cooldown })
 }
 
+// WithClock sets the clock of the breaker's cool-down and of the logs'
+// rate limit. Default: the system clock. The per-call timeout runs on real
+// time whatever the clock: it bounds a network call.
+func WithClock(c ratekeeper.Clock) Option {
+	return optionFunc(func(s *Store) { s.clock = c })
+}
+
+// now reads the store's clock.
+func (s *Store) now() time.Time {
+	if s.clock != nil {
+		return s.clock.Now()
+	}
+	return time.Now()
+}
+
 // WithLogger logs store errors (rate-limited) and breaker changes to l.
 // Default: no logging.
 func WithLogger(l *slog.Logger) Option {
@@ -193,7 +208,6 @@ func New(primary ratekeeper.Store, opts ...Option) *Store {
 		logEvery:  DefaultLogInterval,
 		threshold: DefaultThreshold,
 		cooldown:  DefaultCooldown,
-		now:       time.Now,
 	}
 	for _, o := range opts {
 		o.apply(s)

@@ -47,7 +47,7 @@ type fakeNow struct {
 	t  time.Time
 }
 
-func (c *fakeNow) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeNow) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *fakeNow) add(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
@@ -107,8 +107,7 @@ func TestBreaker(t *testing.T) {
 	clk := &fakeNow{t: time.Unix(1e9, 0)}
 	p := &flaky{}
 	var hooked atomic.Int64
-	s := New(p, WithBreaker(3, time.Second), WithErrorHook(func(error) { hooked.Add(1) }))
-	s.now = clk.now
+	s := New(p, WithBreaker(3, time.Second), WithErrorHook(func(error) { hooked.Add(1) }), WithClock(clk))
 	p.down.Store(true)
 	for i := 0; i < 10; i++ {
 		if d, err := s.Take(ctx, req("k")); err != nil || !d.Allowed {
@@ -177,8 +176,7 @@ func TestLogIsRateLimited(t *testing.T) {
 	clk := &fakeNow{t: time.Unix(1e9, 0)}
 	p := &flaky{}
 	p.down.Store(true)
-	s := New(p, WithBreaker(0, 0), WithLogger(slog.New(slog.NewTextHandler(&buf, nil))), WithLogInterval(time.Minute))
-	s.now = clk.now
+	s := New(p, WithBreaker(0, 0), WithLogger(slog.New(slog.NewTextHandler(&buf, nil))), WithLogInterval(time.Minute), WithClock(clk))
 	for i := 0; i < 100; i++ {
 		s.Take(context.Background(), req("k"))
 	}

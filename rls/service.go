@@ -53,8 +53,8 @@ type Service struct {
 	maxDescriptors int
 	maxEntries     int
 	logger         *slog.Logger
-	metrics        *Metrics // nil: none
-	now            func() time.Time
+	metrics        *Metrics         // nil: none
+	clock          ratekeeper.Clock // nil: the system clock
 }
 
 // served is a Rules with the metrics of each of its rules looked up once.
@@ -151,16 +151,17 @@ func WithMetrics(m *Metrics) Option {
 	return optionFunc(func(s *Service) { s.metrics = m })
 }
 
-// WithNow sets the clock for what the service computes itself (the reset
-// of a limit of zero requests); decisions come from the store's clock.
-func WithNow(now func() time.Time) Option {
-	return optionFunc(func(s *Service) { s.now = now })
+// WithClock sets the clock for what the service computes itself (the
+// reset of a limit of zero requests); decisions come from the store's
+// clock. Default: the system clock.
+func WithClock(c ratekeeper.Clock) Option {
+	return optionFunc(func(s *Service) { s.clock = c })
 }
 
 // NewService returns a Service answering with rules from store.
 func NewService(store ratekeeper.Store, rules *Rules, opts ...Option) *Service {
 	s := &Service{store: store, maxDescriptors: DefaultMaxDescriptors, maxEntries: DefaultMaxEntries,
-		logger: slog.New(slog.DiscardHandler), now: time.Now}
+		logger: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		o.apply(s)
 	}
@@ -326,7 +327,11 @@ func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 			sl.kind = denyAll
 			sl.over = true
 			p := r.period.Microseconds()
-			now := s.now().UnixMicro()
+			at := time.Now()
+			if s.clock != nil {
+				at = s.clock.Now()
+			}
+			now := at.UnixMicro()
 			sl.reset = time.Duration(p-now%p) * time.Microsecond
 		case sl.n > r.limit.Capacity():
 			sl.kind = tooMany

@@ -62,7 +62,7 @@ func newFixture(t *testing.T, path string, opts ...Option) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts = append([]Option{WithMetrics(sm), WithNow(clk.Now)}, opts...)
+	opts = append([]Option{WithMetrics(sm), WithClock(clk)}, opts...)
 	return &fixture{svc: NewService(ms, rules, opts...), clock: clk, store: ms, reg: reg}
 }
 
