@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/httplimit"
 	"github.com/ratekeeper/ratekeeper/internal/metrics"
+	"github.com/ratekeeper/ratekeeper/internal/watch"
 	"github.com/ratekeeper/ratekeeper/rules"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
 )
@@ -55,10 +54,10 @@ type Gateway struct {
 	settings settings
 	headers  atomic.Pointer[ruleHeaders] // the headers the rules read
 
-	cfg   *Config     // the config being served; guarded by mu
-	file  startFields // the file's start-only fields as last read
-	mu    sync.Mutex  // serialises reloads
-	fileK fileKey     // what the file looked like when last loaded
+	cfg     *Config        // the config being served; guarded by mu
+	file    startFields    // the file's start-only fields as last read
+	mu      sync.Mutex     // serialises reloads
+	watcher *watch.Watcher // what the file held when last loaded
 
 	ready     atomic.Bool
 	addr      atomic.Pointer[net.Addr]
@@ -92,10 +91,7 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	key, err := statFile(path)
-	if err != nil {
-		return nil, err
-	}
+	w := watch.New(path)
 	cfg, err := LoadFile(path)
 	if err != nil {
 		return nil, err
@@ -132,7 +128,7 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 	if cfg.Upstream == "" {
 		return nil, &rules.Error{File: path, Field: "upstream", Err: errors.New("is missing: the URL of the API to protect, or builtin:demo")}
 	}
-	g := &Gateway{path: path, logger: logger, cfg: cfg, file: file, fileK: key, reg: metrics.NewRegistry(), settings: settingsOf(cfg)}
+	g := &Gateway{path: path, logger: logger, cfg: cfg, file: file, watcher: w, reg: metrics.NewRegistry(), settings: settingsOf(cfg)}
 	g.metrics = metrics.New(g.reg)
 	store, closer, err := storeconfig.Open(ctx, cfg.Store, logger)
 	if err != nil {
@@ -355,7 +351,14 @@ func (g *Gateway) Run(ctx context.Context) error {
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go g.watch(watchCtx, time.Duration(cfg.Watch))
+	every := time.Duration(cfg.Watch)
+	if every == 0 {
+		every = DefaultWatch
+	}
+	go g.watcher.Run(watchCtx, every, func() {
+		g.logger.Info("config file changed", "file", g.path)
+		_ = g.Reload()
+	})
 
 	var serveErr error
 	select {
@@ -412,10 +415,8 @@ func (g *Gateway) readyErr() error {
 func (g *Gateway) Reload() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	key, _ := statFile(g.path)
-	err := g.reloadLocked()
-	g.fileK = key // a bad file is not retried until it changes again
-	return err
+	g.watcher.Loaded() // a bad file is not retried until it changes again
+	return g.reloadLocked()
 }
 
 func (g *Gateway) reloadLocked() error {
@@ -469,65 +470,4 @@ type startFields struct{ listen, admin, upstream, transport, client, store, boun
 func startOnly(c *Config) startFields {
 	return startFields{c.Listen, c.AdminListen, c.Upstream, c.UpstreamTransport, c.ClientTransport, c.Store.String(),
 		fmt.Sprintf("%+v %+v %+v", c.Paths, c.Client, c.UpstreamTimeouts)}
-}
-
-// fileKey is what the watcher compares: size and mtime cheaply, the hash
-// when they change.
-type fileKey struct {
-	size int64
-	mod  time.Time
-	sum  [32]byte
-}
-
-func statFile(path string) (fileKey, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fileKey{}, err
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return fileKey{}, err
-	}
-	return fileKey{size: fi.Size(), mod: fi.ModTime(), sum: sha256.Sum256(b)}, nil
-}
-
-// watch polls the file every interval and reloads when its content changed.
-func (g *Gateway) watch(ctx context.Context, every time.Duration) {
-	if every < 0 {
-		return
-	}
-	if every == 0 {
-		every = DefaultWatch
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		fi, err := os.Stat(g.path)
-		if err != nil {
-			continue // being replaced, perhaps; the next tick sees the new file
-		}
-		g.mu.Lock()
-		prev := g.fileK
-		g.mu.Unlock()
-		if fi.Size() == prev.size && fi.ModTime().Equal(prev.mod) {
-			continue
-		}
-		key, err := statFile(g.path)
-		if err != nil {
-			continue
-		}
-		if key.sum == prev.sum {
-			g.mu.Lock()
-			g.fileK = key
-			g.mu.Unlock()
-			continue
-		}
-		g.logger.Info("config file changed", "file", g.path)
-		_ = g.Reload()
-	}
 }

@@ -2,17 +2,12 @@ package rls
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +20,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/ratekeeper/ratekeeper/internal/metrics"
+	"github.com/ratekeeper/ratekeeper/internal/watch"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
 )
 
@@ -77,8 +73,8 @@ type Server struct {
 	svc     *Service
 	store   io.Closer
 
-	mu  sync.Mutex // serialises reloads
-	sum [sha256.Size]byte
+	mu      sync.Mutex     // serialises reloads
+	watcher *watch.Watcher // what the configuration held when last loaded
 
 	ready                   atomic.Bool
 	grpcAddr, httpAddr, adm atomic.Pointer[net.Addr]
@@ -108,7 +104,7 @@ func NewServer(ctx context.Context, path string, o ServerOptions) (*Server, erro
 	if o.MaxDescriptors < 0 || o.MaxEntries < 0 {
 		return nil, fmt.Errorf("max descriptors %d, max entries %d: neither may be negative", o.MaxDescriptors, o.MaxEntries)
 	}
-	sum, _ := contentSum(path)
+	w := watch.New(path)
 	c, err := Load(path)
 	if err != nil {
 		return nil, err
@@ -117,7 +113,7 @@ func NewServer(ctx context.Context, path string, o ServerOptions) (*Server, erro
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{path: path, o: o, logger: o.Logger, reg: metrics.NewRegistry(), sum: sum}
+	s := &Server{path: path, o: o, logger: o.Logger, reg: metrics.NewRegistry(), watcher: w}
 	s.metrics = metrics.New(s.reg)
 	store, closer, err := storeconfig.Open(ctx, o.Store, o.Logger)
 	if err != nil {
@@ -246,7 +242,10 @@ func (s *Server) Run(ctx context.Context) error {
 
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go s.watch(wctx)
+	go s.watcher.Run(wctx, s.o.Watch, func() {
+		s.logger.Info("config changed", "config", s.path)
+		_ = s.Reload()
+	})
 
 	var serveErr error
 	select {
@@ -288,8 +287,7 @@ func (s *Server) readyErr() error {
 func (s *Server) Reload() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sum, _ := contentSum(s.path)
-	s.sum = sum // a bad configuration is not retried until it changes again
+	s.watcher.Loaded() // a bad configuration is not retried until it changes again
 	c, err := Load(s.path)
 	if err == nil {
 		var rules *Rules
@@ -303,61 +301,4 @@ func (s *Server) Reload() error {
 	s.metrics.Reload(false, 0)
 	s.logger.Error("config reload failed; the previous rules keep serving", "config", s.path, "err", err)
 	return err
-}
-
-// watch polls the configuration and reloads when its content changed.
-func (s *Server) watch(ctx context.Context) {
-	if s.o.Watch < 0 {
-		return
-	}
-	t := time.NewTicker(s.o.Watch)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		sum, err := contentSum(s.path)
-		if err != nil {
-			continue // being replaced, perhaps: the next tick sees it
-		}
-		s.mu.Lock()
-		same := sum == s.sum
-		s.mu.Unlock()
-		if !same {
-			s.logger.Info("config changed", "config", s.path)
-			_ = s.Reload()
-		}
-	}
-}
-
-// contentSum hashes the configuration: the file, or the names and contents
-// of the directory's YAML files.
-func contentSum(path string) ([sha256.Size]byte, error) {
-	var zero [sha256.Size]byte
-	fi, err := os.Stat(path)
-	if err != nil {
-		return zero, err
-	}
-	h := sha256.New()
-	files := []string{path}
-	if fi.IsDir() {
-		files, err = filepath.Glob(filepath.Join(path, "*.y*ml"))
-		if err != nil {
-			return zero, err
-		}
-		sort.Strings(files)
-	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return zero, err
-		}
-		fmt.Fprintf(h, "%s\x00%d\x00", f, len(b))
-		h.Write(b)
-	}
-	var out [sha256.Size]byte
-	copy(out[:], h.Sum(nil))
-	return out, nil
 }
