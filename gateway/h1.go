@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 )
@@ -374,16 +373,6 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-// unescapePath is the path as net/http's URL.Path holds it; ok is false
-// when net/url would refuse it.
-func unescapePath(p []byte) (string, bool) {
-	if bytes.IndexByte(p, '%') < 0 {
-		return string(p), true
-	}
-	s, err := url.PathUnescape(string(p))
-	return s, err == nil
 }
 
 // respHead is an upstream response head, as readResponse found it.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -226,4 +227,14 @@ func FuzzParseResponse(f *testing.F) {
 			t.Fatalf("%q: length %d, net/http %d", head, h.clen, resp.ContentLength)
 		}
 	})
+}
+
+// unescapePath is the path as net/http's URL.Path holds it; ok is false
+// when net/url would refuse it.
+func unescapePath(p []byte) (string, bool) {
+	if bytes.IndexByte(p, '%') < 0 {
+		return string(p), true
+	}
+	s, err := url.PathUnescape(string(p))
+	return s, err == nil
 }

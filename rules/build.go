@@ -264,6 +264,16 @@ func compileKey(parts []string, missing Missing, ci ClientIP, strict bool) (appe
 	}, errs
 }
 
+// clientAddressHeaders name the client's address to upstreams that believe
+// them, beside X-Forwarded-For and Forwarded (canonical names).
+var clientAddressHeaders = [...]string{"X-Real-Ip", "True-Client-Ip", "X-Client-Ip", "Client-Ip", "X-Cluster-Client-Ip", "Cf-Connecting-Ip", "Fastly-Client-Ip"}
+
+// ClientAddressHeaders returns the headers other than X-Forwarded-For and
+// Forwarded that name the client's address to upstreams that believe them
+// (X-Real-IP and its kin), in canonical form. Rules may not read them; the
+// gateway passes them on from trusted proxies only.
+func ClientAddressHeaders() []string { return clientAddressHeaders[:] }
+
 // checkRuleHeader refuses a header that rules cannot see as the upstream
 // does: a hop-by-hop header, which the gateway consumes (and net/http
 // takes out of the request), and the forwarding headers, which any client
@@ -273,10 +283,13 @@ func checkRuleHeader(name string) error {
 	switch name {
 	case "Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Http2-Settings", "Content-Length":
 		return fmt.Errorf("%s is a hop-by-hop or framing header: the gateway consumes it, so a rule cannot see it as the upstream does", name)
-	case "X-Forwarded-For", "Forwarded", "X-Real-Ip", "True-Client-Ip", "X-Client-Ip", "Client-Ip", "X-Cluster-Client-Ip", "Cf-Connecting-Ip", "Fastly-Client-Ip":
+	case "X-Forwarded-For", "Forwarded":
 		return fmt.Errorf("%s is written by any client and dropped unless a trusted proxy sent it: use key: [ip] with client_ip.trusted_proxies, which believes it only from your proxies", name)
 	case "X-Forwarded-Host", "X-Forwarded-Proto":
 		return fmt.Errorf("%s is written by the gateway for the upstream: the client's is dropped", name)
+	}
+	if slices.Contains(clientAddressHeaders[:], name) {
+		return fmt.Errorf("%s is written by any client and dropped unless a trusted proxy sent it: use key: [ip] with client_ip.trusted_proxies, which believes it only from your proxies", name)
 	}
 	if strings.Contains(name, "_") {
 		return fmt.Errorf("%s has an underscore: the gateway drops such headers (as nginx does), since CGI-style servers read them as the dashed name", name)
