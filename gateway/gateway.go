@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -16,11 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/ratekeeper/ratekeeper/httplimit"
 	"github.com/ratekeeper/ratekeeper/internal/metrics"
-	"github.com/ratekeeper/ratekeeper/internal/watch"
+	"github.com/ratekeeper/ratekeeper/internal/server"
 	"github.com/ratekeeper/ratekeeper/rules"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
 )
@@ -28,8 +25,8 @@ import (
 // Defaults for fields a config leaves empty.
 const (
 	DefaultListen          = "127.0.0.1:8080"
-	DefaultShutdownTimeout = 30 * time.Second
-	DefaultWatch           = 2 * time.Second
+	DefaultShutdownTimeout = server.DefaultShutdownTimeout
+	DefaultWatch           = server.DefaultWatch
 	// Demo is the upstream that serves the built-in demo API.
 	Demo = "builtin:demo"
 )
@@ -38,11 +35,10 @@ const (
 // it with Run, and call Reload to re-read the file.
 type Gateway struct {
 	path    string
+	proc    *server.Process
 	logger  *slog.Logger
-	reg     *prometheus.Registry
 	metrics *metrics.Metrics
 	mw      *httplimit.Middleware
-	store   io.Closer
 	handler http.Handler
 	// upstreamProxy is the proxy to the upstream (nil for the demo API).
 	upstreamProxy *httputil.ReverseProxy
@@ -54,14 +50,10 @@ type Gateway struct {
 	settings settings
 	headers  atomic.Pointer[ruleHeaders] // the headers the rules read
 
-	cfg     *Config        // the config being served; guarded by mu
-	file    startFields    // the file's start-only fields as last read
-	mu      sync.Mutex     // serialises reloads
-	watcher *watch.Watcher // what the file held when last loaded
+	cfg  atomic.Pointer[Config] // the config being served
+	file startFields            // the file's start-only fields as last read; reloads only
 
-	ready     atomic.Bool
-	addr      atomic.Pointer[net.Addr]
-	adminAddr atomic.Pointer[net.Addr]
+	addr, adminAddr server.Addr
 
 	// Set by tests before Run: onPanic is given a panic the fast path
 	// recovered, onHandOff is told of each hand-off to net/http.
@@ -87,11 +79,7 @@ type Options struct {
 // New loads the config file at path and builds the gateway: the store, the
 // middleware and the proxy. It does not listen yet.
 func New(ctx context.Context, path string, o Options) (*Gateway, error) {
-	logger := o.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	w := watch.New(path)
+	proc := server.New(path, o.Logger)
 	cfg, err := LoadFile(path)
 	if err != nil {
 		return nil, err
@@ -128,27 +116,24 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 	if cfg.Upstream == "" {
 		return nil, &rules.Error{File: path, Field: "upstream", Err: errors.New("is missing: the URL of the API to protect, or builtin:demo")}
 	}
-	g := &Gateway{path: path, logger: logger, cfg: cfg, file: file, watcher: w, reg: metrics.NewRegistry(), settings: settingsOf(cfg)}
-	g.metrics = metrics.New(g.reg)
-	store, closer, err := storeconfig.Open(ctx, cfg.Store, logger)
+	g := &Gateway{path: path, proc: proc, logger: proc.Logger, metrics: proc.Metrics, file: file, settings: settingsOf(cfg)}
+	g.cfg.Store(cfg)
+	store, err := proc.OpenStore(ctx, cfg.Store)
 	if err != nil {
 		return nil, err
 	}
-	g.store = closer
-	g.metrics.CollectStoreFallback(store)
-	opts := []httplimit.Option{httplimit.WithLogger(logger), httplimit.WithMetrics(g.metrics)}
-	g.mw, err = httplimit.New(g.metrics.InstrumentStore(store), set, opts...)
+	g.mw, err = httplimit.New(store, set, httplimit.WithLogger(g.logger), httplimit.WithMetrics(g.metrics))
 	if err != nil {
-		closer.Close()
+		proc.Close()
 		return nil, err
 	}
 	up, err := g.upstream(cfg.Upstream, cfg.UpstreamTransport != "standard")
 	if err != nil {
-		closer.Close()
+		proc.Close()
 		return nil, err
 	}
 	g.handler = g.view(g.mw.Handler(g.buffer(up)))
-	g.metrics.Loaded(len(set.Rules))
+	proc.Loaded(len(set.Rules))
 	return g, nil
 }
 
@@ -156,21 +141,11 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 func (g *Gateway) Handler() http.Handler { return g.handler }
 
 // Addr is the address the gateway listens on, once Run has started.
-func (g *Gateway) Addr() net.Addr {
-	if a := g.addr.Load(); a != nil {
-		return *a
-	}
-	return nil
-}
+func (g *Gateway) Addr() net.Addr { return g.addr.Get() }
 
 // AdminAddr is the admin listener's address, once Run has started (nil
 // without one).
-func (g *Gateway) AdminAddr() net.Addr {
-	if a := g.adminAddr.Load(); a != nil {
-		return *a
-	}
-	return nil
-}
+func (g *Gateway) AdminAddr() net.Addr { return g.adminAddr.Get() }
 
 // upstream builds the proxy to the upstream, or the demo API.
 func (g *Gateway) upstream(s string, direct bool) (http.Handler, error) {
@@ -281,25 +256,32 @@ func (g *Gateway) proxyTo(s string, direct bool) (*httputil.ReverseProxy, error)
 // accepting, lets requests in flight finish (up to shutdown_timeout), and
 // returns. It polls the file for changes meanwhile.
 func (g *Gateway) Run(ctx context.Context) error {
-	defer g.store.Close()
 	if g.upstreamProxy != nil {
 		if ci, ok := g.upstreamProxy.Transport.(interface{ CloseIdleConnections() }); ok {
 			defer ci.CloseIdleConnections()
 		}
 	}
-	g.mu.Lock()
-	cfg := g.cfg
-	g.mu.Unlock()
+	cfg := g.cfg.Load()
 	listen := cfg.Listen
 	if listen == "" {
 		listen = DefaultListen
 	}
-	ln, err := net.Listen("tcp", listen)
+	ln, err := server.Listen(listen, "gateway")
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		g.proc.Close()
+		return err
 	}
 	a := ln.Addr()
-	g.addr.Store(&a)
+	g.addr.Set(a)
+	var aln net.Listener
+	if cfg.AdminListen != "" {
+		if aln, err = server.Listen(cfg.AdminListen, "admin"); err != nil {
+			ln.Close()
+			g.proc.Close()
+			return err
+		}
+		g.adminAddr.Set(aln.Addr())
+	}
 	if n := g.settings.maxConnsPerIP; n > 0 {
 		ln = newCapListener(ln, n, g.mw.Rules, g.metrics.ConnectionsRefused())
 	}
@@ -316,141 +298,76 @@ func (g *Gateway) Run(ctx context.Context) error {
 			}
 		}
 	}
-	var admin *http.Server
-	errc := make(chan error, 3)
-	if cfg.AdminListen != "" {
-		aln, err := net.Listen("tcp", cfg.AdminListen)
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("admin listen: %w", err)
-		}
-		aa := aln.Addr()
-		g.adminAddr.Store(&aa)
-		admin = &http.Server{Handler: metrics.AdminHandler(g.reg, g.readyErr), ReadHeaderTimeout: 10 * time.Second}
-		go func() { errc <- ignoreClosed(admin.Serve(aln)) }()
-	}
-	var fast *front
+	var servers []server.Server
 	if cfg.ClientTransport != "standard" && g.direct != nil {
-		fast = newFront(g.mw, g.direct, g.target, g.logger, a)
-	}
-	if fast != nil {
+		fast := newFront(g.mw, g.direct, g.target, g.logger, a)
 		fast.settings = g.settings
 		fast.onPanic, fast.onHandOff = g.onPanic, g.onHandOff
 		fast.accepted = g.metrics.ConnectionCounter("fast")
-		go func() { errc <- ignoreClosed(srv.Serve(fast.handoff)) }()
-		go func() { errc <- fast.serve(ln) }()
+		// Connections the fast path hands off are served by srv.
+		servers = []server.Server{fastServer{fast, ln}, server.HTTP(srv, fast.handoff)}
 	} else {
-		go func() { errc <- ignoreClosed(srv.Serve(ln)) }()
+		servers = []server.Server{server.HTTP(srv, ln)}
 	}
-	g.ready.Store(true)
-	adminAddr := ""
-	if aa := g.AdminAddr(); aa != nil {
-		adminAddr = aa.String()
-	}
-	g.logger.Info("gateway listening", "addr", a.String(), "admin", adminAddr, "upstream", cfg.Upstream, "store", cfg.Store.String(), "rules", len(g.mw.Rules().Rules))
-
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	every := time.Duration(cfg.Watch)
-	if every == 0 {
-		every = DefaultWatch
-	}
-	go g.watcher.Run(watchCtx, every, func() {
-		g.logger.Info("config file changed", "file", g.path)
-		_ = g.Reload()
+	g.logger.Info("gateway listening", "addr", a.String(), "admin", g.adminAddr.String(), "upstream", cfg.Upstream, "store", cfg.Store.String(), "rules", len(g.mw.Rules().Rules))
+	return g.proc.Run(ctx, server.Run{
+		Name:            "gateway",
+		Servers:         servers,
+		Admin:           aln,
+		Watch:           time.Duration(cfg.Watch),
+		Reload:          g.Reload,
+		ShutdownTimeout: time.Duration(cfg.ShutdownTimeout),
 	})
-
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-errc:
-	}
-	g.ready.Store(false)
-	timeout := time.Duration(cfg.ShutdownTimeout)
-	if timeout == 0 {
-		timeout = DefaultShutdownTimeout
-	}
-	g.logger.Info("shutting down: finishing requests in flight", "timeout", timeout)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	defer cancel()
-	if fast != nil {
-		ln.Close()
-		fastErr := make(chan error, 1)
-		go func() { fastErr <- fast.shutdown(sctx) }()
-		err = errors.Join(srv.Shutdown(sctx), <-fastErr)
-	} else {
-		err = srv.Shutdown(sctx)
-	}
-	if admin != nil {
-		_ = admin.Shutdown(sctx)
-	}
-	if serveErr != nil {
-		return serveErr
-	}
-	if err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	g.logger.Info("gateway stopped")
-	return nil
 }
 
-func ignoreClosed(err error) error {
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
+// fastServer runs the fast path on ln as a server.Server.
+type fastServer struct {
+	f  *front
+	ln net.Listener
 }
 
-func (g *Gateway) readyErr() error {
-	if !g.ready.Load() {
-		return errors.New("not serving")
-	}
-	return nil
+func (s fastServer) Serve() error { return s.f.serve(s.ln) }
+
+func (s fastServer) Shutdown(ctx context.Context) error {
+	s.ln.Close()
+	return s.f.shutdown(ctx)
 }
 
 // Reload re-reads the config file and, if it is valid, serves its rules
 // from the next request on. An invalid file changes nothing: the error is
 // logged, counted and returned. Listen addresses, the upstream and the store
 // are read at start only; a change to them is logged as needing a restart.
-func (g *Gateway) Reload() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.watcher.Loaded() // a bad file is not retried until it changes again
-	return g.reloadLocked()
-}
+func (g *Gateway) Reload() error { return g.proc.Reload(g.reload) }
 
-func (g *Gateway) reloadLocked() error {
+func (g *Gateway) reload() (int, []any, error) {
 	cfg, err := LoadFile(g.path)
-	if err == nil {
-		var set *rules.Set
-		if set, err = rules.Compile(&cfg.Config); err == nil {
-			old, was, now := g.cfg, g.file, startOnly(cfg)
-			for _, f := range []struct{ name, was, now string }{
-				{"listen", was.listen, now.listen},
-				{"admin_listen", was.admin, now.admin},
-				{"upstream", was.upstream, now.upstream},
-				{"upstream_transport", was.transport, now.transport},
-				{"client_transport", was.client, now.client},
-				{"store", was.store, now.store},
-				{"paths, client or upstream_timeouts", was.bounds, now.bounds},
-			} {
-				if f.was != f.now {
-					g.logger.Warn("config change needs a restart to take effect; keeping the old value", "field", f.name, "old", f.was, "new", f.now)
-				}
-			}
-			g.file = now
-			cfg.Listen, cfg.AdminListen, cfg.Upstream, cfg.UpstreamTransport, cfg.ClientTransport, cfg.Store = old.Listen, old.AdminListen, old.Upstream, old.UpstreamTransport, old.ClientTransport, old.Store
-			cfg.Paths, cfg.Client, cfg.UpstreamTimeouts = old.Paths, old.Client, old.UpstreamTimeouts
-			g.mw.SetRules(set)
-			g.cfg = cfg
-			g.metrics.Reload(true, len(set.Rules))
-			g.logger.Info("config reloaded", "file", g.path, "rules", len(set.Rules))
-			return nil
+	if err != nil {
+		return 0, nil, err
+	}
+	set, err := rules.Compile(&cfg.Config)
+	if err != nil {
+		return 0, nil, err
+	}
+	old, was, now := g.cfg.Load(), g.file, startOnly(cfg)
+	for _, f := range []struct{ name, was, now string }{
+		{"listen", was.listen, now.listen},
+		{"admin_listen", was.admin, now.admin},
+		{"upstream", was.upstream, now.upstream},
+		{"upstream_transport", was.transport, now.transport},
+		{"client_transport", was.client, now.client},
+		{"store", was.store, now.store},
+		{"paths, client or upstream_timeouts", was.bounds, now.bounds},
+	} {
+		if f.was != f.now {
+			g.logger.Warn("config change needs a restart to take effect; keeping the old value", "field", f.name, "old", f.was, "new", f.now)
 		}
 	}
-	g.metrics.Reload(false, 0)
-	g.logger.Error("config reload failed; the previous rules keep serving", "file", g.path, "err", err)
-	return err
+	g.file = now
+	cfg.Listen, cfg.AdminListen, cfg.Upstream, cfg.UpstreamTransport, cfg.ClientTransport, cfg.Store = old.Listen, old.AdminListen, old.Upstream, old.UpstreamTransport, old.ClientTransport, old.Store
+	cfg.Paths, cfg.Client, cfg.UpstreamTimeouts = old.Paths, old.Client, old.UpstreamTimeouts
+	g.mw.SetRules(set)
+	g.cfg.Store(cfg)
+	return len(set.Rules), []any{"rules", len(set.Rules)}, nil
 }
 
 // bufferPool lends the proxy its copy buffers, which it would otherwise

@@ -26,7 +26,7 @@ func newTestGateway(tb testing.TB, yaml string) *Gateway {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { g.store.Close() })
+	tb.Cleanup(func() { g.proc.Close() })
 	hook(g)
 	return g
 }

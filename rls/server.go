@@ -2,25 +2,19 @@ package rls
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
-	"github.com/ratekeeper/ratekeeper/internal/metrics"
-	"github.com/ratekeeper/ratekeeper/internal/watch"
+	"github.com/ratekeeper/ratekeeper/internal/server"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
 )
 
@@ -29,8 +23,8 @@ const (
 	DefaultGRPCListen      = "127.0.0.1:8081"
 	DefaultHTTPListen      = "127.0.0.1:8080"
 	DefaultAdminListen     = "127.0.0.1:9090"
-	DefaultWatch           = 2 * time.Second
-	DefaultShutdownTimeout = 10 * time.Second
+	DefaultWatch           = server.DefaultWatch
+	DefaultShutdownTimeout = server.DefaultShutdownTimeout
 )
 
 // streamWorkers is how many goroutines serve gRPC calls; a call that finds
@@ -65,27 +59,17 @@ type ServerOptions struct {
 // Server runs a Service on its gRPC, HTTP and admin listeners and reloads
 // its configuration. Create it with NewServer, run it with Run.
 type Server struct {
-	path    string
-	o       ServerOptions
-	logger  *slog.Logger
-	reg     *prometheus.Registry
-	metrics *metrics.Metrics
-	svc     *Service
-	store   io.Closer
+	path string
+	o    ServerOptions
+	proc *server.Process
+	svc  *Service
 
-	mu      sync.Mutex     // serialises reloads
-	watcher *watch.Watcher // what the configuration held when last loaded
-
-	ready                   atomic.Bool
-	grpcAddr, httpAddr, adm atomic.Pointer[net.Addr]
+	grpcAddr, httpAddr, adminAddr server.Addr
 }
 
 // NewServer loads the configuration at path (a file or a directory) and
 // opens the store. It does not listen yet.
 func NewServer(ctx context.Context, path string, o ServerOptions) (*Server, error) {
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
 	if o.GRPCListen == "" {
 		o.GRPCListen = DefaultGRPCListen
 	}
@@ -95,16 +79,10 @@ func NewServer(ctx context.Context, path string, o ServerOptions) (*Server, erro
 	if o.AdminListen == "" {
 		o.AdminListen = DefaultAdminListen
 	}
-	if o.Watch == 0 {
-		o.Watch = DefaultWatch
-	}
-	if o.ShutdownTimeout == 0 {
-		o.ShutdownTimeout = DefaultShutdownTimeout
-	}
 	if o.MaxDescriptors < 0 || o.MaxEntries < 0 {
 		return nil, fmt.Errorf("max descriptors %d, max entries %d: neither may be negative", o.MaxDescriptors, o.MaxEntries)
 	}
-	w := watch.New(path)
+	proc := server.New(path, o.Logger)
 	c, err := Load(path)
 	if err != nil {
 		return nil, err
@@ -113,27 +91,24 @@ func NewServer(ctx context.Context, path string, o ServerOptions) (*Server, erro
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{path: path, o: o, logger: o.Logger, reg: metrics.NewRegistry(), watcher: w}
-	s.metrics = metrics.New(s.reg)
-	store, closer, err := storeconfig.Open(ctx, o.Store, o.Logger)
+	s := &Server{path: path, o: o, proc: proc}
+	store, err := proc.OpenStore(ctx, o.Store)
 	if err != nil {
 		return nil, err
 	}
-	s.store = closer
-	s.metrics.CollectStoreFallback(store)
-	sm, err := NewMetrics(s.reg, s.metrics.Decisions())
+	sm, err := NewMetrics(proc.Registry, proc.Metrics.Decisions())
 	if err != nil {
-		closer.Close()
+		proc.Close()
 		return nil, err
 	}
-	s.svc = NewService(s.metrics.InstrumentStore(store), rules,
+	s.svc = NewService(store, rules,
 		WithAllOrNothing(o.AllOrNothing),
 		WithResponseHeaders(o.ResponseHeaders),
 		WithMaxDescriptors(o.MaxDescriptors),
 		WithMaxEntries(o.MaxEntries),
-		WithLogger(o.Logger),
+		WithLogger(proc.Logger),
 		WithMetrics(sm))
-	s.metrics.Loaded(rules.Len())
+	proc.Loaded(rules.Len())
 	return s, nil
 }
 
@@ -141,55 +116,44 @@ func NewServer(ctx context.Context, path string, o ServerOptions) (*Server, erro
 func (s *Server) Service() *Service { return s.svc }
 
 // GRPCAddr is the gRPC listener's address once Run listens, else nil.
-func (s *Server) GRPCAddr() net.Addr { return load(&s.grpcAddr) }
+func (s *Server) GRPCAddr() net.Addr { return s.grpcAddr.Get() }
 
 // HTTPAddr is the HTTP listener's address once Run listens, else nil.
-func (s *Server) HTTPAddr() net.Addr { return load(&s.httpAddr) }
+func (s *Server) HTTPAddr() net.Addr { return s.httpAddr.Get() }
 
 // AdminAddr is the admin listener's address once Run listens, else nil.
-func (s *Server) AdminAddr() net.Addr { return load(&s.adm) }
-
-func load(p *atomic.Pointer[net.Addr]) net.Addr {
-	if a := p.Load(); a != nil {
-		return *a
-	}
-	return nil
-}
+func (s *Server) AdminAddr() net.Addr { return s.adminAddr.Get() }
 
 // Run listens and serves until ctx is done, then stops gracefully: the
 // health service turns NOT_SERVING, calls in flight finish (up to the
 // shutdown timeout), and the store closes.
 func (s *Server) Run(ctx context.Context) error {
-	defer s.store.Close()
 	var lns []net.Listener
-	closeAll := func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}
-	listen := func(addr string, to *atomic.Pointer[net.Addr], what string) (net.Listener, error) {
+	listen := func(addr, what string, to *server.Addr) (net.Listener, error) {
 		if addr == "-" {
 			return nil, nil
 		}
-		ln, err := net.Listen("tcp", addr)
+		ln, err := server.Listen(addr, what)
 		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("%s listen: %w", what, err)
+			for _, ln := range lns {
+				ln.Close()
+			}
+			s.proc.Close()
+			return nil, err
 		}
-		a := ln.Addr()
-		to.Store(&a)
+		to.Set(ln.Addr())
 		lns = append(lns, ln)
 		return ln, nil
 	}
-	gln, err := listen(s.o.GRPCListen, &s.grpcAddr, "grpc")
+	gln, err := listen(s.o.GRPCListen, "grpc", &s.grpcAddr)
 	if err != nil {
 		return err
 	}
-	hln, err := listen(s.o.HTTPListen, &s.httpAddr, "http")
+	hln, err := listen(s.o.HTTPListen, "http", &s.httpAddr)
 	if err != nil {
 		return err
 	}
-	aln, err := listen(s.o.AdminListen, &s.adm, "admin")
+	aln, err := listen(s.o.AdminListen, "admin", &s.adminAddr)
 	if err != nil {
 		return err
 	}
@@ -210,95 +174,62 @@ func (s *Server) Run(ctx context.Context) error {
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 
-	errc := make(chan error, 3)
-	go func() { errc <- gs.Serve(gln) }()
-	var servers []*http.Server
-	serveHTTP := func(ln net.Listener, h http.Handler) {
-		if ln == nil {
-			return
-		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
-			ErrorLog: slog.NewLogLogger(s.logger.Handler(), slog.LevelDebug)}
-		servers = append(servers, srv)
-		go func() {
-			err := srv.Serve(ln)
-			if errors.Is(err, http.ErrServerClosed) {
-				err = nil
-			}
-			errc <- err
-		}()
+	servers := []server.Server{grpcServer{gs, hs, gln}}
+	if hln != nil {
+		servers = append(servers, server.HTTP(&http.Server{Handler: s.svc.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+			ErrorLog: slog.NewLogLogger(s.proc.Logger.Handler(), slog.LevelDebug)}, hln))
 	}
-	serveHTTP(hln, s.svc.HTTPHandler())
-	serveHTTP(aln, metrics.AdminHandler(s.reg, s.readyErr))
-	s.ready.Store(true)
-	str := func(a net.Addr) string {
-		if a == nil {
-			return "off"
-		}
-		return a.String()
-	}
-	s.logger.Info("rate limit service listening", "grpc", str(s.GRPCAddr()), "http", str(s.HTTPAddr()), "admin", str(s.AdminAddr()),
+	s.proc.Logger.Info("rate limit service listening", "grpc", s.grpcAddr.String(), "http", s.httpAddr.String(), "admin", s.adminAddr.String(),
 		"config", s.path, "domains", s.svc.Rules().Domains(), "store", s.o.Store.String(), "all_or_nothing", s.o.AllOrNothing)
-
-	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	go s.watcher.Run(wctx, s.o.Watch, func() {
-		s.logger.Info("config changed", "config", s.path)
-		_ = s.Reload()
+	return s.proc.Run(ctx, server.Run{
+		Name:            "rate limit service",
+		Servers:         servers,
+		Admin:           aln,
+		Watch:           s.o.Watch,
+		Reload:          s.Reload,
+		ShutdownTimeout: s.o.ShutdownTimeout,
 	})
-
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-errc:
-	}
-	s.ready.Store(false)
-	hs.Shutdown()
-	s.logger.Info("shutting down: finishing calls in flight", "timeout", s.o.ShutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.ShutdownTimeout)
-	defer cancel()
-	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
-	for _, srv := range servers {
-		_ = srv.Shutdown(sctx)
-	}
-	select {
-	case <-stopped:
-	case <-sctx.Done():
-		gs.Stop()
-	}
-	if serveErr != nil {
-		return serveErr
-	}
-	s.logger.Info("rate limit service stopped")
-	return nil
 }
 
-func (s *Server) readyErr() error {
-	if !s.ready.Load() {
-		return errors.New("not serving")
+// grpcServer serves gRPC as a server.Server: its shutdown turns the health
+// service NOT_SERVING, lets calls in flight finish until the deadline, and
+// then cuts the rest.
+type grpcServer struct {
+	gs *grpc.Server
+	hs *health.Server
+	ln net.Listener
+}
+
+func (g grpcServer) Serve() error { return g.gs.Serve(g.ln) }
+
+func (g grpcServer) Shutdown(ctx context.Context) error {
+	g.hs.Shutdown()
+	stopped := make(chan struct{})
+	go func() { g.gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+		return nil
+	case <-ctx.Done():
+		g.gs.Stop()
+		<-stopped
+		return ctx.Err()
 	}
-	return nil
 }
 
 // Reload re-reads the configuration and, if it is valid, serves it from
 // the next request on. An invalid configuration changes nothing: the error
 // is logged, counted and returned, and the previous rules keep serving.
 func (s *Server) Reload() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.watcher.Loaded() // a bad configuration is not retried until it changes again
-	c, err := Load(s.path)
-	if err == nil {
-		var rules *Rules
-		if rules, err = Compile(c); err == nil {
-			s.svc.SetRules(rules)
-			s.metrics.Reload(true, rules.Len())
-			s.logger.Info("config reloaded", "config", s.path, "domains", rules.Domains(), "limits", rules.Len())
-			return nil
+	return s.proc.Reload(func() (int, []any, error) {
+		c, err := Load(s.path)
+		if err != nil {
+			return 0, nil, err
 		}
-	}
-	s.metrics.Reload(false, 0)
-	s.logger.Error("config reload failed; the previous rules keep serving", "config", s.path, "err", err)
-	return err
+		rules, err := Compile(c)
+		if err != nil {
+			return 0, nil, err
+		}
+		s.svc.SetRules(rules)
+		return rules.Len(), []any{"domains", rules.Domains(), "limits", rules.Len()}, nil
+	})
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,7 +30,6 @@ func openRedis(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.S
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: %w", err)
 	}
-	quietRedisLogs.Do(func() { redis.SetLogger(redisLog{logger}) })
 	rs, err := redisstore.New(client)
 	if err != nil {
 		client.Close()
@@ -55,11 +53,12 @@ func openRedis(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.S
 // pingTimeout bounds the check at start that Redis answers.
 const pingTimeout = 2 * time.Second
 
-// quietRedisLogs routes go-redis's own log lines (a failed dial per
-// connection attempt while Redis is down) to the server's logger at debug
-// level, once per process: failsafe already reports store errors, at most
-// once per interval.
-var quietRedisLogs sync.Once
+// LogRedisTo sends go-redis's own log lines (a failed dial per connection
+// attempt while Redis is down) to logger at debug level: failsafe already
+// reports store errors, at most once per interval. go-redis has one logger
+// per process, so this is for a program's main to call, once, before it
+// opens a store; a library leaves the process's logging alone.
+func LogRedisTo(logger *slog.Logger) { redis.SetLogger(redisLog{logger}) }
 
 type redisLog struct{ logger *slog.Logger }
 

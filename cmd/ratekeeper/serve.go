@@ -27,6 +27,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		allOrNothing = fs.Bool("all-or-nothing", false, "a request over the limit on one descriptor uses no quota on the others")
 		headers      = fs.Bool("response-headers", false, "add RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset (and Retry-After) to responses")
 		watch        = fs.Duration("watch", rls.DefaultWatch, "how often to poll the config for changes (negative: never)")
+		shutdown     = fs.Duration("shutdown-timeout", rls.DefaultShutdownTimeout, "how long SIGTERM waits for calls in flight")
 		maxDescs     = fs.Int("max-descriptors", rls.DefaultMaxDescriptors, "refuse (InvalidArgument, HTTP 400) a request of more than `n` descriptors")
 		maxEntries   = fs.Int("max-entries", rls.DefaultMaxEntries, "refuse (InvalidArgument, HTTP 400) a request with a descriptor of more than `n` entries")
 	)
@@ -48,6 +49,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		MaxDescriptors:  *maxDescs,
 		MaxEntries:      *maxEntries,
 		Watch:           *watch,
+		ShutdownTimeout: *shutdown,
 	})
 	if err != nil {
 		return err

@@ -51,6 +51,7 @@ func (f *serverFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer, w
 	if err != nil {
 		return nil, usageError{err}
 	}
+	storeconfig.LogRedisTo(logger)
 	return logger, nil
 }
 
