@@ -84,19 +84,10 @@ type Stats struct {
 // Store is a ratekeeper.Store that bounds and survives its primary's
 // failures. It is safe for concurrent use. Create it with New.
 type Store struct {
-	primary    ratekeeper.Store
-	timeout    time.Duration
-	policy     Policy
-	instances  int
-	local      *memstore.Store
-	logger     *slog.Logger
-	logEvery   time.Duration
-	onError    func(error)
-	onFallback func(ratekeeper.Request, ratekeeper.Decision)
-	clock      ratekeeper.Clock // nil: the system clock
+	config
+	primary ratekeeper.Store
+	local   *memstore.Store
 
-	threshold int32
-	cooldown  time.Duration
 	state     atomic.Int32 // 0 closed, 1 open
 	failures  atomic.Int32
 	openUntil atomic.Int64 // unix ns: no probe before
@@ -123,31 +114,61 @@ type DeadlineStore interface {
 	TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error)
 }
 
-// Option configures a Store.
-type Option interface {
-	apply(*Store)
+// config is what the options set.
+type config struct {
+	timeout    time.Duration
+	policy     Policy
+	instances  int
+	logger     *slog.Logger // nil: no logs
+	logEvery   time.Duration
+	onError    func(error)
+	onFallback func(ratekeeper.Request, ratekeeper.Decision)
+	clock      ratekeeper.Clock // nil: the system clock
+	threshold  int32
+	cooldown   time.Duration
 }
 
-type optionFunc func(*Store)
+// buildConfig applies opts to the defaults, which are all here.
+func buildConfig(opts []Option) config {
+	c := config{
+		timeout:   DefaultTimeout,
+		policy:    Allow,
+		instances: 1,
+		logEvery:  DefaultLogInterval,
+		threshold: DefaultThreshold,
+		cooldown:  DefaultCooldown,
+	}
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	return c
+}
 
-func (f optionFunc) apply(s *Store) { f(s) }
+// Option configures a Store.
+type Option interface {
+	apply(*config)
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
 
 // WithTimeout bounds each call to the primary (default DefaultTimeout).
 // Zero or less means no bound but the caller's context.
 func WithTimeout(d time.Duration) Option {
-	return optionFunc(func(s *Store) { s.timeout = d })
+	return optionFunc(func(c *config) { c.timeout = d })
 }
 
 // WithPolicy sets what decides when the primary fails (default Allow).
 func WithPolicy(p Policy) Option {
-	return optionFunc(func(s *Store) { s.policy = p })
+	return optionFunc(func(c *config) { c.policy = p })
 }
 
 // WithInstances sets how many instances share the primary, so that the
 // Local policy gives each its share of a limit: rate and burst divided by
 // n, at least 1. Default 1.
 func WithInstances(n int) Option {
-	return optionFunc(func(s *Store) { s.instances = max(1, n) })
+	return optionFunc(func(c *config) { c.instances = max(1, n) })
 }
 
 // WithBreaker sets the circuit breaker: it opens after threshold
@@ -155,14 +176,14 @@ func WithInstances(n int) Option {
 // (defaults DefaultThreshold, DefaultCooldown). A threshold of zero or less
 // disables it: every call then tries the primary.
 func WithBreaker(threshold int, cooldown time.Duration) Option {
-	return optionFunc(func(s *Store) { s.threshold, s.cooldown = int32(threshold), cooldown })
+	return optionFunc(func(c *config) { c.threshold, c.cooldown = int32(threshold), cooldown })
 }
 
 // WithClock sets the clock of the breaker's cool-down and of the logs'
 // rate limit. Default: the system clock. The per-call timeout runs on real
 // time whatever the clock: it bounds a network call.
-func WithClock(c ratekeeper.Clock) Option {
-	return optionFunc(func(s *Store) { s.clock = c })
+func WithClock(clk ratekeeper.Clock) Option {
+	return optionFunc(func(c *config) { c.clock = clk })
 }
 
 // now reads the store's clock.
@@ -176,42 +197,31 @@ func (s *Store) now() time.Time {
 // WithLogger logs store errors (rate-limited) and breaker changes to l.
 // Default: no logging.
 func WithLogger(l *slog.Logger) Option {
-	return optionFunc(func(s *Store) { s.logger = l })
+	return optionFunc(func(c *config) { c.logger = l })
 }
 
 // WithLogInterval sets how often at most a store error is logged (default
 // DefaultLogInterval); the next line says how many were not.
 func WithLogInterval(d time.Duration) Option {
-	return optionFunc(func(s *Store) { s.logEvery = d })
+	return optionFunc(func(c *config) { c.logEvery = d })
 }
 
 // WithErrorHook calls f with each error of the primary (not for calls the
 // open breaker short-circuits). f must be fast and safe for concurrent use.
 func WithErrorHook(f func(error)) Option {
-	return optionFunc(func(s *Store) { s.onError = f })
+	return optionFunc(func(c *config) { c.onError = f })
 }
 
 // WithFallbackHook calls f with each decision the policy made instead of
 // the primary. f must be fast and safe for concurrent use.
 func WithFallbackHook(f func(ratekeeper.Request, ratekeeper.Decision)) Option {
-	return optionFunc(func(s *Store) { s.onFallback = f })
+	return optionFunc(func(c *config) { c.onFallback = f })
 }
 
 // New wraps primary. With the Local policy it starts an in-memory store,
 // which Close stops; primary is the caller's to close.
 func New(primary ratekeeper.Store, opts ...Option) *Store {
-	s := &Store{
-		primary:   primary,
-		timeout:   DefaultTimeout,
-		policy:    Allow,
-		instances: 1,
-		logEvery:  DefaultLogInterval,
-		threshold: DefaultThreshold,
-		cooldown:  DefaultCooldown,
-	}
-	for _, o := range opts {
-		o.apply(s)
-	}
+	s := &Store{config: buildConfig(opts), primary: primary}
 	if s.policy == Local {
 		s.local = memstore.New()
 	}

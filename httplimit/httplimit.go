@@ -20,28 +20,45 @@ import (
 // NewLimit; it is safe for concurrent use, and SetRules swaps its rules
 // while it serves.
 type Middleware struct {
+	config
 	store   ratekeeper.Store
 	current atomic.Pointer[compiled]
-	logger  *slog.Logger
+	pool    sync.Pool
+}
+
+// config is what the options set.
+type config struct {
+	logger  *slog.Logger       // never nil once built
 	metrics Metrics            // nil: none
 	headers *rules.HeaderStyle // nil: the set's
 	clock   ratekeeper.Clock   // nil: the store's
-	pool    sync.Pool
+}
+
+// buildConfig applies opts to the defaults, which are all here.
+func buildConfig(opts []Option) config {
+	var c config
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	return c
 }
 
 // Option configures a Middleware.
 type Option interface {
-	apply(*Middleware)
+	apply(*config)
 }
 
-type optionFunc func(*Middleware)
+type optionFunc func(*config)
 
-func (f optionFunc) apply(m *Middleware) { f(m) }
+func (f optionFunc) apply(c *config) { f(c) }
 
 // WithLogger logs shadow-mode refusals (Info), refusals (Debug) and store
 // errors (Error) to l. Default: no logs.
 func WithLogger(l *slog.Logger) Option {
-	return optionFunc(func(m *Middleware) { m.logger = l })
+	return optionFunc(func(c *config) { c.logger = l })
 }
 
 // Metrics receives what the middleware decides; package promlimit
@@ -81,22 +98,22 @@ const (
 
 // WithMetrics counts decisions by rule and result in mt. Default: none.
 func WithMetrics(mt Metrics) Option {
-	return optionFunc(func(m *Middleware) { m.metrics = mt })
+	return optionFunc(func(c *config) { c.metrics = mt })
 }
 
 // WithHeaders overrides the header style the rules set asks for.
 func WithHeaders(h rules.HeaderStyle) Option {
-	return optionFunc(func(m *Middleware) { m.headers = &h })
+	return optionFunc(func(c *config) { c.headers = &h })
 }
 
-// WithClock decides every request at c.Now(), read once per request before
+// WithClock decides every request at clk.Now(), read once per request before
 // the store is asked, instead of at the store's own clock. It is for tests
 // on a fake clock: with a real clock, a request delayed between reading the
 // time and reaching the store would be decided at a stale instant, which
 // the buckets count against it. The default (the store's clock, read under
 // its lock; Redis's server time) needs no care.
-func WithClock(c ratekeeper.Clock) Option {
-	return optionFunc(func(m *Middleware) { m.clock = c })
+func WithClock(clk ratekeeper.Clock) Option {
+	return optionFunc(func(c *config) { c.clock = clk })
 }
 
 // New returns a Middleware that applies set, keeping state in store.
@@ -107,10 +124,7 @@ func New(store ratekeeper.Store, set *rules.Set, opts ...Option) (*Middleware, e
 	if set == nil {
 		return nil, errors.New("httplimit: rules set is nil")
 	}
-	m := &Middleware{store: store, logger: slog.New(slog.DiscardHandler)}
-	for _, o := range opts {
-		o.apply(m)
-	}
+	m := &Middleware{config: buildConfig(opts), store: store}
 	m.pool.New = func() any { return new(scratch) }
 	m.SetRules(set)
 	return m, nil

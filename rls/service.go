@@ -46,8 +46,13 @@ const (
 type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
-	store          ratekeeper.Store
-	cur            atomic.Pointer[served]
+	config
+	store ratekeeper.Store
+	cur   atomic.Pointer[served]
+}
+
+// config is what the options set.
+type config struct {
 	allOrNothing   bool
 	headers        bool
 	maxDescriptors int
@@ -55,6 +60,18 @@ type Service struct {
 	logger         *slog.Logger
 	metrics        *Metrics         // nil: none
 	clock          ratekeeper.Clock // nil: the system clock
+}
+
+// buildConfig applies opts to the defaults, which are all here.
+func buildConfig(opts []Option) config {
+	c := config{maxDescriptors: DefaultMaxDescriptors, maxEntries: DefaultMaxEntries}
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	return c
 }
 
 // served is a Rules with the metrics of each of its rules looked up once.
@@ -68,11 +85,11 @@ type ruleCounters struct {
 }
 
 // Option configures a Service.
-type Option interface{ apply(*Service) }
+type Option interface{ apply(*config) }
 
-type optionFunc func(*Service)
+type optionFunc func(*config)
 
-func (f optionFunc) apply(s *Service) { f(s) }
+func (f optionFunc) apply(c *config) { f(c) }
 
 // WithAllOrNothing makes a request that is over the limit on one
 // descriptor use no quota on the others (shadow-mode descriptors excepted:
@@ -80,7 +97,7 @@ func (f optionFunc) apply(s *Service) { f(s) }
 // service, where every descriptor within its limit counts the request even
 // when another refuses it.
 func WithAllOrNothing(on bool) Option {
-	return optionFunc(func(s *Service) { s.allOrNothing = on })
+	return optionFunc(func(c *config) { c.allOrNothing = on })
 }
 
 // WithResponseHeaders adds RateLimit-Limit, RateLimit-Remaining and
@@ -88,15 +105,15 @@ func WithAllOrNothing(on bool) Option {
 // response_headers_to_add, from the descriptor with the least remaining.
 // Off by default.
 func WithResponseHeaders(on bool) Option {
-	return optionFunc(func(s *Service) { s.headers = on })
+	return optionFunc(func(c *config) { c.headers = on })
 }
 
 // WithMaxDescriptors refuses, as invalid, a request of more than n
 // descriptors; n <= 0 keeps the default, DefaultMaxDescriptors.
 func WithMaxDescriptors(n int) Option {
-	return optionFunc(func(s *Service) {
+	return optionFunc(func(c *config) {
 		if n > 0 {
-			s.maxDescriptors = n
+			c.maxDescriptors = n
 		}
 	})
 }
@@ -104,16 +121,16 @@ func WithMaxDescriptors(n int) Option {
 // WithMaxEntries refuses, as invalid, a request with a descriptor of more
 // than n entries; n <= 0 keeps the default, DefaultMaxEntries.
 func WithMaxEntries(n int) Option {
-	return optionFunc(func(s *Service) {
+	return optionFunc(func(c *config) {
 		if n > 0 {
-			s.maxEntries = n
+			c.maxEntries = n
 		}
 	})
 }
 
 // WithLogger sets the logger; the default discards.
 func WithLogger(l *slog.Logger) Option {
-	return optionFunc(func(s *Service) { s.logger = l })
+	return optionFunc(func(c *config) { c.logger = l })
 }
 
 // Metrics are the decision service's metrics: its decisions by rule and
@@ -148,23 +165,19 @@ func NewMetrics(reg prometheus.Registerer, decisions *promlimit.Metrics) (*Metri
 
 // WithMetrics counts what the service decides in m. Default: none.
 func WithMetrics(m *Metrics) Option {
-	return optionFunc(func(s *Service) { s.metrics = m })
+	return optionFunc(func(c *config) { c.metrics = m })
 }
 
 // WithClock sets the clock for what the service computes itself (the
 // reset of a limit of zero requests); decisions come from the store's
 // clock. Default: the system clock.
-func WithClock(c ratekeeper.Clock) Option {
-	return optionFunc(func(s *Service) { s.clock = c })
+func WithClock(clk ratekeeper.Clock) Option {
+	return optionFunc(func(c *config) { c.clock = clk })
 }
 
 // NewService returns a Service answering with rules from store.
 func NewService(store ratekeeper.Store, rules *Rules, opts ...Option) *Service {
-	s := &Service{store: store, maxDescriptors: DefaultMaxDescriptors, maxEntries: DefaultMaxEntries,
-		logger: slog.New(slog.DiscardHandler)}
-	for _, o := range opts {
-		o.apply(s)
-	}
+	s := &Service{config: buildConfig(opts), store: store}
 	s.SetRules(rules)
 	return s
 }
