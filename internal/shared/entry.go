@@ -1,0 +1,508 @@
+package shared
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/algo"
+)
+
+// entry is what an instance knows of one key. Its fields are guarded by mu.
+type entry struct {
+	key   string
+	mu    sync.Mutex
+	limit ratekeeper.Limit
+	p     algo.Limit
+	local bool // decisions were made locally
+
+	// The denial cache: refused for a cost of deniedN or more until
+	// deniedUntil (remote µs).
+	deniedUntil int64
+	deniedN     int
+
+	// busy is closed when the remote call in flight for the entry (a sync,
+	// a lease) ends; nil when there is none.
+	busy chan struct{}
+	// lastUse is the local µs of the last decision.
+	lastUse int64
+
+	// Sync mode: state is the shared state last read plus pend, what the
+	// instance admitted since its last cut; syncedAt the local µs of the
+	// last answer.
+	loaded   bool
+	state    State
+	pend     []delta
+	touched  bool
+	syncedAt int64
+
+	// Lease mode: the quota held, oldest first, and the instance's recent
+	// use, which sizes the next lease.
+	grants            []grant
+	usedPrev, usedCur int64
+	periodStart       int64 // local µs
+	remaining         int64 // what the remote had left after the last grant
+}
+
+// delta is a count admitted at instant at (remote µs) not yet sent.
+type delta struct{ at, n int64 }
+
+// grant is leased quota: units usable until end (remote µs, exclusive),
+// granted at instant at.
+type grant struct{ units, end, at int64 }
+
+func (e *entry) setLimit(l ratekeeper.Limit) {
+	e.limit = l
+	e.p = algo.Params(e.key, l)
+}
+
+// sameLimit makes the entry follow the limit a request carries: a key keeps
+// one state per algorithm, as in the stores, so a reload that changes the
+// limit keeps the count.
+func (e *entry) sameLimit(l ratekeeper.Limit) {
+	if e.limit != l {
+		e.setLimit(l)
+	}
+}
+
+// decide applies the algorithm to the local state.
+func (e *entry) decide(now, n int64) algo.Result {
+	var r algo.Result
+	switch e.limit.Algorithm {
+	case ratekeeper.FixedWindow:
+		e.state.Window, r = e.state.Window.Fixed(e.p, now, n)
+	case ratekeeper.SlidingWindow:
+		e.state.Sliding, r = e.state.Sliding.SlidingWindow(e.p, now, n)
+	default:
+		e.state.Bucket, r = e.state.Bucket.Meter(e.p, now, n)
+	}
+	return r
+}
+
+// add counts n admitted at instant at into the local state as of now.
+func (e *entry) add(now, at, n int64) {
+	switch e.limit.Algorithm {
+	case ratekeeper.FixedWindow:
+		e.state.Window, _ = e.state.Window.Add(e.p, now, at, n)
+	case ratekeeper.SlidingWindow:
+		e.state.Sliding, _ = e.state.Sliding.Add(e.p, now, at, n)
+	default:
+		e.state.Bucket, _ = e.state.Bucket.Add(e.p, now, at, n)
+	}
+}
+
+// ended reports whether a count admitted at instant at no longer counts at
+// now: its window, or for the sliding window counter the one after it, has
+// ended. A bucket's water drains in the remote as it would have.
+func (e *entry) ended(now, at int64) bool {
+	switch e.limit.Algorithm {
+	case ratekeeper.FixedWindow:
+		return algo.WindowEnd(e.p, at) < algo.WindowEnd(e.p, now)
+	case ratekeeper.SlidingWindow:
+		return algo.WindowEnd(e.p, at) < algo.WindowEnd(e.p, now)-e.p.Period
+	}
+	return false
+}
+
+// addPending records n admitted at at, merged with the last record when it
+// falls in the same window (for a bucket, always: the remote pours it at
+// the latest instant, which never counts less water than there was).
+func (e *entry) addPending(at, n int64) {
+	if k := len(e.pend) - 1; k >= 0 && e.sameWindow(e.pend[k].at, at) {
+		e.pend[k].n += n
+		e.pend[k].at = max(e.pend[k].at, at)
+		return
+	}
+	e.pend = append(e.pend, delta{at, n})
+}
+
+func (e *entry) sameWindow(a, b int64) bool {
+	switch e.limit.Algorithm {
+	case ratekeeper.FixedWindow, ratekeeper.SlidingWindow:
+		return algo.WindowEnd(e.p, a) == algo.WindowEnd(e.p, b)
+	}
+	return true
+}
+
+func (e *entry) pending() (n int64) {
+	for _, d := range e.pend {
+		n += d.n
+	}
+	return n
+}
+
+// denied answers from the denial cache: a refusal while the key was refused
+// for no larger a cost less than its retry-after ago.
+func (e *entry) denied(req ratekeeper.Request, now int64) (ratekeeper.Decision, bool) {
+	if now >= e.deniedUntil || req.N < e.deniedN {
+		return ratekeeper.Decision{}, false
+	}
+	return ratekeeper.Decision{
+		Limit:      req.Limit.Capacity(),
+		RetryAfter: time.Duration(e.deniedUntil-now) * time.Microsecond,
+		ResetAfter: time.Duration(e.deniedUntil-now) * time.Microsecond,
+		At:         time.UnixMicro(now),
+	}, true
+}
+
+// deny remembers a refusal d of req made at now.
+func (e *entry) deny(req ratekeeper.Request, d ratekeeper.Decision, now int64) {
+	until := now + int64(d.RetryAfter/time.Microsecond)
+	if until > e.deniedUntil || req.N < e.deniedN {
+		e.deniedUntil, e.deniedN = until, req.N
+	}
+}
+
+// nowFor is the instant to decide req at: its own, or the remote's clock as
+// the instance estimates it.
+func (s *Store) nowFor(req ratekeeper.Request) int64 {
+	if !req.Now.IsZero() {
+		return req.Now.UnixMicro()
+	}
+	return s.now()
+}
+
+// remoteNow is the instant to give the remote: the request's own, or zero
+// for the remote's clock, which every instance's estimate follows.
+func (s *Store) remoteNow(req ratekeeper.Request) int64 {
+	if !req.Now.IsZero() {
+		return req.Now.UnixMicro()
+	}
+	return 0
+}
+
+// takeSync decides req from the local state, reading the shared state
+// first if the instance has none or what it has is older than two periods.
+func (s *Store) takeSync(ctx context.Context, e *entry, req ratekeeper.Request) (ratekeeper.Decision, error) {
+	n := int64(req.N)
+	fresh := 2 * s.period.Microseconds()
+	e.mu.Lock()
+	e.sameLimit(req.Limit)
+	for tried := false; ; tried = true {
+		lnow := s.localMicros()
+		if e.loaded && lnow-e.syncedAt <= fresh {
+			break
+		}
+		if tried {
+			if e.loaded && lnow-e.syncedAt <= s.stale.Microseconds() {
+				break // the remote is not answering: decide from what is known
+			}
+			e.mu.Unlock()
+			return ratekeeper.Decision{}, errStale
+		}
+		if ch := e.busy; ch != nil {
+			e.mu.Unlock()
+			if err := wait(ctx, ch); err != nil {
+				return ratekeeper.Decision{}, err
+			}
+		} else {
+			e.mu.Unlock()
+			s.syncEntries(ctx, []*entry{e}, s.remoteNow(req))
+		}
+		e.mu.Lock()
+	}
+	now := s.nowFor(req)
+	r := e.decide(now, n)
+	if r.Allowed {
+		e.addPending(now, n)
+		if e.pending() >= max(1, int64(req.Limit.Capacity())/8) {
+			select {
+			case s.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+	e.touched, e.local = true, true
+	e.lastUse = s.localMicros()
+	e.mu.Unlock()
+	s.locals.Add(1)
+	return algo.Decision(r), nil
+}
+
+// refundSync takes back, locally and in what is sent next, what d took.
+func (e *entry) refundSync(req ratekeeper.Request, d ratekeeper.Decision) {
+	at := d.At.UnixMicro()
+	switch e.limit.Algorithm {
+	case ratekeeper.FixedWindow:
+		e.state.Window = e.state.Window.Refund(e.p, int64(req.N), at)
+	case ratekeeper.SlidingWindow:
+		e.state.Sliding = e.state.Sliding.Refund(e.p, int64(req.N), at)
+	default:
+		e.state.Bucket = e.state.Bucket.Refund(e.p, int64(req.N), false, 0)
+	}
+	e.addPending(at, -int64(req.N))
+}
+
+// syncEntries sends each entry's unsent count and reads back its shared
+// state, in one call. An entry with a call in flight already is skipped.
+// On failure the counts are kept for the next call, except those whose
+// window has ended, which are counted as dropped. now is the instant to
+// give the remote (zero: its own clock).
+func (s *Store) syncEntries(ctx context.Context, es []*entry, now int64) {
+	type part struct {
+		e        *entry
+		inflight []delta
+		first    int
+		busy     chan struct{}
+	}
+	parts := make([]part, 0, len(es))
+	var items []Item
+	for _, e := range es {
+		e.mu.Lock()
+		if e.busy != nil {
+			e.mu.Unlock()
+			continue
+		}
+		p := part{e: e, inflight: e.pend, first: len(items), busy: make(chan struct{})}
+		e.busy, e.pend, e.touched = p.busy, nil, false
+		if len(p.inflight) == 0 {
+			items = append(items, Item{Key: e.key, Limit: e.limit, Now: now})
+		}
+		for _, d := range p.inflight {
+			items = append(items, Item{Key: e.key, Limit: e.limit, N: d.n, At: d.at, Now: now})
+		}
+		e.mu.Unlock()
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		return
+	}
+	sent := s.localMicros()
+	err := s.remote.Add(ctx, items)
+	recv := s.localMicros()
+	s.syncs.Add(1)
+	if err != nil {
+		s.syncErrs.Add(1)
+	} else if now == 0 {
+		s.learn(sent, recv, items[0].Now)
+	}
+	for i, p := range parts {
+		end := len(items)
+		if i+1 < len(parts) {
+			end = parts[i+1].first
+		}
+		mine := items[p.first:end]
+		failed := err != nil
+		for _, it := range mine {
+			failed = failed || it.Err != nil
+		}
+		e := p.e
+		e.mu.Lock()
+		if failed {
+			e.pend = append(p.inflight, e.pend...)
+			s.dropEnded(e)
+		} else {
+			last := mine[len(mine)-1]
+			for _, it := range mine {
+				if it.Dropped && it.N > 0 {
+					s.dropped.Add(uint64(it.N))
+				}
+			}
+			e.state, e.loaded, e.syncedAt = last.State, true, recv
+			for _, d := range e.pend {
+				e.add(last.Now, d.at, d.n)
+			}
+		}
+		e.busy = nil
+		e.mu.Unlock()
+		close(p.busy)
+	}
+}
+
+// dropEnded forgets the unsent counts whose window has ended, counting
+// them.
+func (s *Store) dropEnded(e *entry) {
+	now := s.now()
+	kept := e.pend[:0]
+	for _, d := range e.pend {
+		if e.ended(now, d.at) {
+			if d.n > 0 {
+				s.dropped.Add(uint64(d.n))
+			}
+			continue
+		}
+		kept = append(kept, d)
+	}
+	e.pend = kept
+}
+
+// errNoGrant is an internal signal: a lease call granted what was asked but
+// it expired before it could be used.
+var errNoGrant = errors.New("shared store: leases expire before they can be used; is the clock offset larger than a window?")
+
+// takeLease admits req from the quota the instance holds, leasing more from
+// the remote when it runs short.
+func (s *Store) takeLease(ctx context.Context, e *entry, req ratekeeper.Request) (ratekeeper.Decision, error) {
+	n := int64(req.N)
+	e.mu.Lock()
+	e.sameLimit(req.Limit)
+	for tries := 0; ; tries++ {
+		now := s.nowFor(req)
+		e.expire(now + s.margin())
+		if d, hit := e.denied(req, now); hit {
+			e.mu.Unlock()
+			s.denials.Add(1)
+			return d, nil
+		}
+		if held := e.held(); held >= n {
+			e.consume(n)
+			e.local = true
+			e.useLease(s, n)
+			d := ratekeeper.Decision{Allowed: true, Limit: req.Limit.Capacity(),
+				Remaining: int(min(int64(req.Limit.Capacity()), held-n+e.remaining)), At: time.UnixMicro(now)}
+			if k := len(e.grants); k > 0 {
+				d.ResetAfter = time.Duration(e.grants[k-1].end-now) * time.Microsecond
+			}
+			e.mu.Unlock()
+			s.locals.Add(1)
+			return d, nil
+		}
+		if tries == 4 {
+			e.mu.Unlock()
+			return ratekeeper.Decision{}, errNoGrant
+		}
+		if ch := e.busy; ch != nil {
+			e.mu.Unlock()
+			if err := wait(ctx, ch); err != nil {
+				return ratekeeper.Decision{}, err
+			}
+			e.mu.Lock()
+			continue
+		}
+		need := n - e.held()
+		it := Item{Key: e.key, Limit: e.limit, N: e.want(s, need), Min: need, Now: s.remoteNow(req)}
+		ch := make(chan struct{})
+		e.busy = ch
+		e.mu.Unlock()
+		items := []Item{it}
+		sent := s.localMicros()
+		err := s.remote.Lease(ctx, items)
+		recv := s.localMicros()
+		s.leases.Add(1)
+		it = items[0]
+		if err == nil {
+			err = it.Err
+		}
+		e.mu.Lock()
+		e.busy = nil
+		close(ch)
+		if err != nil {
+			s.leaseErrs.Add(1)
+			e.mu.Unlock()
+			return ratekeeper.Decision{}, err
+		}
+		if req.Now.IsZero() {
+			s.learn(sent, recv, it.Now)
+			s.rtt.Store(recv - sent)
+		}
+		if it.Granted == 0 {
+			d := ratekeeper.Decision{Limit: req.Limit.Capacity(), RetryAfter: time.Duration(it.Retry) * time.Microsecond,
+				ResetAfter: time.Duration(it.Retry) * time.Microsecond, At: time.UnixMicro(it.Now)}
+			e.deny(req, d, it.Now)
+			e.mu.Unlock()
+			return d, nil
+		}
+		e.grants = append(e.grants, grant{units: it.Granted, end: e.validUntil(it.State), at: it.Now})
+		e.remaining = e.remainingAfter(it)
+	}
+}
+
+// margin is how far ahead of its estimate of the remote's clock the
+// instance counts a lease as expired: the last round trip, which bounds the
+// estimate's error.
+func (s *Store) margin() int64 { return s.rtt.Load() }
+
+// validUntil is when quota leased from state expires (exclusive): the end
+// of its window, or for a bucket the instant it would be full again, after
+// which quota taken early could add to what the bucket refills
+// (docs/redis.md proves that before it, it cannot).
+func (e *entry) validUntil(st State) int64 {
+	switch e.limit.Algorithm {
+	case ratekeeper.FixedWindow:
+		return st.Window.End
+	case ratekeeper.SlidingWindow:
+		return st.Sliding.End
+	}
+	return st.Bucket.Tail + 1
+}
+
+// remainingAfter is what the remote had left after a grant, for the
+// decisions' Remaining.
+func (e *entry) remainingAfter(it Item) int64 {
+	p, st := e.p, it.State
+	var r algo.Result
+	switch e.limit.Algorithm {
+	case ratekeeper.FixedWindow:
+		_, r = st.Window.Fixed(p, it.Now, 0)
+	case ratekeeper.SlidingWindow:
+		_, r = st.Sliding.SlidingWindow(p, it.Now, 0)
+	default:
+		_, r = st.Bucket.Meter(p, it.Now, 0)
+	}
+	return r.Remaining
+}
+
+// expire drops the grants that end by now.
+func (e *entry) expire(now int64) {
+	k := 0
+	for k < len(e.grants) && e.grants[k].end <= now {
+		k++
+	}
+	if k > 0 {
+		e.grants = append(e.grants[:0], e.grants[k:]...)
+	}
+}
+
+func (e *entry) held() (n int64) {
+	for _, g := range e.grants {
+		n += g.units
+	}
+	return n
+}
+
+// consume takes n units from the grants that expire first.
+func (e *entry) consume(n int64) {
+	for n > 0 {
+		g := &e.grants[0]
+		take := min(n, g.units)
+		g.units -= take
+		n -= take
+		if g.units == 0 {
+			e.grants = e.grants[1:]
+		}
+	}
+}
+
+// useLease counts n units used, for the next lease's size.
+func (e *entry) useLease(s *Store, n int64) {
+	lnow := s.localMicros()
+	e.lastUse = lnow
+	if lnow-e.periodStart >= s.period.Microseconds() {
+		e.usedPrev, e.usedCur, e.periodStart = e.usedCur, 0, lnow
+	}
+	e.usedCur += n
+}
+
+// want sizes a lease: what the instance would use over a sync period at
+// its recent rate, at least need and at most the capacity.
+func (e *entry) want(s *Store, need int64) int64 {
+	T := s.period.Microseconds()
+	elapsed := max(s.localMicros()-e.periodStart, T/4, 1)
+	rate := max(float64(e.usedPrev)/float64(T), float64(e.usedCur)/float64(elapsed))
+	w := int64(rate*float64(T)) + 1
+	return min(max(w, need), int64(e.limit.Capacity()))
+}
+
+// refundLease puts what d took back into the lease it came from, if that
+// has not expired: the units are still taken in the remote.
+func (e *entry) refundLease(req ratekeeper.Request, d ratekeeper.Decision) {
+	at := d.At.UnixMicro()
+	for i := range e.grants {
+		if e.grants[i].end > at {
+			e.grants[i].units += int64(req.N)
+			return
+		}
+	}
+}

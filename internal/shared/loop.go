@@ -1,0 +1,93 @@
+package shared
+
+import (
+	"context"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
+)
+
+// loop syncs every period, and when a key's unsent count grows large,
+// until Close; then it syncs once more and gives back unused leases.
+func (s *Store) loop() {
+	defer close(s.done)
+	t := time.NewTicker(s.period)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			s.flush(true)
+			return
+		case <-t.C:
+		case <-s.kick:
+		}
+		s.flush(false)
+	}
+}
+
+// idlePeriods is how many sync periods an entry with nothing to send is
+// kept after its last use.
+const idlePeriods = 10
+
+// flush syncs the touched entries (sync mode), gives back the leases of
+// idle ones (lease mode), and drops entries with nothing left to do. final
+// gives back every lease it can.
+func (s *Store) flush(final bool) {
+	var (
+		syncs []*entry
+		back  []Item
+		backE []*entry
+	)
+	lnow := s.localMicros()
+	now := s.now()
+	idle := idlePeriods * s.period.Microseconds()
+	s.each(func(e *entry) bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.busy != nil {
+			return false
+		}
+		switch s.mode {
+		case Sync:
+			if len(e.pend) > 0 || e.touched {
+				syncs = append(syncs, e)
+				return false
+			}
+		case Lease:
+			e.expire(now)
+			if giveBack(e.limit) && len(e.grants) > 0 && (final || lnow-e.lastUse >= s.period.Microseconds()) {
+				for _, g := range e.grants {
+					back = append(back, Item{Key: e.key, Limit: e.limit, N: -g.units, At: g.at})
+				}
+				backE = append(backE, e)
+				e.grants = nil
+			}
+			if len(e.grants) > 0 {
+				return false
+			}
+		}
+		return lnow-e.lastUse > idle && now >= e.deniedUntil
+	})
+	timeout := max(s.period, time.Second)
+	if len(syncs) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		s.syncEntries(ctx, syncs, 0)
+		cancel()
+	}
+	if len(back) > 0 {
+		// Quota given back is quota others may use: best effort, since
+		// a lease not given back expires with its window anyway.
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		_ = s.remote.Add(ctx, back)
+		cancel()
+	}
+}
+
+// giveBack reports whether unused leased quota of limit l is given back:
+// for the window counters, where giving back within the window is exactly
+// as if it had never been taken. A bucket's quota is not: returned late,
+// it could add to what the bucket refilled meanwhile (docs/redis.md); it
+// expires when the bucket would be full again.
+func giveBack(l ratekeeper.Limit) bool {
+	return l.Algorithm == ratekeeper.FixedWindow || l.Algorithm == ratekeeper.SlidingWindow
+}

@@ -1,0 +1,382 @@
+// Package shared decides shared limits at local speed: it sits between the
+// callers of one instance and a store that many instances share (Redis),
+// and answers from local memory in one of three modes.
+//
+//   - Exact: every decision is the shared store's. Only refusals are
+//     remembered: a key refused with retry-after R is refused locally, for a
+//     cost no smaller, until R has passed (the denial cache).
+//   - Sync: the instance decides from the last shared state it read plus what
+//     it admitted since. Every sync period, and sooner once a key's unsent
+//     count passes a share of its limit, it sends each touched key's count
+//     and reads back the shared state, all in one batched call. Over-admission
+//     is bounded (docs/redis.md derives the bound); nothing is lost on an
+//     error.
+//   - Lease: the instance takes a share of the remaining quota from the
+//     shared store atomically and admits locally from it, so it never admits
+//     more than the limit; it may refuse while other instances hold unused
+//     leases.
+//
+// Sync and lease apply to the fixed window, the sliding window counter, the
+// token bucket and the leaky bucket's meter; the sliding log and a
+// reservation (the leaky bucket's queue, the token bucket's debt) are always
+// decided by the shared store.
+package shared
+
+import (
+	"context"
+	"errors"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/algo"
+)
+
+// Mode is how a shared store's limits are decided.
+type Mode uint8
+
+const (
+	Exact Mode = iota // every decision in the shared store
+	Sync              // local counts, synced every period
+	Lease             // local admission from leased quota
+)
+
+// String is the mode's name in configuration files.
+func (m Mode) String() string {
+	switch m {
+	case Sync:
+		return "sync"
+	case Lease:
+		return "lease"
+	}
+	return "exact"
+}
+
+// ParseMode reads a mode's name; "" is Exact.
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "", "exact":
+		return Exact, nil
+	case "sync":
+		return Sync, nil
+	case "lease":
+		return Lease, nil
+	}
+	return Exact, errors.New("is not exact, sync or lease")
+}
+
+// Local reports whether a request for limit l is decided locally in sync
+// and lease modes.
+func Local(l ratekeeper.Limit, reserve bool) bool {
+	switch l.Algorithm {
+	case ratekeeper.FixedWindow, ratekeeper.SlidingWindow:
+		return true
+	case ratekeeper.TokenBucket, ratekeeper.LeakyBucket:
+		return !reserve
+	}
+	return false
+}
+
+// State is a key's shared state, in the field of its algorithm.
+type State struct {
+	Window  algo.Window
+	Sliding algo.Sliding
+	Bucket  algo.Bucket
+}
+
+// Item is one key's part of a call to a Remote. The caller fills Key,
+// Limit, N, At and Min; the Remote fills the rest.
+type Item struct {
+	Key   string
+	Limit ratekeeper.Limit
+	// Add: the count to add (negative to give back; zero reads). Lease: the
+	// most to grant.
+	N int64
+	// Add: the instant, in the remote's µs, at which the count was
+	// admitted. Lease: unused.
+	At int64
+	// Lease: the least to grant; fewer grants nothing.
+	Min int64
+
+	// Now is the remote's clock when it ran the item, in µs.
+	Now int64
+	// State is the key's state after the item.
+	State State
+	// Dropped: Add's count belonged to a window that has ended.
+	Dropped bool
+	// Granted is what Lease granted: 0, or between Min and N.
+	Granted int64
+	// Retry is, when Lease granted nothing, how long until Min could be.
+	Retry int64
+	// Err is the item's own error, if the call as a whole succeeded.
+	Err error
+}
+
+// Remote is the shared store as the engine needs it: a ratekeeper.Store
+// for the exact decisions, and two batched calls. Items of one call on
+// the same key run in order.
+type Remote interface {
+	ratekeeper.Store
+	// Add adds each item's count, admitted at its instant, to its key,
+	// whatever the limit (the instances admitted them already), and reads
+	// back the key's state.
+	Add(ctx context.Context, items []Item) error
+	// Lease takes from each key, atomically, as many units as fit, at most
+	// N and at most half of what remains, unless that is fewer than Min:
+	// then it takes nothing and says how long until Min would fit.
+	Lease(ctx context.Context, items []Item) error
+}
+
+// Defaults.
+const (
+	DefaultPeriod = 100 * time.Millisecond
+	// staleAfter periods without an answer from the remote, decisions stop
+	// trusting what the instance knows and fail, so that the store's
+	// failure policy decides.
+	staleAfter = 10
+	// minStale is the least time a sync-mode instance decides from what it
+	// knows while the remote does not answer.
+	minStale = time.Second
+	// maxKeys bounds the keys held; a new key past it is decided by the
+	// remote.
+	maxKeys = 1 << 20
+	nshards = 64
+)
+
+// Stats are the engine's counters since New.
+type Stats struct {
+	Syncs          uint64 // Add calls made
+	SyncErrors     uint64 // Add calls that failed
+	Leases         uint64 // Lease calls made
+	LeaseErrors    uint64 // Lease calls that failed
+	Dropped        uint64 // requests admitted whose count was dropped: its window ended before the remote heard of it
+	DenialHits     uint64 // refusals answered by the denial cache
+	LocalDecisions uint64 // decisions made without a remote call
+}
+
+// Store decides through a Remote in one of the modes. It is a
+// ratekeeper.Store, safe for concurrent use; Close stops its sync loop and
+// gives back unused leases.
+type Store struct {
+	remote Remote
+	mode   Mode
+	period time.Duration
+	clock  ratekeeper.Clock // nil: the system clock
+	stale  time.Duration
+
+	seed   maphash.Seed
+	shards [nshards]shard
+	nkeys  atomic.Int64
+	offset atomic.Int64 // remote µs minus local µs, learned from answers
+	rtt    atomic.Int64 // the last lease call's round trip, µs
+
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+
+	syncs, syncErrs, leases, leaseErrs, dropped, denials, locals atomic.Uint64
+}
+
+type shard struct {
+	mu sync.Mutex
+	m  map[entryKey]*entry
+}
+
+type entryKey struct {
+	key string
+	alg ratekeeper.Algorithm
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock reads local time from c (default: the system clock).
+func WithClock(c ratekeeper.Clock) Option { return func(s *Store) { s.clock = c } }
+
+// New returns a Store deciding through remote in mode, syncing every period
+// (DefaultPeriod if zero or less). In Exact mode it runs no loop.
+func New(remote Remote, mode Mode, period time.Duration, opts ...Option) *Store {
+	if period <= 0 {
+		period = DefaultPeriod
+	}
+	s := &Store{remote: remote, mode: mode, period: period, seed: maphash.MakeSeed(),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	s.stale = max(minStale, staleAfter*period)
+	for _, o := range opts {
+		o(s)
+	}
+	for i := range s.shards {
+		s.shards[i].m = make(map[entryKey]*entry)
+	}
+	go s.loop()
+	return s
+}
+
+// Stats returns the counters.
+func (s *Store) Stats() Stats {
+	return Stats{Syncs: s.syncs.Load(), SyncErrors: s.syncErrs.Load(), Leases: s.leases.Load(), LeaseErrors: s.leaseErrs.Load(),
+		Dropped: s.dropped.Load(), DenialHits: s.denials.Load(), LocalDecisions: s.locals.Load()}
+}
+
+// Mode is the store's mode.
+func (s *Store) Mode() Mode { return s.mode }
+
+// Close sends what is unsent and gives back unused leases, within ctx's
+// deadline if the remote answers, then stops the loop. The remote stays
+// open: it is the caller's.
+func (s *Store) Close() error {
+	s.once.Do(func() {
+		close(s.stop)
+		<-s.done
+	})
+	return nil
+}
+
+// localMicros is the local clock in µs.
+func (s *Store) localMicros() int64 {
+	if s.clock != nil {
+		return s.clock.Now().UnixMicro()
+	}
+	return time.Now().UnixMicro()
+}
+
+// now is the remote's clock as the instance estimates it, in µs.
+func (s *Store) now() int64 { return s.localMicros() + s.offset.Load() }
+
+// learn updates the clock offset from an answer sent at local instant sent
+// and received at recv, stamped remote by the remote.
+func (s *Store) learn(sent, recv, remote int64) {
+	s.offset.Store(remote - (sent+recv)/2)
+}
+
+// errStale is returned once the remote has not answered for too long: the
+// caller's failure policy decides.
+var errStale = errors.New("shared store: no answer from the remote for too long to decide locally")
+
+// errFull is returned for a new key when the engine holds maxKeys.
+var errFull = errors.New("shared store: too many keys held locally")
+
+// Take decides req: locally when the mode and the limit allow, else by the
+// remote, answering refusals from the denial cache when it can.
+func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
+	if req.N == 0 || s.mode == Exact || !Local(req.Limit, req.Reserve) {
+		return s.exact(ctx, req)
+	}
+	e, err := s.entry(req, true)
+	if err != nil {
+		return s.exact(ctx, req)
+	}
+	if s.mode == Sync {
+		return s.takeSync(ctx, e, req)
+	}
+	return s.takeLease(ctx, e, req)
+}
+
+// exact asks the remote, through the denial cache.
+func (s *Store) exact(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
+	cacheable := !req.Reserve && req.N > 0
+	if cacheable {
+		if e, _ := s.entry(req, false); e != nil {
+			e.mu.Lock()
+			d, hit := e.denied(req, s.now())
+			e.mu.Unlock()
+			if hit {
+				s.denials.Add(1)
+				return d, nil
+			}
+		}
+	}
+	d, err := s.remote.Take(ctx, req)
+	if err == nil && cacheable && !d.Allowed && d.RetryAfter > 0 {
+		if e, _ := s.entry(req, true); e != nil {
+			e.mu.Lock()
+			e.deny(req, d, d.At.UnixMicro())
+			e.mu.Unlock()
+		}
+	}
+	return d, err
+}
+
+// Refund gives back what d took: locally for a local decision, else
+// through the remote. Either clears the key's denial cache.
+func (s *Store) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper.Decision) error {
+	e, _ := s.entry(req, false)
+	if e != nil {
+		e.mu.Lock()
+		e.deniedUntil = 0
+		local := e.local && s.mode != Exact && Local(req.Limit, req.Reserve) && req.N > 0
+		if local {
+			switch s.mode {
+			case Sync:
+				e.refundSync(req, d)
+			case Lease:
+				e.refundLease(req, d)
+			}
+		}
+		e.mu.Unlock()
+		if local {
+			return nil
+		}
+	}
+	return s.remote.Refund(ctx, req, d)
+}
+
+// entry finds the key's entry, creating it if create and there is room.
+func (s *Store) entry(req ratekeeper.Request, create bool) (*entry, error) {
+	k := entryKey{req.Key, req.Limit.Algorithm}
+	sh := &s.shards[maphash.String(s.seed, req.Key)%nshards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.m[k]
+	if e == nil {
+		if !create {
+			return nil, nil
+		}
+		if s.nkeys.Load() >= maxKeys {
+			return nil, errFull
+		}
+		e = &entry{key: req.Key}
+		e.setLimit(req.Limit)
+		sh.m[k] = e
+		s.nkeys.Add(1)
+	}
+	return e, nil
+}
+
+// each calls f with every entry, shard by shard, and drops the entries f
+// says to drop.
+func (s *Store) each(f func(e *entry) (drop bool)) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		es := make([]*entry, 0, len(sh.m))
+		for _, e := range sh.m {
+			es = append(es, e)
+		}
+		sh.mu.Unlock()
+		for _, e := range es {
+			if f(e) {
+				sh.mu.Lock()
+				k := entryKey{e.key, e.limit.Algorithm}
+				if sh.m[k] == e {
+					delete(sh.m, k)
+					s.nkeys.Add(-1)
+				}
+				sh.mu.Unlock()
+			}
+		}
+	}
+}
+
+// wait waits for ch or ctx.
+func wait(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
