@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/algo"
+	"github.com/ratekeeper/ratekeeper/internal/shared"
 )
 
 // Interface guard.
@@ -31,7 +32,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ra
 		d, err := s.Take(ctx, reqs[0])
 		out[0] = d
 		return err == nil && d.Allowed, err
-	case !s.oneSlot(reqs):
+	case !s.oneSlot(reqs) || s.shared.Mode() != shared.Exact:
+		// Locally decided requests are taken one by one and refunded
+		// locally, which is exact.
 		return ratekeeper.TakeAll(ctx, single{s}, reqs, out)
 	}
 	keys := make([]string, len(reqs))

@@ -29,9 +29,9 @@ type job struct {
 	args   []any
 }
 
-// refund reports whether j is a refund, whose script takes a third
-// argument.
-func (j *job) refund() bool { return j.op == 'r' || j.op == 'c' }
+// refund reports whether j takes a third argument, x8: a refund, or a
+// shared mode's add or lease.
+func (j *job) refund() bool { return j.op == 'r' || j.op == 'c' || j.op == 'a' || j.op == 'l' }
 
 // run sends j alone: one EVALSHA (EVAL if the server answers NOSCRIPT).
 func (j *job) run(ctx context.Context, c redis.Scripter) (string, error) {
@@ -234,6 +234,43 @@ func (b *batcher) run(ctx context.Context, j job, deadline time.Time) (string, e
 		b.leave()
 		return "", ctx.Err()
 	}
+}
+
+// runAll sends jobs in the next batches, as one caller each, and waits for
+// all of their replies, at most until ctx is done.
+func (b *batcher) runAll(ctx context.Context, jobs []job) ([]string, []error, error) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, nil, errClosed
+	}
+	b.callers += len(jobs)
+	cs := make([]*call, len(jobs))
+	for i := range jobs {
+		c := calls.Get().(*call)
+		c.job, c.ctx = jobs[i], ctx
+		cs[i] = c
+		b.pending = append(b.pending, c)
+	}
+	b.dispatch()
+	b.mu.Unlock()
+	replies := make([]string, len(jobs))
+	errs := make([]error, len(jobs))
+	for i, c := range cs {
+		select {
+		case <-c.done:
+			replies[i], errs[i] = c.reply, c.err
+			*c = call{done: c.done}
+			calls.Put(c)
+			b.leave()
+		case <-ctx.Done():
+			for range cs[i:] {
+				b.leave()
+			}
+			return nil, nil, ctx.Err()
+		}
+	}
+	return replies, errs, nil
 }
 
 // leave counts a caller out of run, which may make the pending batch ready.

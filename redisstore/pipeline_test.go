@@ -41,7 +41,7 @@ func differentialConcurrent(t *testing.T, s *redisstore.Store) {
 			t.Run(strconv.Itoa(g), func(t *testing.T) {
 				m := memstore.New(memstore.WithJanitorInterval(0))
 				defer m.Close()
-				storetest.Differential(t, m, s, uint64(1000+g), 1000)
+				storetest.DifferentialFunc(t, m, s, uint64(1000+g), 1000, sameDecision)
 			})
 		}()
 	}

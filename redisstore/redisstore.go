@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/algo"
+	"github.com/ratekeeper/ratekeeper/internal/shared"
 )
 
 // DefaultPrefix starts every key the store writes unless WithPrefix says
@@ -30,6 +31,7 @@ type Store struct {
 	leastMS     int64
 	scripts     scripts
 	batchScript *redis.Script // batch.lua, for TakeAll
+	shared      *shared.Store // local decisions and the denial cache
 
 	closeOnce sync.Once
 	limits    sync.Map // ratekeeper.Limit → *limitArg
@@ -64,9 +66,12 @@ type Option interface {
 }
 
 type config struct {
-	prefix       string
-	leastTTL     time.Duration
-	autoPipeline bool
+	prefix        string
+	leastTTL      time.Duration
+	autoPipeline  bool
+	mode          Mode
+	syncPeriod    time.Duration
+	noDenialCache bool
 }
 
 type optionFunc func(*config)
@@ -127,9 +132,21 @@ func newStore(client redis.UniversalClient, owned bool, opts []Option) (*Store, 
 	if strings.ContainsAny(c.prefix, "{}") {
 		return nil, fmt.Errorf("redisstore: prefix %q must not contain '{' or '}'", c.prefix)
 	}
+	mode, err := shared.ParseMode(string(c.mode))
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: mode %q %w", c.mode, err)
+	}
+	if c.syncPeriod < 0 {
+		return nil, fmt.Errorf("redisstore: sync period %v is negative", c.syncPeriod)
+	}
 	if c.autoPipeline {
 		s.pipe = newBatcher(client)
 	}
+	var sopts []shared.Option
+	if c.noDenialCache {
+		sopts = append(sopts, shared.WithoutDenialCache())
+	}
+	s.shared = shared.New(remote{s}, mode, c.syncPeriod, sopts...)
 	return s, nil
 }
 
@@ -138,6 +155,7 @@ func newStore(client redis.UniversalClient, owned bool, opts []Option) (*Store, 
 // fail.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.shared.Close() // sends what is unsent, gives back leases
 		if s.pipe != nil {
 			s.pipe.close()
 		}
@@ -280,6 +298,30 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 // TakeBy's bound is that read timeout. The failsafe store, which the
 // gateway and the decision service use, bounds every call it makes.
 func (s *Store) TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
+	if s.shared.Mode() != shared.Exact {
+		if !deadline.IsZero() {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+		}
+		return s.shared.Take(ctx, req)
+	}
+	if !deadline.IsZero() && !time.Now().Before(deadline) {
+		return ratekeeper.Decision{}, fmt.Errorf("redisstore: take %s: %w", req.Limit.Algorithm, context.DeadlineExceeded)
+	}
+	at := s.shared.CacheNow(req)
+	if d, hit := s.shared.Denied(req, at); hit {
+		return d, nil
+	}
+	d, err := s.takeExact(ctx, req, deadline)
+	if err == nil {
+		s.shared.Decided(req, d, at)
+	}
+	return d, err
+}
+
+// takeExact decides req in Redis.
+func (s *Store) takeExact(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
 	i := algoIndex(req.Limit.Algorithm)
 	if i < 0 {
 		return ratekeeper.Decision{}, fmt.Errorf("redisstore: unknown algorithm %q", req.Limit.Algorithm)
@@ -294,9 +336,17 @@ func (s *Store) TakeBy(ctx context.Context, req ratekeeper.Request, deadline tim
 	return decision(req, v), nil
 }
 
-// Refund gives back what the allowed decision d for req took, in one
-// script run.
+// Refund gives back what the allowed decision d for req took: in one
+// script run, or locally for a decision made locally.
 func (s *Store) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper.Decision) error {
+	if !d.Allowed || req.N <= 0 {
+		return nil
+	}
+	return s.shared.Refund(ctx, req, d)
+}
+
+// refundExact gives back in Redis what d took.
+func (s *Store) refundExact(ctx context.Context, req ratekeeper.Request, d ratekeeper.Decision) error {
 	if !d.Allowed || req.N <= 0 {
 		return nil
 	}

@@ -59,6 +59,9 @@ func addCount(c int32, n int64) int32 {
 // water out, as Refund does.
 func (b Bucket) Add(l Limit, now, at, n int64) (Bucket, bool) {
 	l = l.prepared()
+	if n == 0 {
+		return b, true
+	}
 	if n < 0 {
 		return b.Refund(l, -n, false, 0), true
 	}

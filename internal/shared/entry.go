@@ -2,7 +2,6 @@ package shared
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -22,6 +21,9 @@ type entry struct {
 	// deniedUntil (remote µs).
 	deniedUntil int64
 	deniedN     int
+	deniedAt    int64
+	deniedLimit ratekeeper.Limit
+	refusal     ratekeeper.Decision
 
 	// busy is closed when the remote call in flight for the entry (a sync,
 	// a lease) ends; nil when there is none.
@@ -134,32 +136,43 @@ func (e *entry) pending() (n int64) {
 }
 
 // denied answers from the denial cache: a refusal while the key was refused
-// for no larger a cost less than its retry-after ago.
+// for the same cost less than its retry-after ago, and nothing was
+// admitted on it since. (A larger cost would be refused too, but the store
+// would give it a longer retry-after than the cache knows.) The answer is the
+// refusal's, its durations shortened by the time since (what the store
+// would say: a refusal takes nothing), its Remaining as it was then (a
+// bucket may have refilled a little since, a sliding window's previous
+// count weighed a little less: the cache reports no more than there is).
 func (e *entry) denied(req ratekeeper.Request, now int64) (ratekeeper.Decision, bool) {
-	if now >= e.deniedUntil || req.N < e.deniedN {
+	if now >= e.deniedUntil || req.N != e.deniedN || now < e.deniedAt || req.Limit != e.deniedLimit {
 		return ratekeeper.Decision{}, false
 	}
-	return ratekeeper.Decision{
-		Limit:      req.Limit.Capacity(),
-		RetryAfter: time.Duration(e.deniedUntil-now) * time.Microsecond,
-		ResetAfter: time.Duration(e.deniedUntil-now) * time.Microsecond,
-		At:         time.UnixMicro(now),
-	}, true
+	d := e.refusal
+	since := time.Duration(now-e.deniedAt) * time.Microsecond
+	d.RetryAfter -= since
+	d.ResetAfter = max(0, d.ResetAfter-since)
+	d.At = d.At.Add(since)
+	return d, true
 }
 
-// deny remembers a refusal d of req made at now.
+// deny remembers a refusal d of req made at now, unless its limit counts
+// refusals (the sliding log's log_rejected: each one must reach the
+// store).
 func (e *entry) deny(req ratekeeper.Request, d ratekeeper.Decision, now int64) {
-	until := now + int64(d.RetryAfter/time.Microsecond)
-	if until > e.deniedUntil || req.N < e.deniedN {
-		e.deniedUntil, e.deniedN = until, req.N
+	if req.Limit.LogRejected {
+		return
 	}
+	e.deniedUntil, e.deniedN, e.deniedAt, e.refusal = now+int64(d.RetryAfter/time.Microsecond), req.N, now, d
+	e.deniedLimit = req.Limit
 }
 
 // nowFor is the instant to decide req at: its own, or the remote's clock as
 // the instance estimates it.
 func (s *Store) nowFor(req ratekeeper.Request) int64 {
 	if !req.Now.IsZero() {
-		return req.Now.UnixMicro()
+		t := req.Now.UnixMicro()
+		s.given.Store(t)
+		return t
 	}
 	return s.now()
 }
@@ -328,20 +341,16 @@ func (s *Store) dropEnded(e *entry) {
 	e.pend = kept
 }
 
-// errNoGrant is an internal signal: a lease call granted what was asked but
-// it expired before it could be used.
-var errNoGrant = errors.New("shared store: leases expire before they can be used; is the clock offset larger than a window?")
-
 // takeLease admits req from the quota the instance holds, leasing more from
 // the remote when it runs short.
 func (s *Store) takeLease(ctx context.Context, e *entry, req ratekeeper.Request) (ratekeeper.Decision, error) {
 	n := int64(req.N)
 	e.mu.Lock()
 	e.sameLimit(req.Limit)
-	for tries := 0; ; tries++ {
+	for {
 		now := s.nowFor(req)
 		e.expire(now + s.margin())
-		if d, hit := e.denied(req, now); hit {
+		if d, hit := e.denied(req, s.CacheNow(req)); hit {
 			e.mu.Unlock()
 			s.denials.Add(1)
 			return d, nil
@@ -359,10 +368,6 @@ func (s *Store) takeLease(ctx context.Context, e *entry, req ratekeeper.Request)
 			s.locals.Add(1)
 			return d, nil
 		}
-		if tries == 4 {
-			e.mu.Unlock()
-			return ratekeeper.Decision{}, errNoGrant
-		}
 		if ch := e.busy; ch != nil {
 			e.mu.Unlock()
 			if err := wait(ctx, ch); err != nil {
@@ -372,6 +377,7 @@ func (s *Store) takeLease(ctx context.Context, e *entry, req ratekeeper.Request)
 			continue
 		}
 		need := n - e.held()
+		asked := s.CacheNow(req)
 		it := Item{Key: e.key, Limit: e.limit, N: e.want(s, need), Min: need, Now: s.remoteNow(req)}
 		ch := make(chan struct{})
 		e.busy = ch
@@ -400,12 +406,26 @@ func (s *Store) takeLease(ctx context.Context, e *entry, req ratekeeper.Request)
 		if it.Granted == 0 {
 			d := ratekeeper.Decision{Limit: req.Limit.Capacity(), RetryAfter: time.Duration(it.Retry) * time.Microsecond,
 				ResetAfter: time.Duration(it.Retry) * time.Microsecond, At: time.UnixMicro(it.Now)}
-			e.deny(req, d, it.Now)
+			e.deny(req, d, asked)
 			e.mu.Unlock()
 			return d, nil
 		}
-		e.grants = append(e.grants, grant{units: it.Granted, end: e.validUntil(it.State), at: it.Now})
+		// The request that asked is admitted at the grant's instant, as the
+		// remote's own decision would be; the rest is held until it ends.
 		e.remaining = e.remainingAfter(it)
+		if rest := it.Granted - need; rest > 0 {
+			e.grants = append(e.grants, grant{units: rest, end: e.validUntil(it.State), at: it.Now})
+		}
+		e.consume(n - need)
+		e.local = true
+		e.useLease(s, n)
+		d := ratekeeper.Decision{Allowed: true, Limit: req.Limit.Capacity(),
+			Remaining: int(min(int64(req.Limit.Capacity()), e.held()+e.remaining)), At: time.UnixMicro(it.Now)}
+		if k := len(e.grants); k > 0 {
+			d.ResetAfter = time.Duration(e.grants[k-1].end-it.Now) * time.Microsecond
+		}
+		e.mu.Unlock()
+		return d, nil
 	}
 }
 

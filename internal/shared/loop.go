@@ -40,6 +40,9 @@ func (s *Store) flush(final bool) {
 	)
 	lnow := s.localMicros()
 	now := s.now()
+	if g := s.given.Load(); g != 0 {
+		now = g
+	}
 	idle := idlePeriods * s.period.Microseconds()
 	s.each(func(e *entry) bool {
 		e.mu.Lock()
@@ -71,7 +74,7 @@ func (s *Store) flush(final bool) {
 	timeout := max(s.period, time.Second)
 	if len(syncs) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		s.syncEntries(ctx, syncs, 0)
+		s.syncEntries(ctx, syncs, s.given.Load())
 		cancel()
 	}
 	if len(back) > 0 {

@@ -105,7 +105,7 @@ func AddTo(st State, l ratekeeper.Limit, p algo.Limit, now, at, n int64) (State,
 // fit, unless that is fewer than least; then nothing, and how long until
 // least would fit.
 func LeaseFrom(st State, l ratekeeper.Limit, p algo.Limit, now, want, least int64) (State, int64, int64) {
-	_, peek := Decide(st, l, p, now, 0)
+	rolled, peek := Decide(st, l, p, now, 0)
 	rem := peek.Remaining
 	g := min(want, rem, max(least, (rem+1)/2))
 	for ; g >= least && g > 0; g-- {
@@ -114,7 +114,7 @@ func LeaseFrom(st State, l ratekeeper.Limit, p algo.Limit, now, want, least int6
 		}
 	}
 	_, r := Decide(st, l, p, now, least)
-	return st, 0, max(r.RetryAfter, 1)
+	return rolled, 0, max(r.RetryAfter, 1)
 }
 
 // Take decides req exactly.

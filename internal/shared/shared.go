@@ -165,12 +165,17 @@ type Store struct {
 	period time.Duration
 	clock  ratekeeper.Clock // nil: the system clock
 	stale  time.Duration
+	// noDenials turns the denial cache off.
+	noDenials bool
 
 	seed   maphash.Seed
 	shards [nshards]shard
 	nkeys  atomic.Int64
 	offset atomic.Int64 // remote µs minus local µs, learned from answers
 	rtt    atomic.Int64 // the last lease call's round trip, µs
+	// given is the last instant a request carried (a Limiter on a fake
+	// clock): the loop's syncs then run at it, not at the remote's clock.
+	given atomic.Int64
 
 	kick chan struct{}
 	stop chan struct{}
@@ -192,6 +197,9 @@ type entryKey struct {
 
 // Option configures a Store.
 type Option func(*Store)
+
+// WithoutDenialCache turns the denial cache off.
+func WithoutDenialCache() Option { return func(s *Store) { s.noDenials = true } }
 
 // WithClock reads local time from c (default: the system clock).
 func WithClock(c ratekeeper.Clock) Option { return func(s *Store) { s.clock = c } }
@@ -262,7 +270,7 @@ var errFull = errors.New("shared store: too many keys held locally")
 // Take decides req: locally when the mode and the limit allow, else by the
 // remote, answering refusals from the denial cache when it can.
 func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
-	if req.N == 0 || s.mode == Exact || !Local(req.Limit, req.Reserve) {
+	if s.mode == Exact || !Local(req.Limit, req.Reserve) || (s.mode == Lease && req.N == 0) {
 		return s.exact(ctx, req)
 	}
 	e, err := s.entry(req, true)
@@ -277,27 +285,73 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 
 // exact asks the remote, through the denial cache.
 func (s *Store) exact(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
-	cacheable := !req.Reserve && req.N > 0
-	if cacheable {
-		if e, _ := s.entry(req, false); e != nil {
-			e.mu.Lock()
-			d, hit := e.denied(req, s.now())
-			e.mu.Unlock()
-			if hit {
-				s.denials.Add(1)
-				return d, nil
-			}
-		}
+	at := s.CacheNow(req)
+	if d, hit := s.Denied(req, at); hit {
+		return d, nil
 	}
 	d, err := s.remote.Take(ctx, req)
-	if err == nil && cacheable && !d.Allowed && d.RetryAfter > 0 {
-		if e, _ := s.entry(req, true); e != nil {
-			e.mu.Lock()
-			e.deny(req, d, d.At.UnixMicro())
-			e.mu.Unlock()
-		}
+	if err == nil {
+		s.Decided(req, d, at)
 	}
 	return d, err
+}
+
+// CacheNow is the instant the denial cache reads for req: the request's
+// own, or the local clock. A refusal is remembered from the instant its
+// request was sent, before the remote decided it, so that it never
+// outlasts the remote's retry-after, whatever the clocks' offset.
+func (s *Store) CacheNow(req ratekeeper.Request) int64 {
+	if !req.Now.IsZero() {
+		return req.Now.UnixMicro()
+	}
+	return s.localMicros()
+}
+
+// Denied answers req from the denial cache at instant at (CacheNow), for
+// a caller that asks the remote itself when it misses (and then tells
+// Decided).
+func (s *Store) Denied(req ratekeeper.Request, at int64) (ratekeeper.Decision, bool) {
+	if req.Reserve || req.N <= 0 || s.noDenials {
+		return ratekeeper.Decision{}, false
+	}
+	e, _ := s.entry(req, false)
+	if e == nil {
+		return ratekeeper.Decision{}, false
+	}
+	e.mu.Lock()
+	d, hit := e.denied(req, at)
+	e.mu.Unlock()
+	if hit {
+		s.denials.Add(1)
+	}
+	return d, hit
+}
+
+// Decided tells the denial cache what the remote decided for req sent at
+// instant at (CacheNow): a refusal is remembered, an admission forgets the
+// key's refusal (the count moved).
+func (s *Store) Decided(req ratekeeper.Request, d ratekeeper.Decision, at int64) {
+	if req.N <= 0 {
+		return
+	}
+	if d.Allowed {
+		if e, _ := s.entry(req, false); e != nil {
+			e.mu.Lock()
+			e.deniedUntil = 0
+			e.mu.Unlock()
+		}
+		return
+	}
+	if req.Reserve || d.RetryAfter <= 0 || s.noDenials || (!req.Now.IsZero() && !d.At.Equal(req.Now)) {
+		// A refusal stamped other than its request (a sliding log holding
+		// to its latest entry after the clock went back) is not cached.
+		return
+	}
+	if e, _ := s.entry(req, true); e != nil {
+		e.mu.Lock()
+		e.deny(req, d, at)
+		e.mu.Unlock()
+	}
 }
 
 // Refund gives back what d took: locally for a local decision, else
@@ -307,7 +361,7 @@ func (s *Store) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper
 	if e != nil {
 		e.mu.Lock()
 		e.deniedUntil = 0
-		local := e.local && s.mode != Exact && Local(req.Limit, req.Reserve) && req.N > 0
+		local := e.local && s.mode != Exact && Local(req.Limit, req.Reserve)
 		if local {
 			switch s.mode {
 			case Sync:

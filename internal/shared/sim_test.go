@@ -44,6 +44,7 @@ type outcome struct {
 	admitted []admission
 	refused  int
 	errors   int
+	firstErr error
 	stats    []Stats
 	model    *Model
 }
@@ -77,12 +78,18 @@ func (sc scenario) run(t *testing.T, seed uint64) outcome {
 				for time.Since(start) < sc.duration {
 					wg.Go(func() {
 						d, err := stores[i].Take(context.Background(), ratekeeper.Request{Key: "k", Limit: sc.limit, N: 1})
-						now := time.Now().UnixMicro()
+						// A decision counts at its own instant: the shared
+						// store's when it decided or granted, the instance's
+						// estimate of the shared clock when it decided locally.
+						now := d.At.UnixMicro()
 						mu.Lock()
 						defer mu.Unlock()
 						switch {
 						case err != nil:
 							out.errors++
+							if out.firstErr == nil {
+								out.firstErr = err
+							}
 						case d.Allowed:
 							out.admitted = append(out.admitted, admission{now, i})
 						default:
@@ -188,7 +195,7 @@ func TestLeaseNeverOverAdmits(t *testing.T) {
 					t.Fatalf("%+v: instance %d admitted at %d past the limit (%d admitted, %d refused)", sc, a.inst, a.at, len(out.admitted), out.refused)
 				}
 				if out.errors > 0 {
-					t.Errorf("%d errors with the store up", out.errors)
+					t.Errorf("%d errors with the store up, first %v", out.errors, out.firstErr)
 				}
 				demand := 0.0
 				for _, r := range sc.rates {
@@ -216,7 +223,7 @@ func TestSyncWithinItsBound(t *testing.T) {
 					t.Fatalf("%+v: instance %d admitted at %d past the limit plus the bound %d", sc, a.inst, a.at, bound)
 				}
 				if out.errors > 0 {
-					t.Errorf("%d errors with the store up", out.errors)
+					t.Errorf("%d errors with the store up, first %v", out.errors, out.firstErr)
 				}
 			})
 		}

@@ -23,6 +23,63 @@ if op == 'r' or op == 'c' then
   return ''
 end
 
+if op == 'a' then
+  -- Add (sync mode, algo.Bucket.Add): pour n requests' worth of water
+  -- admitted elsewhere at instant x8 (no later than now), past the
+  -- capacity if need be; a negative n takes water out, as a refund does.
+  -- Answers 1, the state's tail and frac, now.
+  if n > 0 then
+    local at = x8
+    if at > now then at = now end
+    if tail < at or (tail == at and frac == 0) then
+      tail, frac = at, 0
+    end
+    local f = frac + n * period
+    tail, frac = tail + floor(f / rate), f % rate
+  elseif n < 0 then
+    local f = frac + n * period
+    local q = floor(f / rate)
+    tail, frac = tail + q, f - q * rate
+  end
+  if n ~= 0 then
+    redis.call('SET', key, struct.pack('<d<d', tail, frac), 'PX', ttl(tail + 1, now, least))
+  end
+  return struct.pack('<dddddd', 1, tail, frac, 0, 0, now)
+end
+
+if op == 'l' then
+  -- Lease (lease mode, shared.LeaseFrom): see fixed_window.lua; what
+  -- remains is the meter's remaining. Answers the grant, the state's tail
+  -- and frac, the wait until x8 would fit when nothing is granted, now.
+  local level = 0
+  if tail >= now then
+    local gap = tail - now
+    if gap > floor(burst * period / rate) + 1 then
+      level = (burst + 1) * period + 1
+    else
+      level = gap * rate + frac
+    end
+  end
+  local rem = floor((burst * period - level) / period)
+  if rem < 0 then rem = 0 elseif rem > burst then rem = burst end
+  local g = math.min(n, rem, math.max(x8, ceil(rem / 2)))
+  while g >= x8 and g > 0 do
+    if tail - now <= floor(((burst - g) * period - frac) / rate) then
+      if tail < now or (tail == now and frac == 0) then
+        tail, frac = now, 0
+      end
+      local f = frac + g * period
+      tail, frac = tail + floor(f / rate), f % rate
+      redis.call('SET', key, struct.pack('<d<d', tail, frac), 'PX', ttl(tail + 1, now, least))
+      return struct.pack('<dddddd', g, tail, frac, 0, 0, now)
+    end
+    g = g - 1
+  end
+  local retry = tail - now - floor(((burst - x8) * period - frac) / rate)
+  if retry < 1 then retry = 1 end
+  return struct.pack('<dddddd', 0, tail, frac, 0, retry, now)
+end
+
 -- The common case first, inline: the meter (token bucket and leaky bucket
 -- Allow) admitting n > 0. It fits iff tail - now <= q; after pouring, the
 -- tail lies ahead of now (each request adds period/rate >= 1 µs), so the

@@ -28,6 +28,43 @@ local e = floor((now - offset) / period) * period + offset + period
 if e > wend then
   wend, count = e, 0
 end
+
+if op == 'a' then
+  -- Add (sync mode, algo.Window.Add): n requests admitted elsewhere at
+  -- instant x8, counted whatever the limit; dropped (0) if their window
+  -- has ended. Answers ok, the state's end and count, now.
+  local at = x8
+  if n == 0 then at = now end -- a read
+  local ae = floor((at - offset) / period) * period + offset + period
+  local ok = 1
+  if ae > wend then
+    wend, count = ae, 0
+  elseif ae < wend then
+    ok = 0
+  end
+  if ok == 1 and n ~= 0 then
+    count = count + n
+    if count < 0 then count = 0 end
+    redis.call('SET', key, struct.pack('<d<d', wend, count), 'PX', ttl(wend, now, least))
+  end
+  return struct.pack('<dddddd', ok, wend, count, 0, 0, now)
+end
+
+if op == 'l' then
+  -- Lease (lease mode, shared.LeaseFrom): grant the most of n, of what
+  -- remains and of half of it (rounded up) that fits, unless that is fewer
+  -- than x8. Answers the grant, the state's end and count, the wait until
+  -- x8 would fit when nothing is granted, now.
+  local rem = rate - count
+  if rem < 0 then rem = 0 end
+  local g = math.min(n, rem, math.max(x8, ceil(rem / 2)))
+  if g >= x8 and g > 0 then
+    count = count + g
+    redis.call('SET', key, struct.pack('<d<d', wend, count), 'PX', ttl(wend, now, least))
+    return struct.pack('<dddddd', g, wend, count, 0, 0, now)
+  end
+  return struct.pack('<dddddd', 0, wend, count, 0, wend - now, now)
+end
 local allowed, retry, reset = 0, 0, 0
 if count + n <= rate then
   allowed = 1

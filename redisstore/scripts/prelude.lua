@@ -25,11 +25,14 @@
 -- them all.
 --   ARGV[1] the call, '<c1dd': op, n (the cost), now in µs (NaN: read the
 --           Redis server's TIME). op is m (allow/meter), d (token debt),
---           q (leaky queue), r (refund) or c (cancel a queued slot).
+--           q (leaky queue), r (refund), c (cancel a queued slot), or, for
+--           the shared modes (internal/shared) on the window counters and
+--           the buckets, a (add counts admitted elsewhere) or l (lease).
 --   ARGV[2] the limit, '<dddd': rate, period in µs, the least TTL in ms
 --           (0: exactly what the state needs), and x7, the algorithm's own
 --           (see each script); the same string for every call of a limit.
---   ARGV[3] refunds only (r, c): an instant in µs, as text (see each script).
+--   ARGV[3] ops r, c, a and l only: an instant in µs, or for l the least
+--           to grant, as text (see each script).
 -- A decision returns its six values packed as '<dddddd': allowed (0/1),
 -- remaining, retry_after, reset_after, delay, at, durations in µs (one bulk
 -- string is cheaper to build and to read than an array of integers). A

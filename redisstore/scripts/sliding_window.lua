@@ -66,6 +66,32 @@ elseif e > wend then
   wend, prev, cur = e, 0, 0
 end
 
+if op == 'a' then
+  -- Add (sync mode, algo.Sliding.Add): n requests admitted elsewhere at
+  -- instant x8, counted in whichever of the two windows holds x8 (a later
+  -- window rolls the state to it), whatever the limit; dropped (0) if that
+  -- is neither. Answers ok, the state's end, previous and current counts,
+  -- now.
+  local at = x8
+  if n == 0 then at = now end -- a read
+  local ae = floor((at - offset) / period) * period + offset + period
+  if ae == wend + period then
+    wend, prev, cur = ae, cur, 0
+  elseif ae > wend then
+    wend, prev, cur = ae, 0, 0
+  end
+  local ok = 1
+  if ae == wend then
+    cur = math.min(math.max(cur + n, 0), 2147483647)
+  elseif ae == wend - period then
+    prev = math.min(math.max(prev + n, 0), 2147483647)
+  else
+    ok = 0
+  end
+  if ok == 1 and n ~= 0 then save() end
+  return struct.pack('<dddddd', ok, wend, prev, cur, 0, now)
+end
+
 -- el is how far into the current window now is (0 if the clock is behind
 -- it); lag is how far behind.
 local el = now - (wend - period)
@@ -91,6 +117,24 @@ local function wait(a)
 end
 
 local est = floor(prev * (period - el) / period) + cur
+
+if op == 'l' then
+  -- Lease (lease mode, shared.LeaseFrom): see fixed_window.lua. Answers
+  -- the grant, the state's end, previous and current counts, the wait
+  -- until x8 would fit when nothing is granted, now.
+  local rem = rate - est
+  if rem < 0 then rem = 0 end
+  local g = math.min(n, rem, math.max(x8, ceil(rem / 2)))
+  if g >= x8 and g > 0 then
+    cur = cur + g
+    save()
+    return struct.pack('<dddddd', g, wend, prev, cur, 0, now)
+  end
+  local retry = lag + wait(rate - x8)
+  if retry < 1 then retry = 1 end
+  return struct.pack('<dddddd', 0, wend, prev, cur, retry, now)
+end
+
 local allowed, retry, reset = 0, 0, 0
 if est + n <= rate then
   allowed = 1
