@@ -259,6 +259,9 @@ func (s *Store) Stats() Stats {
 	return st
 }
 
+// Primary is the store failsafe wraps.
+func (s *Store) Primary() ratekeeper.Store { return s.primary }
+
 // Policy is the store's policy.
 func (s *Store) Policy() Policy { return s.policy }
 

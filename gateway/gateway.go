@@ -109,6 +109,12 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 	if o.Store.Instances != 0 {
 		cfg.Store.Instances = o.Store.Instances
 	}
+	if o.Store.Mode != "" {
+		cfg.Store.Mode = o.Store.Mode
+	}
+	if o.Store.SyncPeriod != 0 {
+		cfg.Store.SyncPeriod = o.Store.SyncPeriod
+	}
 	set, err := rules.Compile(&cfg.Config)
 	if err != nil {
 		return nil, err

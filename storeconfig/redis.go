@@ -30,7 +30,7 @@ func openRedis(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.S
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: %w", err)
 	}
-	rs, err := redisstore.New(client)
+	rs, err := redisstore.New(client, redisstore.WithMode(redisstore.Mode(c.Mode), c.SyncPeriod))
 	if err != nil {
 		client.Close()
 		return nil, nil, fmt.Errorf("store: %w", err)

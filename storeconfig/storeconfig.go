@@ -20,11 +20,14 @@ const (
 	DefaultTimeout   = 50 * time.Millisecond
 	DefaultOnError   = "allow"
 	DefaultInstances = 1
+	DefaultMode      = "exact"
+	// DefaultSyncPeriod is how often sync and lease modes talk to Redis.
+	DefaultSyncPeriod = 100 * time.Millisecond
 )
 
 // Config describes the store: yaml `store: {url, timeout, on_error,
-// instances}`. The zero Config is the memory store; Timeout, OnError and
-// Instances only matter for Redis.
+// instances, mode, sync_period}`. The zero Config is the memory store;
+// the other fields only matter for Redis.
 type Config struct {
 	// URL is "memory://" (the default) or a Redis URL: redis://, rediss://,
 	// or the Sentinel and Cluster forms redisstore.Open accepts.
@@ -39,6 +42,15 @@ type Config struct {
 	// Instances is how many processes share the Redis store, so that the
 	// "local" fallback gives each of them its share of a limit. Default 1.
 	Instances int `yaml:"instances"`
+	// Mode is how the shared limits are decided: "exact" (every decision
+	// in Redis, the default), "sync" (locally, counts sent every
+	// SyncPeriod; over the limit by a bounded amount) or "lease" (locally,
+	// from quota leased from Redis; never over the limit). docs/redis.md
+	// says when to choose which.
+	Mode string `yaml:"mode"`
+	// SyncPeriod is how often sync and lease modes talk to Redis (default
+	// 100ms): shorter is closer to exact, longer costs Redis less.
+	SyncPeriod time.Duration `yaml:"sync_period"`
 }
 
 // WithDefaults returns c with its zero fields set to the defaults.
@@ -54,6 +66,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Instances == 0 {
 		c.Instances = DefaultInstances
+	}
+	if c.Mode == "" {
+		c.Mode = DefaultMode
+	}
+	if c.SyncPeriod == 0 {
+		c.SyncPeriod = DefaultSyncPeriod
 	}
 	return c
 }
@@ -87,6 +105,14 @@ func (c Config) Validate() error {
 	if c.Instances < 0 {
 		return fmt.Errorf("instances: must be positive, not %d", c.Instances)
 	}
+	switch c.Mode {
+	case "exact", "sync", "lease":
+	default:
+		return fmt.Errorf("mode: %q is not exact, sync or lease", c.Mode)
+	}
+	if c.SyncPeriod < time.Millisecond || c.SyncPeriod > time.Minute {
+		return fmt.Errorf("sync_period: %v is outside 1ms to 1m", c.SyncPeriod)
+	}
 	return nil
 }
 
@@ -104,7 +130,11 @@ func (c Config) String() string {
 	if c.IsMemory() {
 		return "memory://"
 	}
-	return fmt.Sprintf("%s (timeout %v, on_error %s, instances %d)", redactURL(c.URL), c.Timeout, c.OnError, c.Instances)
+	mode := c.Mode
+	if mode != "exact" {
+		mode += " every " + c.SyncPeriod.String()
+	}
+	return fmt.Sprintf("%s (timeout %v, on_error %s, instances %d, mode %s)", redactURL(c.URL), c.Timeout, c.OnError, c.Instances, mode)
 }
 
 // Open builds the store c describes. The Closer releases it (the memory
@@ -127,7 +157,8 @@ func Open(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.Store,
 }
 
 // RegisterFlags defines the shared store flags on fs, writing into c:
-// --store, --store-timeout, --store-on-error, --store-instances. Values
+// --store, --store-timeout, --store-on-error, --store-instances,
+// --store-mode, --store-sync-period. Values
 // already in c are the flags' defaults.
 func RegisterFlags(fs *flag.FlagSet, c *Config) {
 	d := c.WithDefaults()
@@ -135,4 +166,6 @@ func RegisterFlags(fs *flag.FlagSet, c *Config) {
 	fs.DurationVar(&c.Timeout, "store-timeout", d.Timeout, "bound on each store call; past it --store-on-error decides")
 	fs.StringVar(&c.OnError, "store-on-error", d.OnError, "when the store fails: allow, deny or local")
 	fs.IntVar(&c.Instances, "store-instances", d.Instances, "processes sharing the store (the local fallback gives each 1/N of a limit)")
+	fs.StringVar(&c.Mode, "store-mode", d.Mode, "how shared limits are decided: exact (each in Redis), sync (locally, counts synced; bounded over-admission) or lease (locally, from leased quota; never over)")
+	fs.DurationVar(&c.SyncPeriod, "store-sync-period", d.SyncPeriod, "how often sync and lease modes talk to Redis")
 }

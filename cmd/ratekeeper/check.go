@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/gateway"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
@@ -77,7 +78,25 @@ func printConfig(w io.Writer, c *gateway.Config, set *rules.Set) {
 	}
 	fmt.Fprintf(w, "headers:    %s\n", or(c.Headers, "both"))
 	fmt.Fprintf(w, "\n%d rules (a request falls under every rule it matches; it passes only if all allow it):\n", len(set.Rules))
+	shared := c.Store.WithDefaults()
 	for i, r := range set.Rules {
 		fmt.Fprintf(w, "  %d. %s\n", i+1, r.Describe())
+		if !shared.IsMemory() && shared.Mode != "exact" && !localIn(r) {
+			fmt.Fprintf(w, "     decided in Redis on every request: the %s stays exact in %s mode\n", what(r), shared.Mode)
+		}
 	}
+}
+
+// localIn reports whether sync and lease modes decide rule r locally: the
+// fixed window, the sliding window counter and the buckets' meter do; the
+// sliding log and the leaky bucket's queue stay exact.
+func localIn(r *rules.Rule) bool {
+	return r.Limit.Algorithm != ratekeeper.SlidingLog && r.Mode != rules.Queue
+}
+
+func what(r *rules.Rule) string {
+	if r.Mode == rules.Queue {
+		return "leaky bucket's queue"
+	}
+	return "sliding log"
 }

@@ -43,6 +43,10 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			o.Store.OnError = common.store.OnError
 		case "store-instances":
 			o.Store.Instances = common.store.Instances
+		case "store-mode":
+			o.Store.Mode = common.store.Mode
+		case "store-sync-period":
+			o.Store.SyncPeriod = common.store.SyncPeriod
 		}
 	})
 	hup := catchHangups()

@@ -10,6 +10,7 @@ import (
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/failsafe"
 	"github.com/ratekeeper/ratekeeper/promlimit"
+	"github.com/ratekeeper/ratekeeper/redisstore"
 )
 
 // Results of a decision, the values of the "result" label (httplimit's
@@ -276,6 +277,45 @@ func (m *Metrics) CollectStoreFallback(s ratekeeper.Store) {
 		st := fs.Stats()
 		return FallbackStats{Errors: st.Errors, Allowed: st.FallbackAllowed, Denied: st.FallbackDenied, Local: st.FallbackLocal}
 	})
+	if rs, ok := fs.Primary().(*redisstore.Store); ok && m != nil {
+		m.reg.MustRegister(&sharedCollector{rs})
+	}
+}
+
+var (
+	localDecisionsDesc = prometheus.NewDesc("ratekeeper_store_local_decisions_total",
+		"Decisions of a shared store made locally, without a call to Redis (sync and lease modes).", nil, nil)
+	denialHitsDesc = prometheus.NewDesc("ratekeeper_store_denial_cache_hits_total",
+		"Refusals answered by the denial cache, without a call to Redis.", nil, nil)
+	syncsDesc = prometheus.NewDesc("ratekeeper_store_syncs_total",
+		"Calls that sent local counts to Redis and read back the shared ones (sync mode), by result.", []string{"result"}, nil)
+	leasesDesc = prometheus.NewDesc("ratekeeper_store_leases_total",
+		"Calls that leased quota from Redis (lease mode), by result.", []string{"result"}, nil)
+	droppedDesc = prometheus.NewDesc("ratekeeper_store_sync_dropped_total",
+		"Admitted requests whose count never reached Redis: their window ended while Redis did not answer.", nil, nil)
+)
+
+// sharedCollector exposes a Redis store's local decisions.
+type sharedCollector struct{ s *redisstore.Store }
+
+func (c *sharedCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{localDecisionsDesc, denialHitsDesc, syncsDesc, leasesDesc, droppedDesc} {
+		ch <- d
+	}
+}
+
+func (c *sharedCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.SharedStats()
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	counter(localDecisionsDesc, st.LocalDecisions)
+	counter(denialHitsDesc, st.DenialHits)
+	counter(syncsDesc, st.Syncs-st.SyncErrors, "success")
+	counter(syncsDesc, st.SyncErrors, "failure")
+	counter(leasesDesc, st.Leases-st.LeaseErrors, "success")
+	counter(leasesDesc, st.LeaseErrors, "failure")
+	counter(droppedDesc, st.Dropped)
 }
 
 // CollectFallback registers a collector that reads stats at each scrape and
