@@ -288,8 +288,11 @@ func (s *Store) syncEntries(ctx context.Context, es []*entry, now int64) {
 	s.syncs.Add(1)
 	if err != nil {
 		s.syncErrs.Add(1)
-	} else if now == 0 {
-		s.learn(sent, recv, items[0].Now)
+	} else {
+		s.roundTrip(sent, recv)
+		if now == 0 {
+			s.learn(sent, recv, items[0].Now)
+		}
 	}
 	for i, p := range parts {
 		end := len(items)
@@ -356,11 +359,13 @@ func (s *Store) takeLease(ctx context.Context, e *entry, req ratekeeper.Request)
 			return d, nil
 		}
 		if held := e.held(); held >= n {
-			e.consume(n)
+			// A request counts no earlier than the quota it uses was
+			// granted, whatever the estimate of the remote's clock says.
+			at := max(now, e.consume(n))
 			e.local = true
 			e.useLease(s, n)
 			d := ratekeeper.Decision{Allowed: true, Limit: req.Limit.Capacity(),
-				Remaining: int(min(int64(req.Limit.Capacity()), held-n+e.remaining)), At: time.UnixMicro(now)}
+				Remaining: int(min(int64(req.Limit.Capacity()), held-n+e.remaining)), At: time.UnixMicro(at)}
 			if k := len(e.grants); k > 0 {
 				d.ResetAfter = time.Duration(e.grants[k-1].end-now) * time.Microsecond
 			}
@@ -399,6 +404,7 @@ func (s *Store) takeLease(ctx context.Context, e *entry, req ratekeeper.Request)
 			e.mu.Unlock()
 			return ratekeeper.Decision{}, err
 		}
+		s.roundTrip(sent, recv)
 		if req.Now.IsZero() {
 			s.learn(sent, recv, it.Now)
 			s.rtt.Store(recv - sent)
@@ -482,10 +488,12 @@ func (e *entry) held() (n int64) {
 	return n
 }
 
-// consume takes n units from the grants that expire first.
-func (e *entry) consume(n int64) {
+// consume takes n units from the grants that expire first, and returns
+// the latest instant at which one of them was granted.
+func (e *entry) consume(n int64) (at int64) {
 	for n > 0 {
 		g := &e.grants[0]
+		at = max(at, g.at)
 		take := min(n, g.units)
 		g.units -= take
 		n -= take
@@ -493,6 +501,7 @@ func (e *entry) consume(n int64) {
 			e.grants = e.grants[1:]
 		}
 	}
+	return at
 }
 
 // useLease counts n units used, for the next lease's size.

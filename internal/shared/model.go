@@ -193,3 +193,41 @@ func (m *Model) State(key string, l ratekeeper.Limit) State {
 	defer m.mu.Unlock()
 	return m.states[entryKey{key, l.Algorithm}]
 }
+
+// OverBy replays requests admitted at the instants ats (µs, in order)
+// through the algorithm of l with its limit raised by x (the rate for the
+// window counters, the capacity for the buckets), and returns the index of
+// the first it would refuse, or -1: the admissions were within the limit
+// plus x, by the algorithm's own definition.
+func OverBy(l ratekeeper.Limit, x int, ats []int64) int {
+	switch l.Algorithm {
+	case ratekeeper.FixedWindow, ratekeeper.SlidingWindow:
+		l.Rate += x
+	default:
+		l.Burst = l.Capacity() + x
+	}
+	p := algo.Params("", l)
+	var st State
+	for i, at := range ats {
+		var r algo.Result
+		if st, r = Decide(st, l, p, at, 1); !r.Allowed {
+			return i
+		}
+	}
+	return -1
+}
+
+// Excess is the least x for which OverBy(l, x, ats) finds none over: how
+// far past the limit the admissions went.
+func Excess(l ratekeeper.Limit, ats []int64) int {
+	lo, hi := 0, len(ats)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if OverBy(l, mid, ats) < 0 {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}

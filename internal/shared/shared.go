@@ -154,6 +154,7 @@ type Stats struct {
 	Dropped        uint64 // requests admitted whose count was dropped: its window ended before the remote heard of it
 	DenialHits     uint64 // refusals answered by the denial cache
 	LocalDecisions uint64 // decisions made without a remote call
+	MaxRoundTrip   int64  // the slowest answered call to the remote, µs
 }
 
 // Store decides through a Remote in one of the modes. It is a
@@ -183,6 +184,7 @@ type Store struct {
 	once sync.Once
 
 	syncs, syncErrs, leases, leaseErrs, dropped, denials, locals atomic.Uint64
+	maxRTT                                                       atomic.Int64
 }
 
 type shard struct {
@@ -226,7 +228,7 @@ func New(remote Remote, mode Mode, period time.Duration, opts ...Option) *Store 
 // Stats returns the counters.
 func (s *Store) Stats() Stats {
 	return Stats{Syncs: s.syncs.Load(), SyncErrors: s.syncErrs.Load(), Leases: s.leases.Load(), LeaseErrors: s.leaseErrs.Load(),
-		Dropped: s.dropped.Load(), DenialHits: s.denials.Load(), LocalDecisions: s.locals.Load()}
+		Dropped: s.dropped.Load(), DenialHits: s.denials.Load(), LocalDecisions: s.locals.Load(), MaxRoundTrip: s.maxRTT.Load()}
 }
 
 // Mode is the store's mode.
@@ -258,6 +260,17 @@ func (s *Store) now() int64 { return s.localMicros() + s.offset.Load() }
 // and received at recv, stamped remote by the remote.
 func (s *Store) learn(sent, recv, remote int64) {
 	s.offset.Store(remote - (sent+recv)/2)
+}
+
+// roundTrip records an answered call's round trip.
+func (s *Store) roundTrip(sent, recv int64) {
+	d := recv - sent
+	for {
+		m := s.maxRTT.Load()
+		if d <= m || s.maxRTT.CompareAndSwap(m, d) {
+			return
+		}
+	}
 }
 
 // errStale is returned once the remote has not answered for too long: the

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
-	"github.com/ratekeeper/ratekeeper/internal/algo"
 )
 
 // skewed is a local clock off the shared one by a fixed amount.
@@ -118,25 +117,15 @@ func (sc scenario) run(t *testing.T, seed uint64) outcome {
 	return out
 }
 
-// overBy replays the admitted requests through the algorithm with its limit
-// raised by x (the rate for the window counters, the capacity for the
-// buckets) and reports the first that would have been refused: none means
-// the run admitted at most what the limit plus x allows, by the
-// algorithm's own definition.
+// overBy replays the admitted requests through the algorithm with its
+// limit raised by x (OverBy) and reports the first it would refuse.
 func overBy(l ratekeeper.Limit, x int, admitted []admission) (admission, bool) {
-	switch l.Algorithm {
-	case ratekeeper.FixedWindow, ratekeeper.SlidingWindow:
-		l.Rate += x
-	default:
-		l.Burst = l.Capacity() + x
+	ats := make([]int64, len(admitted))
+	for i, a := range admitted {
+		ats[i] = a.at
 	}
-	p := algo.Params("k", l)
-	var st State
-	for _, a := range admitted {
-		var r algo.Result
-		if st, r = Decide(st, l, p, a.at, 1); !r.Allowed {
-			return a, true
-		}
+	if i := OverBy(l, x, ats); i >= 0 {
+		return admitted[i], true
 	}
 	return admission{}, false
 }
