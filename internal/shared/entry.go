@@ -13,6 +13,7 @@ import (
 type entry struct {
 	key   string
 	mu    sync.Mutex
+	dead  bool // dropped from the store: takers start a new entry
 	limit ratekeeper.Limit
 	p     algo.Limit
 	local bool // decisions were made locally
@@ -191,8 +192,7 @@ func (s *Store) remoteNow(req ratekeeper.Request) int64 {
 func (s *Store) takeSync(ctx context.Context, e *entry, req ratekeeper.Request) (ratekeeper.Decision, error) {
 	n := int64(req.N)
 	fresh := 2 * s.period.Microseconds()
-	e.mu.Lock()
-	e.sameLimit(req.Limit)
+	e.sameLimit(req.Limit) // e is locked
 	for tried := false; ; tried = true {
 		lnow := s.localMicros()
 		if e.loaded && lnow-e.syncedAt <= fresh {
@@ -348,8 +348,7 @@ func (s *Store) dropEnded(e *entry) {
 // the remote when it runs short.
 func (s *Store) takeLease(ctx context.Context, e *entry, req ratekeeper.Request) (ratekeeper.Decision, error) {
 	n := int64(req.N)
-	e.mu.Lock()
-	e.sameLimit(req.Limit)
+	e.sameLimit(req.Limit) // e is locked
 	for {
 		now := s.nowFor(req)
 		e.expire(now + s.margin())

@@ -69,7 +69,11 @@ func (s *Store) flush(final bool) {
 				return false
 			}
 		}
-		return lnow-e.lastUse > idle && now >= e.deniedUntil
+		if lnow-e.lastUse > idle && now >= e.deniedUntil && len(e.pend) == 0 {
+			e.dead = true
+			return true
+		}
+		return false
 	})
 	timeout := max(s.period, time.Second)
 	if len(syncs) > 0 {

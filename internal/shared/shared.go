@@ -25,7 +25,6 @@ package shared
 import (
 	"context"
 	"errors"
-	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,7 +141,6 @@ const (
 	// maxKeys bounds the keys held; a new key past it is decided by the
 	// remote.
 	maxKeys = 1 << 20
-	nshards = 64
 )
 
 // Stats are the engine's counters since New.
@@ -169,11 +167,10 @@ type Store struct {
 	// noDenials turns the denial cache off.
 	noDenials bool
 
-	seed   maphash.Seed
-	shards [nshards]shard
-	nkeys  atomic.Int64
-	offset atomic.Int64 // remote µs minus local µs, learned from answers
-	rtt    atomic.Int64 // the last lease call's round trip, µs
+	entries sync.Map // entryKey → *entry; read without a lock on every decision
+	nkeys   atomic.Int64
+	offset  atomic.Int64 // remote µs minus local µs, learned from answers
+	rtt     atomic.Int64 // the last lease call's round trip, µs
 	// given is the last instant a request carried (a Limiter on a fake
 	// clock): the loop's syncs then run at it, not at the remote's clock.
 	given atomic.Int64
@@ -185,11 +182,6 @@ type Store struct {
 
 	syncs, syncErrs, leases, leaseErrs, dropped, denials, locals atomic.Uint64
 	maxRTT                                                       atomic.Int64
-}
-
-type shard struct {
-	mu sync.Mutex
-	m  map[entryKey]*entry
 }
 
 type entryKey struct {
@@ -212,14 +204,11 @@ func New(remote Remote, mode Mode, period time.Duration, opts ...Option) *Store 
 	if period <= 0 {
 		period = DefaultPeriod
 	}
-	s := &Store{remote: remote, mode: mode, period: period, seed: maphash.MakeSeed(),
+	s := &Store{remote: remote, mode: mode, period: period,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.stale = max(minStale, staleAfter*period)
 	for _, o := range opts {
 		o(s)
-	}
-	for i := range s.shards {
-		s.shards[i].m = make(map[entryKey]*entry)
 	}
 	go s.loop()
 	return s
@@ -286,7 +275,7 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 	if s.mode == Exact || !Local(req.Limit, req.Reserve) || (s.mode == Lease && req.N == 0) {
 		return s.exact(ctx, req)
 	}
-	e, err := s.entry(req, true)
+	e, err := s.locked(req)
 	if err != nil {
 		return s.exact(ctx, req)
 	}
@@ -394,48 +383,53 @@ func (s *Store) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper
 // entry finds the key's entry, creating it if create and there is room.
 func (s *Store) entry(req ratekeeper.Request, create bool) (*entry, error) {
 	k := entryKey{req.Key, req.Limit.Algorithm}
-	sh := &s.shards[maphash.String(s.seed, req.Key)%nshards]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e := sh.m[k]
-	if e == nil {
-		if !create {
-			return nil, nil
-		}
-		if s.nkeys.Load() >= maxKeys {
-			return nil, errFull
-		}
-		e = &entry{key: req.Key}
-		e.setLimit(req.Limit)
-		sh.m[k] = e
-		s.nkeys.Add(1)
+	if v, ok := s.entries.Load(k); ok {
+		return v.(*entry), nil
 	}
+	if !create {
+		return nil, nil
+	}
+	if s.nkeys.Load() >= maxKeys {
+		return nil, errFull
+	}
+	e := &entry{key: req.Key}
+	e.setLimit(req.Limit)
+	if v, loaded := s.entries.LoadOrStore(k, e); loaded {
+		return v.(*entry), nil
+	}
+	s.nkeys.Add(1)
 	return e, nil
 }
 
-// each calls f with every entry, shard by shard, and drops the entries f
-// says to drop.
-func (s *Store) each(f func(e *entry) (drop bool)) {
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		es := make([]*entry, 0, len(sh.m))
-		for _, e := range sh.m {
-			es = append(es, e)
+// locked returns the key's live entry, locked: one the loop has not
+// dropped meanwhile (what is added to a dropped entry would be lost).
+func (s *Store) locked(req ratekeeper.Request) (*entry, error) {
+	for {
+		e, err := s.entry(req, true)
+		if err != nil {
+			return nil, err
 		}
-		sh.mu.Unlock()
-		for _, e := range es {
-			if f(e) {
-				sh.mu.Lock()
-				k := entryKey{e.key, e.limit.Algorithm}
-				if sh.m[k] == e {
-					delete(sh.m, k)
-					s.nkeys.Add(-1)
-				}
-				sh.mu.Unlock()
-			}
+		e.mu.Lock()
+		if !e.dead {
+			return e, nil
+		}
+		e.mu.Unlock()
+		if s.entries.CompareAndDelete(entryKey{req.Key, req.Limit.Algorithm}, e) {
+			s.nkeys.Add(-1)
 		}
 	}
+}
+
+// each calls f with every entry and drops those f says to drop. f runs
+// under the entry's lock and marks a dropped entry dead, so that a taker
+// holding it already starts a new one (locked).
+func (s *Store) each(f func(e *entry) (drop bool)) {
+	s.entries.Range(func(k, v any) bool {
+		if f(v.(*entry)) && s.entries.CompareAndDelete(k, v) {
+			s.nkeys.Add(-1)
+		}
+		return true
+	})
 }
 
 // wait waits for ch or ctx.

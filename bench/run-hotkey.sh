@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The shared modes on one hot global key (bench/hotkey): 3 processes of 64
+# callers each take from one fixed window of 1,000,000 per second on one
+# local redis-server, in exact mode and in sync and lease modes at sync
+# periods of 10ms, 100ms and 1s, ROUNDS times each, the modes taking turns.
+# Each line: decisions per second, latency p50/p99, calls to the store per
+# second (exact: one per decision, batched; sync and lease: syncs and
+# leases), Redis commands per second (those a script runs included) and
+# Redis CPU per decision, and in the windows where demand passed the limit
+# the most admitted past it (sync) and the most left unused (lease).
+# Raw output: results/hotkey.txt.
+# Environment: ROUNDS (default 3), DURATION (default 5s), PROCESSES (3),
+# CALLERS (64).
+set -euo pipefail
+cd "$(dirname "$0")"
+mkdir -p results
+if ! command -v redis-server >/dev/null 2>&1; then
+  ../scripts/test-deps.sh
+fi
+port=""
+for p in $(seq 16600 16700); do
+  if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then port=$p; break; fi
+done
+[ -n "$port" ] || { echo "run-hotkey: no free port" >&2; exit 1; }
+dir=$(mktemp -d)
+redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --save "" --appendonly no \
+  --daemonize no --logfile "$dir/redis.log" &
+pid=$!
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
+for _ in $(seq 100); do
+  redis-cli -p "$port" ping >/dev/null 2>&1 && break
+  sleep 0.05
+done
+go build -o "$dir/hotkey" ./hotkey
+{
+  echo "# $(date -u +%FT%TZ) $(redis-server --version | cut -d' ' -f1-3) on $(nproc) cores shared by redis-server and ${PROCESSES:-3} processes of ${CALLERS:-64} callers"
+  for _ in $(seq "${ROUNDS:-3}"); do
+    for m in "exact 100ms" "sync 10ms" "sync 100ms" "sync 1s" "lease 10ms" "lease 100ms" "lease 1s"; do
+      set -- $m
+      "$dir/hotkey" -redis "redis://127.0.0.1:$port/0" -mode "$1" -period "$2" \
+        -duration "${DURATION:-5s}" -processes "${PROCESSES:-3}" -callers "${CALLERS:-64}"
+    done
+  done
+} | tee results/hotkey.txt
