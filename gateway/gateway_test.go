@@ -84,6 +84,40 @@ func BenchmarkProxy(b *testing.B) {
 	})
 }
 
+// BenchmarkFastPath is BenchmarkProxy through a listening gateway whose
+// plain HTTP/1.1 requests take the fast path (client_transport: fast) and
+// the direct transport: client -> fast path -> upstream, in one process.
+func BenchmarkFastPath(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }))
+	defer up.Close()
+	rule := "rules:\n  - name: per-ip\n    key: [ip]\n    limit: {algorithm: leaky_bucket, rate: 1000000, period: 1s, burst: 1000}\n"
+	g := runGateway(b, "fast", up.URL, rule)
+	url := "http://" + g.Addr().String() + "/v1/items/7"
+	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	b.ReportAllocs()
+	b.SetParallelism(16)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			resp, err := c.Get(url)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				b.Errorf("status %d %v", resp.StatusCode, resp.Header)
+				return
+			}
+		}
+	})
+	if n := handOffCount(g.Addr().String()); n != 0 {
+		b.Errorf("%d connections handed to net/http: the benchmark did not measure the fast path", n)
+	}
+}
+
 func TestUpstreamTransport(t *testing.T) {
 	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	for _, tc := range []struct {
