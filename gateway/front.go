@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
 	"github.com/ratekeeper/ratekeeper/httplimit"
 	"github.com/ratekeeper/ratekeeper/internal/metrics"
 	"github.com/ratekeeper/ratekeeper/rules"
@@ -156,8 +156,8 @@ type frontConn struct {
 	want []string   // the headers set reads
 	all  bool       // set may read any header: hand every request off
 
-	head reqHead
-	resp respHead
+	head h1.ReqHead
+	resp h1.RespHead
 	req  http.Request
 	url  url.URL
 	hdr  http.Header
@@ -304,7 +304,7 @@ func (c *frontConn) serve() {
 			handedOff = false
 		}
 	}()
-	c.br = bufio.NewReaderSize(c.nc, frontReadBuffer)
+	c.br = bufio.NewReaderSize(c.nc, h1.MaxBody)
 	c.bw = bufio.NewWriterSize(c.nc, 4<<10)
 	wait := c.f.settings.readHeader // the first request, as net/http waits for it
 	for first := true; ; first = false {
@@ -331,7 +331,7 @@ func (c *frontConn) serve() {
 		if err != nil {
 			return
 		}
-		if res == handOff {
+		if res == h1.HandOff {
 			handedOff = c.handOff()
 			return
 		}
@@ -340,7 +340,7 @@ func (c *frontConn) serve() {
 			handedOff = c.handOff()
 			return
 		}
-		c.br.Discard(c.head.n + c.head.clen)
+		c.br.Discard(c.head.N + c.head.ContentLength)
 		if !keep || c.f.closing.Load() {
 			return
 		}
@@ -351,27 +351,27 @@ func (c *frontConn) serve() {
 // body in the buffer, and parses the head. The first request's timeout
 // runs from the connection's start (it is set already); a later one's
 // from its first byte.
-func (c *frontConn) readRequest(first bool) (parseResult, error) {
+func (c *frontConn) readRequest(first bool) (h1.ParseResult, error) {
 	if set := c.f.mw.Rules(); set != c.set {
 		c.set = set
 		c.want, c.all = set.HeadersRead()
 		c.lastV = make([][]string, len(c.want))
 	}
 	if c.all {
-		return handOff, nil
+		return h1.HandOff, nil
 	}
 	timed := first
 	for {
 		b, _ := c.br.Peek(c.br.Buffered())
-		res := parseRequest(b, &c.head, c.want)
-		if res == parsed && c.head.n+c.head.clen > c.br.Size() {
-			return handOff, nil
+		res := h1.ParseRequest(b, &c.head, c.want)
+		if res == h1.Parsed && c.head.N+c.head.ContentLength > c.br.Size() {
+			return h1.HandOff, nil
 		}
-		if res == parsed && c.head.n+c.head.clen <= len(b) || res == handOff {
+		if res == h1.Parsed && c.head.N+c.head.ContentLength <= len(b) || res == h1.HandOff {
 			return res, nil
 		}
 		if len(b) == c.br.Size() {
-			return handOff, nil // a head larger than the buffer: net/http reads up to 1 MB
+			return h1.HandOff, nil // a head larger than the buffer: net/http reads up to 1 MB
 		}
 		if !timed {
 			c.headDeadline = time.Now().Add(c.f.settings.readHeader)
@@ -399,27 +399,27 @@ func (c *frontConn) handOff() bool {
 // serve it (a queue rule matched).
 func (c *frontConn) serveRequest() (keep, deferred bool) {
 	h := &c.head
-	buf, _ := c.br.Peek(h.n + h.clen)
-	if string(h.path) != c.last.raw {
-		path, norm, err := normalizeTarget(string(h.path), c.f.settings.allowEncodedSlash)
+	buf, _ := c.br.Peek(h.N + h.ContentLength)
+	if string(h.Path) != c.last.raw {
+		path, norm, err := normalizeTarget(string(h.Path), c.f.settings.allowEncodedSlash)
 		if err != nil {
 			return false, true // the request view on net/http's path answers 400
 		}
-		if norm == string(h.path) {
+		if norm == string(h.Path) {
 			norm = ""
 		}
-		c.last.raw, c.last.path, c.last.norm = string(h.path), path, norm
+		c.last.raw, c.last.path, c.last.norm = string(h.Path), path, norm
 	}
-	if string(h.host) != c.last.host {
-		c.last.host = string(h.host)
+	if string(h.Host) != c.last.host {
+		c.last.host = string(h.Host)
 	}
 	c.url = url.URL{Path: c.last.path}
-	if q := h.target[len(h.path):]; len(q) > 0 && bytes.Contains(q, []byte("_method=")) {
+	if q := h.Target[len(h.Path):]; len(q) > 0 && bytes.Contains(q, []byte("_method=")) {
 		c.url.RawQuery = string(q[1:]) // a POST's method override, which rules read
 	}
 	clear(c.hdr)
 	for k, name := range c.want {
-		spans := h.want[k]
+		spans := h.Want[k]
 		if len(spans) == 0 {
 			continue
 		}
@@ -429,27 +429,27 @@ func (c *frontConn) serveRequest() (keep, deferred bool) {
 		vs := c.lastV[k]
 		same := len(vs) == len(spans)
 		for j := 0; same && j < len(spans); j++ {
-			same = vs[j] == string(buf[spans[j].start:spans[j].end])
+			same = vs[j] == string(buf[spans[j].Start:spans[j].End])
 		}
 		if !same {
 			vs = make([]string, len(spans))
 			for j, s := range spans {
-				vs[j] = string(buf[s.start:s.end])
+				vs[j] = string(buf[s.Start:s.End])
 			}
 			c.lastV[k] = vs
 		}
 		c.hdr[name] = vs
 	}
 	r := &c.req
-	r.Method, r.URL, r.Host, r.Header = h.method, &c.url, c.last.host, c.hdr
-	r.ContentLength = int64(h.clen)
+	r.Method, r.URL, r.Host, r.Header = h.Method, &c.url, c.last.host, c.hdr
+	r.ContentLength = int64(h.ContentLength)
 	clear(c.w.h)
 	c.w.status, c.w.body = 0, c.w.body[:0]
 	switch c.f.mw.Admit(&c.w, r, c.set) {
 	case httplimit.Deferred:
 		return false, true
 	case httplimit.Answered:
-		return c.answer(h.close), false
+		return c.answer(h.Close), false
 	}
 	return c.forward(buf), false
 }
@@ -462,8 +462,8 @@ func (c *frontConn) answer(closing bool) bool {
 	}
 	closing = closing || c.f.closing.Load()
 	c.writeDeadline()
-	b := appendStatus(c.out[:0], w.status)
-	b = appendHeaderMap(b, w.h)
+	b := h1.AppendStatus(c.out[:0], w.status)
+	b = h1.AppendHeaderMap(b, w.h)
 	if _, ok := w.h["Date"]; !ok {
 		b = c.f.appendDate(b)
 	}
@@ -478,7 +478,7 @@ func (c *frontConn) answer(closing bool) bool {
 	b = append(b, "\r\n"...)
 	c.out = b
 	c.bw.Write(b)
-	if c.head.method != http.MethodHead {
+	if c.head.Method != http.MethodHead {
 		c.bw.Write(w.body) // net/http's server sends a HEAD's answer bodiless
 	}
 	return c.bw.Flush() == nil && !closing
@@ -488,7 +488,7 @@ func (c *frontConn) answer(closing bool) bool {
 // client. buf holds the request's head and body.
 func (c *frontConn) forward(buf []byte) bool {
 	h := &c.head
-	retry := h.clen == 0 && (h.method == http.MethodGet || h.method == http.MethodHead || h.method == http.MethodOptions)
+	retry := h.ContentLength == 0 && (h.Method == http.MethodGet || h.Method == http.MethodHead || h.Method == http.MethodOptions)
 	var (
 		u   *directConn
 		err error
@@ -531,10 +531,10 @@ func (c *frontConn) forward(buf []byte) bool {
 		return false // the client left: the upstream's answer has no one to go to
 	}
 	if err != nil {
-		c.f.logger.Warn("upstream unreachable", "upstream", c.f.upstream, "method", h.method, "path", c.last.path, "err", err)
+		c.f.logger.Warn("upstream unreachable", "upstream", c.f.upstream, "method", h.Method, "path", c.last.path, "err", err)
 		c.w.status, c.w.body = 0, c.w.body[:0]
 		writeBadGateway(&c.w, c.f.upstream, err)
-		return c.answer(h.close)
+		return c.answer(h.Close)
 	}
 	keep, err := c.relay(u)
 	if err != nil {
@@ -551,33 +551,33 @@ func (c *frontConn) forward(buf []byte) bool {
 func (c *frontConn) writeUpstream(u *directConn, buf []byte) error {
 	h := &c.head
 	w := u.bw
-	w.WriteString(h.method)
+	w.WriteString(h.Method)
 	w.WriteByte(' ')
 	w.WriteString(c.f.prefix)
 	if c.last.norm != "" {
 		w.WriteString(c.last.norm) // the path the rules saw
-		w.Write(h.target[len(h.path):])
+		w.Write(h.Target[len(h.Path):])
 	} else {
-		w.Write(h.target)
+		w.Write(h.Target)
 	}
 	w.WriteString(" HTTP/1.1\r\nHost: ")
 	w.WriteString(c.f.host)
 	w.WriteString("\r\n")
-	if h.method == http.MethodHead {
+	if h.Method == http.MethodHead {
 		// The connection ends with the answer: an upstream that writes
 		// the body it declared anyway cannot answer another request.
 		w.WriteString("Connection: close\r\n")
 	}
 	agent := false
-	for _, s := range h.lines {
-		line := buf[s.start:s.end]
+	for _, s := range h.Lines {
+		line := buf[s.Start:s.End]
 		switch line[0] | 0x20 {
 		case 'c':
-			if hasName(line, "content-length") {
+			if h1.HasName(line, "content-length") {
 				continue // written below, as net/http writes it
 			}
 		case 'u':
-			if hasName(line, "user-agent") {
+			if h1.HasName(line, "user-agent") {
 				// net/http sends the first User-Agent alone, and none
 				// when it is empty.
 				first := !agent
@@ -589,32 +589,32 @@ func (c *frontConn) writeUpstream(u *directConn, buf []byte) error {
 		}
 		w.Write(line)
 	}
-	trusted := (len(h.xff) > 0 || len(h.ipLines) > 0) && c.f.mw.Rules().ClientIP().Trusts(&c.req)
+	trusted := (len(h.XFF) > 0 || len(h.IPLines) > 0) && c.f.mw.Rules().ClientIP().Trusts(&c.req)
 	if trusted {
-		for _, s := range h.ipLines {
-			w.Write(buf[s.start:s.end])
+		for _, s := range h.IPLines {
+			w.Write(buf[s.Start:s.End])
 		}
 	}
 	w.WriteString("X-Forwarded-For: ")
 	if trusted {
-		for _, s := range h.xff {
-			w.Write(buf[s.start:s.end])
+		for _, s := range h.XFF {
+			w.Write(buf[s.Start:s.End])
 			w.WriteString(", ")
 		}
 	}
 	w.WriteString(c.peer)
 	w.WriteString("\r\nX-Forwarded-Host: ")
-	w.Write(h.host)
+	w.Write(h.Host)
 	w.WriteString("\r\nX-Forwarded-Proto: http\r\n")
 	// Content-Length as net/http writes it: in decimal, and for an empty
 	// body too with the methods that usually have one.
-	if h.clen > 0 || h.method == http.MethodPost || h.method == http.MethodPut || h.method == http.MethodPatch {
+	if h.ContentLength > 0 || h.Method == http.MethodPost || h.Method == http.MethodPut || h.Method == http.MethodPatch {
 		w.WriteString("Content-Length: ")
-		w.WriteString(strconv.Itoa(h.clen))
+		w.WriteString(strconv.Itoa(h.ContentLength))
 		w.WriteString("\r\n")
 	}
 	w.WriteString("\r\n")
-	w.Write(buf[h.n : h.n+h.clen])
+	w.Write(buf[h.N : h.N+h.ContentLength])
 	return w.Flush()
 }
 
@@ -626,14 +626,14 @@ func (c *frontConn) readHead(u *directConn) error {
 		if err != nil {
 			return err
 		}
-		if err := parseResponse(b, &c.resp); err != nil {
+		if err := h1.ParseResponse(b, &c.resp); err != nil {
 			return err
 		}
-		if c.resp.code >= 200 {
+		if c.resp.Code >= 200 {
 			c.respN = len(b)
 			return nil
 		}
-		if c.resp.code == http.StatusSwitchingProtocols {
+		if c.resp.Code == http.StatusSwitchingProtocols {
 			return errors.New("upstream switched protocols, which the request did not ask for")
 		}
 		c.bw.Write(c.responseHead(b, -1, false))
@@ -664,7 +664,7 @@ func (c *frontConn) peekHead(u *directConn) ([]byte, error) {
 			}
 			j += from
 			if j == 0 || j == 1 && b[0] == '\r' {
-				return nil, errBadResponse // a blank line where the status line goes
+				return nil, h1.ErrBadResponse // a blank line where the status line goes
 			}
 			if b[j-1] == '\n' || b[j-1] == '\r' && j >= 2 && b[j-2] == '\n' {
 				return b[:j+1], nil
@@ -697,35 +697,35 @@ func (c *frontConn) peekHead(u *directConn) ([]byte, error) {
 // sends it).
 func (c *frontConn) responseHead(b []byte, clen int64, closing bool) []byte {
 	r := &c.resp
-	out := appendStatus(c.out[:0], r.code)
-	for _, s := range r.lines {
-		if r.dropped(b, s) {
+	out := h1.AppendStatus(c.out[:0], r.Code)
+	for _, s := range r.Lines {
+		if r.Dropped(b, s) {
 			continue
 		}
-		if r.trailer && !r.chunked && hasName(b[s.start:s.end], "trailer") {
+		if r.Trailer && !r.Chunked && h1.HasName(b[s.Start:s.End], "trailer") {
 			continue
 		}
-		if r.code == http.StatusNotModified && hasName(b[s.start:s.end], "content-type") {
+		if r.Code == http.StatusNotModified && h1.HasName(b[s.Start:s.End], "content-type") {
 			continue // net/http's server drops it from a 304
 		}
 		// Every line ends with CRLF, whatever the upstream ended it with.
-		out = append(append(out, bytesTrimEOL(b[s.start:s.end])...), "\r\n"...)
+		out = append(append(out, h1.TrimEOL(b[s.Start:s.End])...), "\r\n"...)
 	}
-	if r.code >= 200 {
-		out = appendHeaderMap(out, c.w.h)
-		if !r.hasDate {
+	if r.Code >= 200 {
+		out = h1.AppendHeaderMap(out, c.w.h)
+		if !r.HasDate {
 			out = c.f.appendDate(out)
 		}
 		if clen >= 0 {
 			out = append(out, "Content-Length: "...)
-			if clen == r.clen && r.clenV.end > 0 {
-				out = append(out, b[r.clenV.start:r.clenV.end]...) // as ReverseProxy copies it
+			if clen == r.ContentLength && r.ContentLengthSpan.End > 0 {
+				out = append(out, b[r.ContentLengthSpan.Start:r.ContentLengthSpan.End]...) // as ReverseProxy copies it
 			} else {
 				out = strconv.AppendInt(out, clen, 10)
 			}
 			out = append(out, "\r\n"...)
 		}
-		if (r.chunked || r.clen < 0) && !bodyless(c.head.method, r.code) {
+		if (r.Chunked || r.ContentLength < 0) && !h1.Bodyless(c.head.Method, r.Code) {
 			out = append(out, "Transfer-Encoding: chunked\r\n"...)
 		}
 		if closing {
@@ -737,22 +737,6 @@ func (c *frontConn) responseHead(b []byte, clen int64, closing bool) []byte {
 	return out
 }
 
-func hasName(line []byte, lower string) bool {
-	return len(line) > len(lower) && line[len(lower)] == ':' && equalFoldASCII(line[:len(lower)], lower)
-}
-
-func equalFoldASCII(b []byte, lower string) bool {
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != lower[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // relay sends the response whose head c.resp holds to the client, then its
 // body, and gives u back to the pool when it can serve again. keep reports
 // whether the client connection stays open; an error means the response
@@ -761,26 +745,26 @@ func (c *frontConn) relay(u *directConn) (keep bool, err error) {
 	r := &c.resp
 	n := c.respN
 	head, _ := u.br.Peek(n)
-	closing := c.head.close || c.f.closing.Load()
+	closing := c.head.Close || c.f.closing.Load()
 	c.writeDeadline()
 	var clen int64 = -1
 	switch {
-	case bodyless(c.head.method, r.code):
-		if r.clen >= 0 && r.code >= 200 && r.code != http.StatusNoContent && r.code != http.StatusNotModified {
-			clen = r.clen // HEAD: the length a GET would have
+	case h1.Bodyless(c.head.Method, r.Code):
+		if r.ContentLength >= 0 && r.Code >= 200 && r.Code != http.StatusNoContent && r.Code != http.StatusNotModified {
+			clen = r.ContentLength // HEAD: the length a GET would have
 		}
-	case r.chunked:
-	case r.clen >= 0:
-		clen = r.clen
+	case r.Chunked:
+	case r.ContentLength >= 0:
+		clen = r.ContentLength
 	}
 	c.bw.Write(c.responseHead(head, clen, closing))
 	u.br.Discard(n)
 	switch {
-	case bodyless(c.head.method, r.code):
-	case r.chunked:
+	case h1.Bodyless(c.head.Method, r.Code):
+	case r.Chunked:
 		err = c.copyChunked(u)
-	case r.clen >= 0:
-		err = c.copyN(u, r.clen)
+	case r.ContentLength >= 0:
+		err = c.copyN(u, r.ContentLength)
 	default:
 		err = c.copyToEOFChunked(u)
 	}
@@ -788,10 +772,10 @@ func (c *frontConn) relay(u *directConn) (keep bool, err error) {
 		return false, err
 	}
 	if err := c.bw.Flush(); err != nil {
-		c.finish(u, r.clen >= 0 || r.chunked || bodyless(c.head.method, r.code))
+		c.finish(u, r.ContentLength >= 0 || r.Chunked || h1.Bodyless(c.head.Method, r.Code))
 		return false, nil
 	}
-	c.finish(u, r.clen >= 0 || r.chunked || bodyless(c.head.method, r.code))
+	c.finish(u, r.ContentLength >= 0 || r.Chunked || h1.Bodyless(c.head.Method, r.Code))
 	return !closing, nil
 }
 
@@ -801,7 +785,7 @@ func (c *frontConn) finish(u *directConn, framed bool) {
 	// After HEAD (sent with Connection: close), an upstream that writes
 	// the body it declared anyway would answer the next request with it:
 	// the connection is not reused, even if the upstream keeps it open.
-	if framed && !c.resp.close && !u.grown && u.br.Buffered() == 0 && c.head.method != http.MethodHead {
+	if framed && !c.resp.Close && !u.grown && u.br.Buffered() == 0 && c.head.Method != http.MethodHead {
 		c.f.up.put(u)
 		return
 	}
@@ -893,7 +877,7 @@ func (c *frontConn) copyChunked(u *directConn) error {
 		if err != nil {
 			return err
 		}
-		size, digits, err := chunkSize(line)
+		size, digits, err := h1.ChunkSize(line)
 		if err != nil {
 			return err
 		}
@@ -910,7 +894,7 @@ func (c *frontConn) copyChunked(u *directConn) error {
 			return err
 		}
 		if string(crlf) != "\r\n" {
-			return errBadChunk // net/http's client wants exactly CRLF
+			return h1.ErrBadChunk // net/http's client wants exactly CRLF
 		}
 		c.bw.Write(crlf)
 	}
@@ -942,7 +926,7 @@ func (c *frontConn) copyChunked(u *directConn) error {
 			break
 		}
 		if err != nil {
-			return errBadChunk
+			return h1.ErrBadChunk
 		}
 	}
 	for {
@@ -950,58 +934,20 @@ func (c *frontConn) copyChunked(u *directConn) error {
 		if err != nil {
 			return err
 		}
-		field := bytesTrimEOL(line)
+		field := h1.TrimEOL(line)
 		if len(field) == 0 {
 			c.bw.WriteString("\r\n")
 			return nil
 		}
-		ok, drop := trailerField(field)
+		ok, drop := h1.TrailerField(field)
 		if !ok {
-			return errBadChunk
+			return h1.ErrBadChunk
 		}
 		if !drop {
 			c.bw.Write(field)
 			c.bw.WriteString("\r\n")
 		}
 	}
-}
-
-// trailerField reports whether b is a field line: a token, a colon, and a
-// value of the bytes a header value may hold. A name with spaces in it (not
-// first) is one net/http's client takes and its server does not send: drop.
-func trailerField(b []byte) (ok, drop bool) {
-	colon := 0
-	for colon < len(b) && (tokenChar[b[colon]] || colon > 0 && b[colon] == ' ') {
-		drop = drop || b[colon] == ' '
-		colon++
-	}
-	if colon == 0 || colon == len(b) || b[colon] != ':' {
-		return false, false
-	}
-	for _, c := range b[colon+1:] {
-		if !fieldValueChar[c] {
-			return false, false
-		}
-	}
-	return true, drop
-}
-
-// line reads one line of a chunked body (at most the buffer's size), and
-// returns it with its line end; it stays valid until the next read of u.
-func (c *frontConn) line(u *directConn) ([]byte, error) {
-	if u.br.Buffered() == 0 {
-		if err := c.bw.Flush(); err != nil {
-			return nil, err
-		}
-	}
-	b, err := u.br.ReadSlice('\n')
-	if err == bufio.ErrBufferFull {
-		return nil, errBadChunk
-	}
-	if err == io.EOF {
-		err = io.ErrUnexpectedEOF
-	}
-	return b, err
 }
 
 func bytesTrimSpace(b []byte) []byte {
@@ -1014,53 +960,22 @@ func bytesTrimSpace(b []byte) []byte {
 	return b
 }
 
-func bytesTrimEOL(b []byte) []byte {
-	if len(b) > 0 && b[len(b)-1] == '\n' {
-		b = b[:len(b)-1]
-	}
-	if len(b) > 0 && b[len(b)-1] == '\r' {
-		b = b[:len(b)-1]
-	}
-	return b
-}
-
-// chunkSize reads a chunk-size line as net/http's client does: it ends
-// with CRLF and has no other CR (a bare LF there is refused: RFC 9112
-// errata 7633), trailing white space is trimmed, any extension (from ';')
-// ignored, and one to sixteen hex digits remain, which it returns for the
-// line passed on (without the extension, as ReverseProxy passes it).
-func chunkSize(line []byte) (int64, []byte, error) {
-	if len(line) < 2 || bytes.IndexByte(line, '\r') != len(line)-2 || line[len(line)-1] != '\n' {
-		return 0, nil, errBadChunk
-	}
-	b := line[:len(line)-2]
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\r' || b[len(b)-1] == '\n') {
-		b = b[:len(b)-1]
-	}
-	if i := bytes.IndexByte(b, ';'); i >= 0 {
-		b = b[:i]
-	}
-	if len(b) == 0 || len(b) > 16 {
-		return 0, nil, errBadChunk
-	}
-	var n uint64
-	for _, c := range b {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, nil, errBadChunk
+// line reads one line of a chunked body (at most the buffer's size), and
+// returns it with its line end; it stays valid until the next read of u.
+func (c *frontConn) line(u *directConn) ([]byte, error) {
+	if u.br.Buffered() == 0 {
+		if err := c.bw.Flush(); err != nil {
+			return nil, err
 		}
-		n = n<<4 | uint64(c)
 	}
-	if n > math.MaxInt64 {
-		return 0, nil, errBadChunk // a body no upstream can send
+	b, err := u.br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		return nil, h1.ErrBadChunk
 	}
-	return int64(n), b, nil
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return b, err
 }
 
 // frontWriter collects the middleware's headers, and its answer when it
@@ -1083,30 +998,6 @@ func (w *frontWriter) Write(p []byte) (int, error) {
 	w.WriteHeader(http.StatusOK)
 	w.body = append(w.body, p...)
 	return len(p), nil
-}
-
-func appendStatus(b []byte, code int) []byte {
-	b = append(b, "HTTP/1.1 "...)
-	b = strconv.AppendInt(b, int64(code), 10)
-	b = append(b, ' ')
-	if text := http.StatusText(code); text != "" {
-		return append(append(b, text...), "\r\n"...)
-	}
-	b = append(b, "status code "...)
-	b = strconv.AppendInt(b, int64(code), 10)
-	return append(b, "\r\n"...)
-}
-
-func appendHeaderMap(b []byte, h http.Header) []byte {
-	for k, vs := range h {
-		for _, v := range vs {
-			b = append(b, k...)
-			b = append(b, ": "...)
-			b = append(b, v...)
-			b = append(b, "\r\n"...)
-		}
-	}
-	return b
 }
 
 // appendDate appends a Date header; the text is made once a second.

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
 
@@ -99,18 +100,6 @@ func settingsOf(c *Config) settings {
 // them; like X-Forwarded-For, they are passed on from trusted proxies only.
 var clientIPHeaders = rules.ClientAddressHeaders()
 
-// isClientIPHeader reports whether the lower-case name is one of
-// clientIPHeaders, for the fast path's reader (a switch, where a loop
-// would cost every header line; TestClientIPHeadersAgree holds the two to
-// one list).
-func isClientIPHeader(lower string) bool {
-	switch lower {
-	case "x-real-ip", "true-client-ip", "x-client-ip", "client-ip", "x-cluster-client-ip", "cf-connecting-ip", "fastly-client-ip":
-		return true
-	}
-	return false
-}
-
 // normalizeTarget returns the path the rules see (decoded) and the one the
 // upstream is sent (escaped) for a request's escaped path.
 func normalizeTarget(escaped string, allowEncodedSlash bool) (path, rawPath string, err error) {
@@ -164,7 +153,7 @@ func (g *Gateway) view(next http.Handler) http.Handler {
 			writeProblem(w, http.StatusHTTPVersionNotSupported, "HTTP Version Not Supported", "this listener speaks HTTP/1.1")
 			return
 		}
-		if !validHost(r.Host) {
+		if !h1.ValidHost(r.Host) {
 			writeProblem(w, http.StatusBadRequest, "Bad Request", "the Host is not a host name or address with an optional port")
 			return
 		}
@@ -225,62 +214,6 @@ func (g *Gateway) buffer(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
-
-// validHost reports whether h is a Host an upstream reads one way: a name
-// or IPv4 address, or a bracketed IPv6 address, with an optional numeric
-// port; empty (HTTP/1.0) too. A comma or a second colon is not.
-func validHost[T string | []byte](h T) bool {
-	if len(h) == 0 {
-		return true
-	}
-	var host, port T
-	if h[0] == '[' {
-		end := 0
-		for end < len(h) && h[end] != ']' {
-			end++
-		}
-		if end == len(h) {
-			return false
-		}
-		host, port = h[1:end], h[end+1:]
-		for i := 0; i < len(host); i++ {
-			if c := host[i]; !isHex(c) && c != ':' && c != '.' {
-				return false
-			}
-		}
-		if len(port) > 0 {
-			if port[0] != ':' {
-				return false
-			}
-			port = port[1:]
-		}
-	} else {
-		host = h
-		for i := 0; i < len(h); i++ {
-			if h[i] == ':' {
-				host, port = h[:i], h[i+1:]
-				break
-			}
-		}
-		for i := 0; i < len(host); i++ {
-			if !hostNameChar[host[i]] {
-				return false
-			}
-		}
-	}
-	if len(host) == 0 || len(port) > 5 {
-		return false
-	}
-	for i := 0; i < len(port); i++ {
-		if !isDigit(port[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// hostNameChar marks the bytes of a host name or IPv4 address.
-var hostNameChar = alnumAnd("-._~")
 
 // timedWriter bounds each write of an answer to the client: a client that
 // stops reading fails the write after timeout, and the proxy then gives
