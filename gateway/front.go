@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
+	"github.com/ratekeeper/ratekeeper/gateway/internal/problem"
 	"github.com/ratekeeper/ratekeeper/httplimit"
 	"github.com/ratekeeper/ratekeeper/internal/metrics"
 	"github.com/ratekeeper/ratekeeper/rules"
@@ -533,7 +534,7 @@ func (c *frontConn) forward(buf []byte) bool {
 	if err != nil {
 		c.f.logger.Warn("upstream unreachable", "upstream", c.f.upstream, "method", h.Method, "path", c.last.path, "err", err)
 		c.w.status, c.w.body = 0, c.w.body[:0]
-		writeBadGateway(&c.w, c.f.upstream, err)
+		problem.BadGateway(&c.w, c.f.upstream, err)
 		return c.answer(h.Close)
 	}
 	keep, err := c.relay(u)

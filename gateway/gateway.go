@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ratekeeper/ratekeeper/gateway/internal/problem"
 	"github.com/ratekeeper/ratekeeper/httplimit"
 	"github.com/ratekeeper/ratekeeper/internal/metrics"
 	"github.com/ratekeeper/ratekeeper/internal/watch"
@@ -270,7 +271,7 @@ func (g *Gateway) proxyTo(s string, direct bool) (*httputil.ReverseProxy, error)
 				return // the client left: no one to answer
 			}
 			g.logger.WarnContext(r.Context(), "upstream unreachable", "upstream", target.Redacted(), "method", r.Method, "path", r.URL.Path, "err", err)
-			writeBadGateway(w, target.Redacted(), err)
+			problem.BadGateway(w, target.Redacted(), err)
 		},
 		ErrorLog: slog.NewLogLogger(g.logger.Handler(), slog.LevelWarn),
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
+	"github.com/ratekeeper/ratekeeper/gateway/internal/problem"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
 
@@ -145,16 +146,16 @@ func (g *Gateway) view(next http.Handler) http.Handler {
 		switch {
 		case r.Method == http.MethodConnect:
 			w.Header().Set("Connection", "close")
-			writeProblem(w, http.StatusMethodNotAllowed, "Method Not Allowed", "the gateway does not tunnel: CONNECT is not forwarded")
+			problem.Write(w, http.StatusMethodNotAllowed, "Method Not Allowed", "the gateway does not tunnel: CONNECT is not forwarded")
 			return
 		case r.ProtoMajor != 1:
 			// "PRI * HTTP/2.0", the HTTP/2 preface, which net/http hands on.
 			w.Header().Set("Connection", "close")
-			writeProblem(w, http.StatusHTTPVersionNotSupported, "HTTP Version Not Supported", "this listener speaks HTTP/1.1")
+			problem.Write(w, http.StatusHTTPVersionNotSupported, "HTTP Version Not Supported", "this listener speaks HTTP/1.1")
 			return
 		}
 		if !h1.ValidHost(r.Host) {
-			writeProblem(w, http.StatusBadRequest, "Bad Request", "the Host is not a host name or address with an optional port")
+			problem.Write(w, http.StatusBadRequest, "Bad Request", "the Host is not a host name or address with an optional port")
 			return
 		}
 		for k := range r.Header {
@@ -166,7 +167,7 @@ func (g *Gateway) view(next http.Handler) http.Handler {
 		}
 		path, raw, err := normalizeTarget(r.URL.EscapedPath(), g.settings.allowEncodedSlash)
 		if err != nil {
-			writeProblem(w, http.StatusBadRequest, "Bad Request", "the request target is refused: "+err.Error())
+			problem.Write(w, http.StatusBadRequest, "Bad Request", "the request target is refused: "+err.Error())
 			return
 		}
 		if path != r.URL.Path || raw != r.URL.EscapedPath() {
@@ -176,7 +177,7 @@ func (g *Gateway) view(next http.Handler) http.Handler {
 		}
 		for _, name := range g.ruleHeaders() {
 			if len(r.Header[name]) > 1 {
-				writeProblem(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("the %s header appears more than once, and rate limits read it", name))
+				problem.Write(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("the %s header appears more than once, and rate limits read it", name))
 				return
 			}
 		}
@@ -206,7 +207,7 @@ func (g *Gateway) buffer(next http.Handler) http.Handler {
 				// not read.
 				w.Header().Set("Connection", "close")
 				if !errors.Is(err, errClientGone) {
-					writeProblem(w, http.StatusRequestTimeout, "Request Timeout", "the request body did not arrive in time: "+err.Error())
+					problem.Write(w, http.StatusRequestTimeout, "Request Timeout", "the request body did not arrive in time: "+err.Error())
 				}
 				return
 			}
