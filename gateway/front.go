@@ -22,6 +22,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/problem"
+	"github.com/ratekeeper/ratekeeper/gateway/internal/upstream"
 	"github.com/ratekeeper/ratekeeper/httplimit"
 	"github.com/ratekeeper/ratekeeper/internal/metrics"
 	"github.com/ratekeeper/ratekeeper/rules"
@@ -46,7 +47,7 @@ import (
 // It does not speak HTTP/2.
 type front struct {
 	mw       *httplimit.Middleware
-	up       *directTransport
+	up       *upstream.Transport
 	upstream string // the upstream URL, redacted, for logs and 502s
 	prefix   string // the upstream URL's path, joined before each target
 	host     string // the Host the upstream is sent
@@ -69,7 +70,7 @@ type front struct {
 
 // newFront returns the fast path to target over up, or nil when the target
 // cannot take it (a query in the upstream URL, which net/http merges).
-func newFront(mw *httplimit.Middleware, up *directTransport, target *url.URL, logger *slog.Logger, addr net.Addr) *front {
+func newFront(mw *httplimit.Middleware, up *upstream.Transport, target *url.URL, logger *slog.Logger, addr net.Addr) *front {
 	if up == nil || target.RawQuery != "" || target.RawPath != "" {
 		return nil
 	}
@@ -178,10 +179,10 @@ type frontConn struct {
 	// an upstream slower than response_header.
 	watch    *time.Timer
 	watching sync.WaitGroup
-	sent     time.Time                  // when the request was sent
-	upstream atomic.Pointer[directConn] // the connection the request is on
-	fired    atomic.Bool                // the watch started
-	gone     atomic.Bool                // the client left
+	sent     time.Time                     // when the request was sent
+	upstream atomic.Pointer[upstream.Conn] // the connection the request is on
+	fired    atomic.Bool                   // the watch started
+	gone     atomic.Bool                   // the client left
 }
 
 // watchAfter is how long the fast path waits for an upstream's answer
@@ -213,7 +214,7 @@ func (c *frontConn) watchClient() {
 			if clientLeft(c.nc) {
 				c.gone.Store(true)
 				if u := c.upstream.Load(); u != nil {
-					u.cancel()
+					u.Cancel()
 				}
 			}
 		})
@@ -224,9 +225,9 @@ func (c *frontConn) watchClient() {
 
 // boundHead bounds the wait for u's answer by response_header, from when
 // the request was sent.
-func (c *frontConn) boundHead(u *directConn) {
+func (c *frontConn) boundHead(u *upstream.Conn) {
 	if d := c.f.settings.responseHeader; d > 0 {
-		u.setReadDeadline(c.sent.Add(d))
+		u.SetReadDeadline(c.sent.Add(d))
 	}
 }
 
@@ -239,7 +240,7 @@ func (c *frontConn) unwatchClient() bool {
 	c.nc.SetReadDeadline(time.Unix(1, 0)) // ends its wait
 	c.watching.Wait()
 	if u := c.upstream.Load(); u != nil {
-		u.setReadDeadline(time.Time{}) // the body may take its time
+		u.SetReadDeadline(time.Time{}) // the body may take its time
 	}
 	c.upstream.Store(nil)
 	return c.gone.Load()
@@ -491,12 +492,12 @@ func (c *frontConn) forward(buf []byte) bool {
 	h := &c.head
 	retry := h.ContentLength == 0 && (h.Method == http.MethodGet || h.Method == http.MethodHead || h.Method == http.MethodOptions)
 	var (
-		u   *directConn
+		u   *upstream.Conn
 		err error
 	)
 	c.watchClient()
 	for attempt := 0; ; attempt++ {
-		u, err = c.f.up.get(context.Background(), attempt == 0)
+		u, err = c.f.up.Get(context.Background(), attempt == 0)
 		if err != nil {
 			break
 		}
@@ -506,28 +507,28 @@ func (c *frontConn) forward(buf []byte) bool {
 		}
 		if c.gone.Load() {
 			err = errClientGone
-			u.nc.Close()
+			u.Close()
 			break
 		}
 		// The response heads, 1xx included, are bounded as the direct
 		// transport bounds them; the body is not.
-		u.got, u.limit = 0, u.t.maxHeader
+		u.BoundHead()
 		err = c.writeUpstream(u, buf)
 		if err == nil {
 			err = c.readHead(u)
 		}
-		u.limit = 1 << 62
+		u.Unbound()
 		if err == nil {
 			break
 		}
-		u.nc.Close()
-		if !(attempt == 0 && retry && u.reused && u.got == 0) {
+		u.Close()
+		if !(attempt == 0 && retry && u.Stale()) {
 			break
 		}
 	}
 	if c.unwatchClient() {
 		if err == nil {
-			u.nc.Close()
+			u.Close()
 		}
 		return false // the client left: the upstream's answer has no one to go to
 	}
@@ -539,7 +540,7 @@ func (c *frontConn) forward(buf []byte) bool {
 	}
 	keep, err := c.relay(u)
 	if err != nil {
-		u.nc.Close()
+		u.Close()
 		return false
 	}
 	return keep
@@ -549,9 +550,9 @@ func (c *frontConn) forward(buf []byte) bool {
 // the target joined to the upstream's path, the upstream's Host, the
 // client's end-to-end headers, and X-Forwarded-For (the peer, after what a
 // trusted proxy said), X-Forwarded-Host and X-Forwarded-Proto.
-func (c *frontConn) writeUpstream(u *directConn, buf []byte) error {
+func (c *frontConn) writeUpstream(u *upstream.Conn, buf []byte) error {
 	h := &c.head
-	w := u.bw
+	w := u.W
 	w.WriteString(h.Method)
 	w.WriteByte(' ')
 	w.WriteString(c.f.prefix)
@@ -621,9 +622,9 @@ func (c *frontConn) writeUpstream(u *directConn, buf []byte) error {
 
 // readHead reads the upstream's response head into c.resp, passing 1xx
 // responses on to the client. The final head stays in u's buffer.
-func (c *frontConn) readHead(u *directConn) error {
+func (c *frontConn) readHead(u *upstream.Conn) error {
 	for {
-		b, err := c.peekHead(u)
+		b, err := u.PeekHead()
 		if err != nil {
 			return err
 		}
@@ -641,52 +642,7 @@ func (c *frontConn) readHead(u *directConn) error {
 		if err := c.bw.Flush(); err != nil {
 			return err
 		}
-		u.br.Discard(len(b))
-	}
-}
-
-// peekHead returns the upstream's next head, up to its blank line, from
-// u's buffer (which grows to the transport's header bound).
-func (c *frontConn) peekHead(u *directConn) ([]byte, error) {
-	from := 0
-	for {
-		// Everything buffered (at least a byte): after the buffer grew,
-		// that is the whole head so far, and from stays within it.
-		if u.br.Buffered() == 0 {
-			if _, err := u.br.Peek(1); err != nil {
-				return nil, err
-			}
-		}
-		b, _ := u.br.Peek(u.br.Buffered())
-		for {
-			j := bytes.IndexByte(b[from:], '\n')
-			if j < 0 {
-				break
-			}
-			j += from
-			if j == 0 || j == 1 && b[0] == '\r' {
-				return nil, h1.ErrBadResponse // a blank line where the status line goes
-			}
-			if b[j-1] == '\n' || b[j-1] == '\r' && j >= 2 && b[j-2] == '\n' {
-				return b[:j+1], nil
-			}
-			from = j + 1
-		}
-		if len(b) == u.br.Size() {
-			if int64(u.br.Size()) >= u.t.maxHeader {
-				return nil, errHeaderTooLarge
-			}
-			// Grow the buffer: a new reader over the same connection,
-			// primed with what the old one holds. The connection is not
-			// pooled again (see finish).
-			held := bytes.NewReader(append([]byte(nil), b...))
-			u.br = bufio.NewReaderSize(io.MultiReader(held, u), int(min(2*int64(u.br.Size()), u.t.maxHeader)))
-			u.grown = true
-			continue
-		}
-		if _, err := u.br.Peek(len(b) + 1); err != nil {
-			return nil, err
-		}
+		u.R.Discard(len(b))
 	}
 }
 
@@ -742,10 +698,10 @@ func (c *frontConn) responseHead(b []byte, clen int64, closing bool) []byte {
 // body, and gives u back to the pool when it can serve again. keep reports
 // whether the client connection stays open; an error means the response
 // was cut short and both connections must close.
-func (c *frontConn) relay(u *directConn) (keep bool, err error) {
+func (c *frontConn) relay(u *upstream.Conn) (keep bool, err error) {
 	r := &c.resp
 	n := c.respN
-	head, _ := u.br.Peek(n)
+	head, _ := u.R.Peek(n)
 	closing := c.head.Close || c.f.closing.Load()
 	c.writeDeadline()
 	var clen int64 = -1
@@ -759,7 +715,7 @@ func (c *frontConn) relay(u *directConn) (keep bool, err error) {
 		clen = r.ContentLength
 	}
 	c.bw.Write(c.responseHead(head, clen, closing))
-	u.br.Discard(n)
+	u.R.Discard(n)
 	switch {
 	case h1.Bodyless(c.head.Method, r.Code):
 	case r.Chunked:
@@ -782,15 +738,11 @@ func (c *frontConn) relay(u *directConn) (keep bool, err error) {
 
 // finish gives u back to the pool when its response ended where its
 // framing said and the upstream keeps it open.
-func (c *frontConn) finish(u *directConn, framed bool) {
+func (c *frontConn) finish(u *upstream.Conn, framed bool) {
 	// After HEAD (sent with Connection: close), an upstream that writes
 	// the body it declared anyway would answer the next request with it:
 	// the connection is not reused, even if the upstream keeps it open.
-	if framed && !c.resp.Close && !u.grown && u.br.Buffered() == 0 && c.head.Method != http.MethodHead {
-		c.f.up.put(u)
-		return
-	}
-	u.nc.Close()
+	u.Release(framed && !c.resp.Close && c.head.Method != http.MethodHead)
 }
 
 // writeDeadline bounds the writes to the client from now by write_timeout:
@@ -812,20 +764,20 @@ func (c *frontConn) writeDeadline() {
 // fill returns what u has buffered, reading more (after flushing what the
 // client is owed, so that a stream reaches it as it comes) when there is
 // nothing.
-func (c *frontConn) fill(u *directConn) ([]byte, error) {
+func (c *frontConn) fill(u *upstream.Conn) ([]byte, error) {
 	c.writeDeadline()
-	if u.br.Buffered() == 0 {
+	if u.R.Buffered() == 0 {
 		if err := c.bw.Flush(); err != nil {
 			return nil, err
 		}
-		if _, err := u.br.Peek(1); err != nil {
+		if _, err := u.R.Peek(1); err != nil {
 			return nil, err
 		}
 	}
-	return u.br.Peek(u.br.Buffered())
+	return u.R.Peek(u.R.Buffered())
 }
 
-func (c *frontConn) copyN(u *directConn, n int64) error {
+func (c *frontConn) copyN(u *upstream.Conn, n int64) error {
 	for n > 0 {
 		b, err := c.fill(u)
 		if err != nil {
@@ -840,7 +792,7 @@ func (c *frontConn) copyN(u *directConn, n int64) error {
 		if _, err := c.bw.Write(b); err != nil {
 			return err
 		}
-		u.br.Discard(len(b))
+		u.R.Discard(len(b))
 		n -= int64(len(b))
 	}
 	return nil
@@ -848,7 +800,7 @@ func (c *frontConn) copyN(u *directConn, n int64) error {
 
 // copyToEOFChunked sends a body that ends when the upstream closes as a
 // chunked body, one chunk per read.
-func (c *frontConn) copyToEOFChunked(u *directConn) error {
+func (c *frontConn) copyToEOFChunked(u *upstream.Conn) error {
 	for {
 		b, err := c.fill(u)
 		if err == io.EOF {
@@ -865,14 +817,14 @@ func (c *frontConn) copyToEOFChunked(u *directConn) error {
 		if _, err := c.bw.WriteString("\r\n"); err != nil {
 			return err
 		}
-		u.br.Discard(len(b))
+		u.R.Discard(len(b))
 	}
 }
 
 // copyChunked passes a chunked body on as it is, checking its framing: each
 // chunk's size line, its data and CRLF, then the last chunk and the
 // trailer section up to its blank line.
-func (c *frontConn) copyChunked(u *directConn) error {
+func (c *frontConn) copyChunked(u *upstream.Conn) error {
 	for {
 		line, err := c.line(u)
 		if err != nil {
@@ -903,26 +855,26 @@ func (c *frontConn) copyChunked(u *directConn) error {
 	// or, once CRLF CRLF is in sight within the buffer (the client waits
 	// for that), field lines up to the first blank line. The lines are
 	// passed on with CRLF, as net/http's server writes trailers.
-	if u.br.Buffered() < 2 {
+	if u.R.Buffered() < 2 {
 		if err := c.bw.Flush(); err != nil {
 			return err
 		}
 	}
-	if b, err := u.br.Peek(2); err != nil {
+	if b, err := u.R.Peek(2); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
 		return err
 	} else if string(b) == "\r\n" {
 		c.bw.WriteString("\r\n")
-		u.br.Discard(2)
+		u.R.Discard(2)
 		return nil
 	}
 	if err := c.bw.Flush(); err != nil {
 		return err
 	}
 	for n := 4; ; n++ {
-		b, err := u.br.Peek(n)
+		b, err := u.R.Peek(n)
 		if len(b) == n && string(b[n-4:]) == "\r\n\r\n" {
 			break
 		}
@@ -963,13 +915,13 @@ func bytesTrimSpace(b []byte) []byte {
 
 // line reads one line of a chunked body (at most the buffer's size), and
 // returns it with its line end; it stays valid until the next read of u.
-func (c *frontConn) line(u *directConn) ([]byte, error) {
-	if u.br.Buffered() == 0 {
+func (c *frontConn) line(u *upstream.Conn) ([]byte, error) {
+	if u.R.Buffered() == 0 {
 		if err := c.bw.Flush(); err != nil {
 			return nil, err
 		}
 	}
-	b, err := u.br.ReadSlice('\n')
+	b, err := u.R.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
 		return nil, h1.ErrBadChunk
 	}

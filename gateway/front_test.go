@@ -711,7 +711,7 @@ type rawUpstream struct {
 
 func newRawUpstream(t testing.TB) *rawUpstream {
 	u := &rawUpstream{}
-	u.url = rawServer(t, func(c net.Conn, br *bufio.Reader) {
+	u.url = h1test.RawServer(t, func(c net.Conn, br *bufio.Reader) {
 		c.SetDeadline(time.Now().Add(10 * time.Second))
 		if _, err := http.ReadRequest(br); err != nil {
 			return
@@ -769,7 +769,7 @@ var fuzzResponses = append([]string{
 	"HTTP/1.1 200 OK\r\nDate: Mon, 02 Jan 2006 15:04:05 GMT\r\nContent-Length: 0\r\n\r\n",
 	"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T: 1\r\n\r\n",
 	"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n\r\n",
-}, rawResponses...)
+}, h1test.Responses...)
 
 func FuzzFrontSameAsStandard(f *testing.F) {
 	for _, raw := range fuzzResponses {

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratekeeper/ratekeeper/gateway/internal/problem"
+	"github.com/ratekeeper/ratekeeper/gateway/internal/upstream"
 	"github.com/ratekeeper/ratekeeper/httplimit"
 	"github.com/ratekeeper/ratekeeper/internal/metrics"
 	"github.com/ratekeeper/ratekeeper/internal/watch"
@@ -49,7 +50,7 @@ type Gateway struct {
 	upstreamProxy *httputil.ReverseProxy
 	// direct is the direct transport to the upstream, and target its URL
 	// (nil when requests take http.Transport).
-	direct *directTransport
+	direct *upstream.Transport
 	target *url.URL
 	// settings bound clients and the upstream; read at start.
 	settings settings
@@ -239,7 +240,7 @@ func (g *Gateway) proxyTo(s string, direct bool) (*httputil.ReverseProxy, error)
 	// transparent decompression.
 	tr.DisableCompression = true
 	var rt http.RoundTripper = tr
-	if dt := newDirectTransport(target, tr); dt != nil && direct {
+	if dt := upstream.New(target, tr); dt != nil && direct {
 		rt = dt
 		g.direct, g.target = dt, target
 	}

@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ratekeeper/ratekeeper/gateway/internal/h1/h1test"
+	"github.com/ratekeeper/ratekeeper/gateway/internal/upstream"
 )
 
 func newTestGateway(tb testing.TB, yaml string) *Gateway {
@@ -119,18 +122,18 @@ func BenchmarkFastPath(b *testing.B) {
 }
 
 func TestUpstreamTransport(t *testing.T) {
-	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+	up := h1test.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	for _, tc := range []struct {
 		setting string
 		conns   int64 // connections the upstream sees for 3 requests
 	}{{"", 1}, {"direct", 1}, {"standard", 1}} {
 		g := newTestGateway(t, "upstream: "+up.URL+"\nupstream_transport: "+tc.setting+"\nrules: []\n")
 		rp := g.upstreamProxy
-		_, direct := rp.Transport.(*directTransport)
+		_, direct := rp.Transport.(*upstream.Transport)
 		if want := tc.setting != "standard"; direct != want {
 			t.Errorf("upstream_transport %q: direct %v, want %v", tc.setting, direct, want)
 		}
-		before := up.conns.Load()
+		before := up.Conns.Load()
 		for range 3 {
 			w := httptest.NewRecorder()
 			g.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/x", nil))
@@ -138,7 +141,7 @@ func TestUpstreamTransport(t *testing.T) {
 				t.Errorf("upstream_transport %q: %d %q", tc.setting, w.Code, w.Body)
 			}
 		}
-		if n := up.conns.Load() - before; n != tc.conns {
+		if n := up.Conns.Load() - before; n != tc.conns {
 			t.Errorf("upstream_transport %q: %d connections for 3 requests", tc.setting, n)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
+	"github.com/ratekeeper/ratekeeper/gateway/internal/h1/h1test"
 )
 
 // The adversarial suite: each test here is an attack found by a review of
@@ -78,7 +79,7 @@ func TestUnsolicitedResponseNeverReachesAnotherClient(t *testing.T) {
 			for _, tr := range transports {
 				t.Run(extra.name+"/"+method+"/"+tr.String(), func(t *testing.T) {
 					wrote, closed := make(chan struct{}, 4), make(chan struct{}, 4)
-					up := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+					up := h1test.RawServer(t, func(c net.Conn, br *bufio.Reader) {
 						poisoned := false
 						for {
 							req, err := http.ReadRequest(br)
@@ -422,7 +423,7 @@ func TestSlowClientsAndUpstreams(t *testing.T) {
 		t.Run(tr.String(), func(t *testing.T) {
 			var reached atomic.Int64
 			cancelled := make(chan string, 8)
-			up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			up := h1test.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				reached.Add(1)
 				if r.URL.Path == "/hang" {
 					<-r.Context().Done() // until the gateway gives the request up
@@ -499,7 +500,7 @@ func TestSlowLargeBodyFreesUpstream(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.String(), func(t *testing.T) {
 			ended := make(chan error, 1)
-			up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			up := h1test.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				_, err := io.Copy(io.Discard, r.Body)
 				ended <- err
 			}))
