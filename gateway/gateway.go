@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ratekeeper/ratekeeper/gateway/internal/fastpath"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/problem"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/upstream"
 	"github.com/ratekeeper/ratekeeper/httplimit"
@@ -331,16 +332,15 @@ func (g *Gateway) Run(ctx context.Context) error {
 		admin = &http.Server{Handler: metrics.AdminHandler(g.reg, g.readyErr), ReadHeaderTimeout: 10 * time.Second}
 		go func() { errc <- ignoreClosed(admin.Serve(aln)) }()
 	}
-	var fast *front
+	var fast *fastpath.Server
 	if cfg.ClientTransport != "standard" && g.direct != nil {
-		fast = newFront(g.mw, g.direct, g.target, g.logger, a)
+		fast = fastpath.New(g.mw, g.direct, g.target, g.settings.fastPath(), g.logger, a)
 	}
 	if fast != nil {
-		fast.settings = g.settings
-		fast.onPanic, fast.onHandOff = g.onPanic, g.onHandOff
-		fast.accepted = g.metrics.ConnectionCounter("fast")
-		go func() { errc <- ignoreClosed(srv.Serve(fast.handoff)) }()
-		go func() { errc <- fast.serve(ln) }()
+		fast.OnPanic, fast.OnHandOff = g.onPanic, g.onHandOff
+		fast.Accepted = g.metrics.ConnectionCounter("fast")
+		go func() { errc <- ignoreClosed(srv.Serve(fast.HandOff())) }()
+		go func() { errc <- fast.Serve(ln) }()
 	} else {
 		go func() { errc <- ignoreClosed(srv.Serve(ln)) }()
 	}
@@ -378,7 +378,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if fast != nil {
 		ln.Close()
 		fastErr := make(chan error, 1)
-		go func() { fastErr <- fast.shutdown(sctx) }()
+		go func() { fastErr <- fast.Shutdown(sctx) }()
 		err = errors.Join(srv.Shutdown(sctx), <-fastErr)
 	} else {
 		err = srv.Shutdown(sctx)

@@ -5,21 +5,23 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/gateway/internal/fastpath"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/problem"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
 
 // The request view: what the rules see of a request is what the upstream
-// acts on, on every client path. The fast path (front.go) serves only
-// requests whose view it builds the same way; it hands every other one to
-// net/http, where view below builds it before the middleware decides.
+// acts on, on every client path. The fast path (internal/fastpath) serves
+// only requests whose view it builds the same way, with the same rule for
+// a path (fastpath.NormalizeTarget) and a Host (h1.ValidHost); it hands
+// every other one to net/http, where view below builds it before the
+// middleware decides.
 //
 //   - The path is normalized (rules.NormalizePath) and the normalized path
 //     is what the upstream receives; an ambiguous one is refused with 400.
@@ -97,23 +99,20 @@ func settingsOf(c *Config) settings {
 	}
 }
 
+// fastPath are the bounds the fast path keeps.
+func (s settings) fastPath() fastpath.Settings {
+	return fastpath.Settings{
+		AllowEncodedSlash:     s.allowEncodedSlash,
+		ReadHeaderTimeout:     s.readHeader,
+		IdleTimeout:           s.idle,
+		WriteTimeout:          s.writeTimeout,
+		ResponseHeaderTimeout: s.responseHeader,
+	}
+}
+
 // clientIPHeaders name the client's address to upstreams that believe
 // them; like X-Forwarded-For, they are passed on from trusted proxies only.
 var clientIPHeaders = rules.ClientAddressHeaders()
-
-// normalizeTarget returns the path the rules see (decoded) and the one the
-// upstream is sent (escaped) for a request's escaped path.
-func normalizeTarget(escaped string, allowEncodedSlash bool) (path, rawPath string, err error) {
-	norm, err := rules.NormalizePath(escaped, allowEncodedSlash)
-	if err != nil {
-		return "", "", err
-	}
-	path, err = url.PathUnescape(norm)
-	if err != nil {
-		return "", "", err // cannot happen: NormalizePath checked the escapes
-	}
-	return path, norm, nil
-}
 
 // ruleHeaders are the names of the headers a rules set reads, but for the
 // forwarding header, cached per set.
@@ -165,7 +164,7 @@ func (g *Gateway) view(next http.Handler) http.Handler {
 				delete(r.Header, k)
 			}
 		}
-		path, raw, err := normalizeTarget(r.URL.EscapedPath(), g.settings.allowEncodedSlash)
+		path, raw, err := fastpath.NormalizeTarget(r.URL.EscapedPath(), g.settings.allowEncodedSlash)
 		if err != nil {
 			problem.Write(w, http.StatusBadRequest, "Bad Request", "the request target is refused: "+err.Error())
 			return

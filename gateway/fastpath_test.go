@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-
 	"fmt"
 	"io"
 	"maps"

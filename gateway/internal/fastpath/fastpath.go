@@ -1,4 +1,4 @@
-package gateway
+package fastpath
 
 import (
 	"bufio"
@@ -18,34 +18,53 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/problem"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/upstream"
 	"github.com/ratekeeper/ratekeeper/httplimit"
-	"github.com/ratekeeper/ratekeeper/internal/metrics"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
 
-// front is the gateway's fast path (client_transport: fast). It reads
+// Settings are the fast path's bounds on clients and the upstream. The
+// gateway fills every field from its file, with its defaults; a zero
+// duration sets no bound.
+type Settings struct {
+	AllowEncodedSlash     bool          // paths.allow_encoded_slash
+	ReadHeaderTimeout     time.Duration // client.read_header_timeout
+	IdleTimeout           time.Duration // client.idle_timeout
+	WriteTimeout          time.Duration // client.write_timeout
+	ResponseHeaderTimeout time.Duration // upstream_timeouts.response_header
+}
+
+// Server is the gateway's fast path (client_transport: fast). It reads
 // client connections itself and serves the plain requests that make most
 // of an API's traffic (HTTP/1.1, origin-form target, a Host, no body or a
 // small one with Content-Length) straight to the upstream over the direct
 // transport's connections, with the same decisions, headers, answers and
 // forwarded request that the middleware and httputil.ReverseProxy give,
-// and the same request view (view.go). Anything else (HTTP/1.0, upgrades,
-// chunked or large bodies, Expect, a queue rule, a head that is not plain,
-// a target or header the view refuses) hands the connection, unread, to
-// the net/http server: its bytes are read again there, from the start of
-// that request. A connection handed off stays with net/http.
+// and the same request view (the gateway's view.go). Anything else
+// (HTTP/1.0, upgrades, chunked or large bodies, Expect, a queue rule, a
+// head that is not plain, a target or header the view refuses) hands the
+// connection, unread, to the net/http server that serves HandOff: its
+// bytes are read again there, from the start of that request. A connection
+// handed off stays with net/http.
 //
 // What it saves per request is net/http's per-request machinery: the
 // header maps, the request and response objects, the background read that
 // watches for a client that leaves (the fast path starts one only for an
 // upstream slower than watchAfter), ReverseProxy's copies of both headers.
 // It does not speak HTTP/2.
-type front struct {
+//
+// Create a Server with New and set its exported fields before Serve.
+type Server struct {
+	// Accepted, if not nil, counts the connections the fast path read.
+	Accepted interface{ Inc() }
+	// OnPanic is given a panic a connection recovered (which is logged
+	// too), and OnHandOff is told of each hand-off to net/http; both for
+	// tests, and nil otherwise.
+	OnPanic   func(any)
+	OnHandOff func()
+
 	mw       *httplimit.Middleware
 	up       *upstream.Transport
 	upstream string // the upstream URL, redacted, for logs and 502s
@@ -53,24 +72,20 @@ type front struct {
 	host     string // the Host the upstream is sent
 	logger   *slog.Logger
 	handoff  *handoffListener
-	settings settings
-	accepted prometheus.Counter // connections the fast path read; may be nil
+	settings Settings
 	date     atomic.Pointer[cachedDate]
-	// onPanic is given a panic a connection recovered (which is logged
-	// too), and onHandOff is told of each hand-off to net/http; both for
-	// tests, and nil otherwise.
-	onPanic   func(any)
-	onHandOff func()
 
 	mu       sync.Mutex
-	conns    map[*frontConn]struct{}
+	conns    map[*conn]struct{}
 	closing  atomic.Bool
 	inFlight sync.WaitGroup
 }
 
-// newFront returns the fast path to target over up, or nil when the target
-// cannot take it (a query in the upstream URL, which net/http merges).
-func newFront(mw *httplimit.Middleware, up *upstream.Transport, target *url.URL, logger *slog.Logger, addr net.Addr) *front {
+// New returns the fast path to target over up, deciding with mw, or nil
+// when the target cannot take it (a query in the upstream URL, which
+// net/http merges). addr is the address it serves, which HandOff's
+// listener reports.
+func New(mw *httplimit.Middleware, up *upstream.Transport, target *url.URL, s Settings, logger *slog.Logger, addr net.Addr) *Server {
 	if up == nil || target.RawQuery != "" || target.RawPath != "" {
 		return nil
 	}
@@ -78,7 +93,7 @@ func newFront(mw *httplimit.Middleware, up *upstream.Transport, target *url.URL,
 	if len(prefix) > 0 && prefix[len(prefix)-1] == '/' {
 		prefix = prefix[:len(prefix)-1]
 	}
-	return &front{
+	return &Server{
 		mw:       mw,
 		up:       up,
 		upstream: target.Redacted(),
@@ -86,13 +101,17 @@ func newFront(mw *httplimit.Middleware, up *upstream.Transport, target *url.URL,
 		host:     target.Host,
 		logger:   logger,
 		handoff:  newHandoffListener(addr),
-		settings: settingsOf(&Config{}),
-		conns:    map[*frontConn]struct{}{},
+		settings: s,
+		conns:    map[*conn]struct{}{},
 	}
 }
 
-// serve accepts connections from ln until it is closed.
-func (f *front) serve(ln net.Listener) error {
+// HandOff is the listener of the net/http server that serves what the
+// fast path does not: the connections it hands off.
+func (f *Server) HandOff() net.Listener { return f.handoff }
+
+// Serve accepts connections from ln until it is closed.
+func (f *Server) Serve(ln net.Listener) error {
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -107,7 +126,9 @@ func (f *front) serve(ln net.Listener) error {
 			continue
 		}
 		backoff = 0
-		metrics.Inc(f.accepted)
+		if f.Accepted != nil {
+			f.Accepted.Inc()
+		}
 		c := f.newConn(nc)
 		if c == nil {
 			nc.Close()
@@ -117,9 +138,10 @@ func (f *front) serve(ln net.Listener) error {
 	}
 }
 
-// shutdown closes the idle connections and waits, until ctx is done, for
-// the requests in flight; their connections close after them.
-func (f *front) shutdown(ctx context.Context) error {
+// Shutdown closes the idle connections and waits, until ctx is done, for
+// the requests in flight; their connections close after them. The caller
+// closes the listener Serve reads.
+func (f *Server) Shutdown(ctx context.Context) error {
 	f.closing.Store(true)
 	f.mu.Lock()
 	for c := range f.conns {
@@ -143,10 +165,10 @@ const (
 	connClosed
 )
 
-// frontConn is one client connection on the fast path, with everything a
+// conn is one client connection on the fast path, with everything a
 // request needs kept from one request to the next.
-type frontConn struct {
-	f      *front
+type conn struct {
+	f      *Server
 	nc     net.Conn
 	br     *bufio.Reader
 	bw     *bufio.Writer
@@ -163,7 +185,7 @@ type frontConn struct {
 	req  http.Request
 	url  url.URL
 	hdr  http.Header
-	w    frontWriter
+	w    writer
 	// The previous request's strings, reused when this one's are equal:
 	// the path as sent, as the rules see it, and as the upstream is sent
 	// it ("" when that is the path as sent).
@@ -198,7 +220,7 @@ const watchAfter = 50 * time.Millisecond
 // the background: end of file or an error means the client left, and the
 // upstream request is cancelled (its connection closed), so that it holds
 // no upstream connection for nobody. Bytes mean the client is still there.
-func (c *frontConn) watchClient() {
+func (c *conn) watchClient() {
 	c.gone.Store(false)
 	c.fired.Store(false)
 	c.upstream.Store(nil)
@@ -225,14 +247,14 @@ func (c *frontConn) watchClient() {
 
 // boundHead bounds the wait for u's answer by response_header, from when
 // the request was sent.
-func (c *frontConn) boundHead(u *upstream.Conn) {
-	if d := c.f.settings.responseHeader; d > 0 {
+func (c *conn) boundHead(u *upstream.Conn) {
+	if d := c.f.settings.ResponseHeaderTimeout; d > 0 {
 		u.SetReadDeadline(c.sent.Add(d))
 	}
 }
 
 // unwatchClient ends the watch, and reports whether the client left.
-func (c *frontConn) unwatchClient() bool {
+func (c *conn) unwatchClient() bool {
 	if c.watch.Stop() {
 		c.watching.Done() // it never ran
 		return false
@@ -246,8 +268,8 @@ func (c *frontConn) unwatchClient() bool {
 	return c.gone.Load()
 }
 
-func (f *front) newConn(nc net.Conn) *frontConn {
-	c := &frontConn{f: f, nc: nc, remote: nc.RemoteAddr().String()}
+func (f *Server) newConn(nc net.Conn) *conn {
+	c := &conn{f: f, nc: nc, remote: nc.RemoteAddr().String()}
 	if ap, err := netip.ParseAddrPort(c.remote); err == nil {
 		c.peer = ap.Addr().String()
 	} else if h, _, err := net.SplitHostPort(c.remote); err == nil {
@@ -271,13 +293,13 @@ func (f *front) newConn(nc net.Conn) *frontConn {
 
 // closeIfIdle closes c if it is waiting for a request; one being served
 // closes after its response.
-func (c *frontConn) closeIfIdle() {
+func (c *conn) closeIfIdle() {
 	if c.state.CompareAndSwap(connIdle, connClosed) {
 		c.nc.SetReadDeadline(time.Unix(1, 0))
 	}
 }
 
-func (c *frontConn) done(handedOff bool) {
+func (c *conn) done(handedOff bool) {
 	f := c.f
 	f.mu.Lock()
 	delete(f.conns, c)
@@ -290,15 +312,15 @@ func (c *frontConn) done(handedOff bool) {
 
 // serve reads and serves requests until the connection ends or is handed
 // off.
-func (c *frontConn) serve() {
+func (c *conn) serve() {
 	handedOff := false
 	defer func() { c.done(handedOff) }()
 	defer func() {
 		// As net/http does for a handler: a panic ends this connection,
 		// not the gateway.
 		if p := recover(); p != nil {
-			if c.f.onPanic != nil {
-				c.f.onPanic(p)
+			if c.f.OnPanic != nil {
+				c.f.OnPanic(p)
 			}
 			buf := make([]byte, 64<<10)
 			buf = buf[:runtime.Stack(buf, false)]
@@ -308,7 +330,7 @@ func (c *frontConn) serve() {
 	}()
 	c.br = bufio.NewReaderSize(c.nc, h1.MaxBody)
 	c.bw = bufio.NewWriterSize(c.nc, 4<<10)
-	wait := c.f.settings.readHeader // the first request, as net/http waits for it
+	wait := c.f.settings.ReadHeaderTimeout // the first request, as net/http waits for it
 	for first := true; ; first = false {
 		// Idle: wait for a request, as long as the idle timeout. The
 		// deadline is set before the connection is marked idle, so that a
@@ -318,7 +340,7 @@ func (c *frontConn) serve() {
 		if first {
 			c.headDeadline = time.Now().Add(wait)
 		}
-		wait = c.f.settings.idle
+		wait = c.f.settings.IdleTimeout
 		c.state.Store(connIdle)
 		if c.f.closing.Load() && c.state.CompareAndSwap(connIdle, connClosed) {
 			return
@@ -353,7 +375,7 @@ func (c *frontConn) serve() {
 // body in the buffer, and parses the head. The first request's timeout
 // runs from the connection's start (it is set already); a later one's
 // from its first byte.
-func (c *frontConn) readRequest(first bool) (h1.ParseResult, error) {
+func (c *conn) readRequest(first bool) (h1.ParseResult, error) {
 	if set := c.f.mw.Rules(); set != c.set {
 		c.set = set
 		c.want, c.all = set.HeadersRead()
@@ -376,7 +398,7 @@ func (c *frontConn) readRequest(first bool) (h1.ParseResult, error) {
 			return h1.HandOff, nil // a head larger than the buffer: net/http reads up to 1 MB
 		}
 		if !timed {
-			c.headDeadline = time.Now().Add(c.f.settings.readHeader)
+			c.headDeadline = time.Now().Add(c.f.settings.ReadHeaderTimeout)
 			c.nc.SetReadDeadline(c.headDeadline)
 			timed = true
 		}
@@ -387,9 +409,9 @@ func (c *frontConn) readRequest(first bool) (h1.ParseResult, error) {
 }
 
 // handOff gives the connection, with what is buffered unread, to net/http.
-func (c *frontConn) handOff() bool {
-	if c.f.onHandOff != nil {
-		c.f.onHandOff()
+func (c *conn) handOff() bool {
+	if c.f.OnHandOff != nil {
+		c.f.OnHandOff()
 	}
 	c.nc.SetReadDeadline(time.Time{})
 	// net/http's header timeout runs on from where the fast path's was.
@@ -399,11 +421,11 @@ func (c *frontConn) handOff() bool {
 // serveRequest decides the request in c.head and answers it. keep is false
 // when the connection must close after it; deferred when net/http must
 // serve it (a queue rule matched).
-func (c *frontConn) serveRequest() (keep, deferred bool) {
+func (c *conn) serveRequest() (keep, deferred bool) {
 	h := &c.head
 	buf, _ := c.br.Peek(h.N + h.ContentLength)
 	if string(h.Path) != c.last.raw {
-		path, norm, err := normalizeTarget(string(h.Path), c.f.settings.allowEncodedSlash)
+		path, norm, err := NormalizeTarget(string(h.Path), c.f.settings.AllowEncodedSlash)
 		if err != nil {
 			return false, true // the request view on net/http's path answers 400
 		}
@@ -456,8 +478,26 @@ func (c *frontConn) serveRequest() (keep, deferred bool) {
 	return c.forward(buf), false
 }
 
+// NormalizeTarget returns the path the rules see (decoded) and the one the
+// upstream is sent (escaped) for a request's escaped path, or the error
+// for which the request view refuses it (400). It is the view's one rule
+// for a path, on the fast path and on net/http's (the gateway's view.go).
+func NormalizeTarget(escaped string, allowEncodedSlash bool) (path, rawPath string, err error) {
+	norm, err := rules.NormalizePath(escaped, allowEncodedSlash)
+	if err != nil {
+		return "", "", err
+	}
+	path, err = url.PathUnescape(norm)
+	if err != nil {
+		return "", "", err // cannot happen: NormalizePath checked the escapes
+	}
+	return path, norm, nil
+}
+
+var errClientGone = errors.New("the client left")
+
 // answer writes the middleware's own answer (429, 403) or a 502.
-func (c *frontConn) answer(closing bool) bool {
+func (c *conn) answer(closing bool) bool {
 	w := &c.w
 	if w.status == 0 {
 		w.status = http.StatusOK
@@ -488,7 +528,7 @@ func (c *frontConn) answer(closing bool) bool {
 
 // forward sends the request to the upstream and its response to the
 // client. buf holds the request's head and body.
-func (c *frontConn) forward(buf []byte) bool {
+func (c *conn) forward(buf []byte) bool {
 	h := &c.head
 	retry := h.ContentLength == 0 && (h.Method == http.MethodGet || h.Method == http.MethodHead || h.Method == http.MethodOptions)
 	var (
@@ -550,7 +590,7 @@ func (c *frontConn) forward(buf []byte) bool {
 // the target joined to the upstream's path, the upstream's Host, the
 // client's end-to-end headers, and X-Forwarded-For (the peer, after what a
 // trusted proxy said), X-Forwarded-Host and X-Forwarded-Proto.
-func (c *frontConn) writeUpstream(u *upstream.Conn, buf []byte) error {
+func (c *conn) writeUpstream(u *upstream.Conn, buf []byte) error {
 	h := &c.head
 	w := u.W
 	w.WriteString(h.Method)
@@ -622,7 +662,7 @@ func (c *frontConn) writeUpstream(u *upstream.Conn, buf []byte) error {
 
 // readHead reads the upstream's response head into c.resp, passing 1xx
 // responses on to the client. The final head stays in u's buffer.
-func (c *frontConn) readHead(u *upstream.Conn) error {
+func (c *conn) readHead(u *upstream.Conn) error {
 	for {
 		b, err := u.PeekHead()
 		if err != nil {
@@ -652,7 +692,7 @@ func (c *frontConn) readHead(u *upstream.Conn) error {
 // of the body the client will get: Content-Length clen (-1: none), or
 // chunked (a body the upstream ends by closing too, as net/http's server
 // sends it).
-func (c *frontConn) responseHead(b []byte, clen int64, closing bool) []byte {
+func (c *conn) responseHead(b []byte, clen int64, closing bool) []byte {
 	r := &c.resp
 	out := h1.AppendStatus(c.out[:0], r.Code)
 	for _, s := range r.Lines {
@@ -698,7 +738,7 @@ func (c *frontConn) responseHead(b []byte, clen int64, closing bool) []byte {
 // body, and gives u back to the pool when it can serve again. keep reports
 // whether the client connection stays open; an error means the response
 // was cut short and both connections must close.
-func (c *frontConn) relay(u *upstream.Conn) (keep bool, err error) {
+func (c *conn) relay(u *upstream.Conn) (keep bool, err error) {
 	r := &c.resp
 	n := c.respN
 	head, _ := u.R.Peek(n)
@@ -738,7 +778,7 @@ func (c *frontConn) relay(u *upstream.Conn) (keep bool, err error) {
 
 // finish gives u back to the pool when its response ended where its
 // framing said and the upstream keeps it open.
-func (c *frontConn) finish(u *upstream.Conn, framed bool) {
+func (c *conn) finish(u *upstream.Conn, framed bool) {
 	// After HEAD (sent with Connection: close), an upstream that writes
 	// the body it declared anyway would answer the next request with it:
 	// the connection is not reused, even if the upstream keeps it open.
@@ -752,8 +792,8 @@ func (c *frontConn) finish(u *upstream.Conn, framed bool) {
 // The deadline moves only when it would move by an eighth of the timeout,
 // so that most requests on a busy connection set none: a stalled write is
 // still cut off within the timeout.
-func (c *frontConn) writeDeadline() {
-	if d := c.f.settings.writeTimeout; d > 0 {
+func (c *conn) writeDeadline() {
+	if d := c.f.settings.WriteTimeout; d > 0 {
 		if t := time.Now().Add(d); t.Sub(c.writeBy) > d/8 {
 			c.nc.SetWriteDeadline(t)
 			c.writeBy = t
@@ -764,7 +804,7 @@ func (c *frontConn) writeDeadline() {
 // fill returns what u has buffered, reading more (after flushing what the
 // client is owed, so that a stream reaches it as it comes) when there is
 // nothing.
-func (c *frontConn) fill(u *upstream.Conn) ([]byte, error) {
+func (c *conn) fill(u *upstream.Conn) ([]byte, error) {
 	c.writeDeadline()
 	if u.R.Buffered() == 0 {
 		if err := c.bw.Flush(); err != nil {
@@ -777,7 +817,7 @@ func (c *frontConn) fill(u *upstream.Conn) ([]byte, error) {
 	return u.R.Peek(u.R.Buffered())
 }
 
-func (c *frontConn) copyN(u *upstream.Conn, n int64) error {
+func (c *conn) copyN(u *upstream.Conn, n int64) error {
 	for n > 0 {
 		b, err := c.fill(u)
 		if err != nil {
@@ -800,7 +840,7 @@ func (c *frontConn) copyN(u *upstream.Conn, n int64) error {
 
 // copyToEOFChunked sends a body that ends when the upstream closes as a
 // chunked body, one chunk per read.
-func (c *frontConn) copyToEOFChunked(u *upstream.Conn) error {
+func (c *conn) copyToEOFChunked(u *upstream.Conn) error {
 	for {
 		b, err := c.fill(u)
 		if err == io.EOF {
@@ -824,7 +864,7 @@ func (c *frontConn) copyToEOFChunked(u *upstream.Conn) error {
 // copyChunked passes a chunked body on as it is, checking its framing: each
 // chunk's size line, its data and CRLF, then the last chunk and the
 // trailer section up to its blank line.
-func (c *frontConn) copyChunked(u *upstream.Conn) error {
+func (c *conn) copyChunked(u *upstream.Conn) error {
 	for {
 		line, err := c.line(u)
 		if err != nil {
@@ -915,7 +955,7 @@ func bytesTrimSpace(b []byte) []byte {
 
 // line reads one line of a chunked body (at most the buffer's size), and
 // returns it with its line end; it stays valid until the next read of u.
-func (c *frontConn) line(u *upstream.Conn) ([]byte, error) {
+func (c *conn) line(u *upstream.Conn) ([]byte, error) {
 	if u.R.Buffered() == 0 {
 		if err := c.bw.Flush(); err != nil {
 			return nil, err
@@ -931,30 +971,30 @@ func (c *frontConn) line(u *upstream.Conn) ([]byte, error) {
 	return b, err
 }
 
-// frontWriter collects the middleware's headers, and its answer when it
+// writer collects the middleware's headers, and its answer when it
 // answers itself.
-type frontWriter struct {
+type writer struct {
 	h      http.Header
 	status int
 	body   []byte
 }
 
-func (w *frontWriter) Header() http.Header { return w.h }
+func (w *writer) Header() http.Header { return w.h }
 
-func (w *frontWriter) WriteHeader(code int) {
+func (w *writer) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 	}
 }
 
-func (w *frontWriter) Write(p []byte) (int, error) {
+func (w *writer) Write(p []byte) (int, error) {
 	w.WriteHeader(http.StatusOK)
 	w.body = append(w.body, p...)
 	return len(p), nil
 }
 
 // appendDate appends a Date header; the text is made once a second.
-func (f *front) appendDate(b []byte) []byte {
+func (f *Server) appendDate(b []byte) []byte {
 	now := time.Now()
 	d := f.date.Load()
 	if d == nil || d.sec != now.Unix() {
@@ -967,66 +1007,4 @@ func (f *front) appendDate(b []byte) []byte {
 type cachedDate struct {
 	sec  int64
 	text string
-}
-
-// handoffListener is the net/http server's listener: the connections the
-// fast path hands it.
-type handoffListener struct {
-	addr net.Addr
-	c    chan net.Conn
-	done chan struct{}
-	once sync.Once
-}
-
-func newHandoffListener(addr net.Addr) *handoffListener {
-	return &handoffListener{addr: addr, c: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *handoffListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.c:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *handoffListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *handoffListener) Addr() net.Addr { return l.addr }
-
-// give hands c to the server; false (and c closed) once it has stopped.
-func (l *handoffListener) give(c net.Conn) bool {
-	select {
-	case l.c <- c:
-		return true
-	case <-l.done:
-		c.Close()
-		return true
-	}
-}
-
-// bufferedConn is a connection whose first bytes are in r's buffer. Its
-// first read deadline (net/http's header timeout for the request the fast
-// path began to read) is no later than headDeadline, so that a client
-// cannot get a second header timeout by forcing the hand-off.
-type bufferedConn struct {
-	net.Conn
-	r            *bufio.Reader
-	headDeadline time.Time
-}
-
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
-
-func (c *bufferedConn) SetReadDeadline(t time.Time) error {
-	if d := c.headDeadline; !d.IsZero() {
-		if t.IsZero() || t.After(d) {
-			t = d
-		}
-		c.headDeadline = time.Time{}
-	}
-	return c.Conn.SetReadDeadline(t)
 }
