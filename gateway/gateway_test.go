@@ -134,6 +134,30 @@ func TestUpstreamTransport(t *testing.T) {
 	}
 }
 
+// TestUpstreamWithQuery: an upstream URL with a query, which net/http
+// merges into each request's and the fast path cannot, leaves every
+// connection to net/http, which sends the merged query.
+func TestUpstreamWithQuery(t *testing.T) {
+	queries := make(chan string, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		queries <- r.URL.RawQuery
+		io.WriteString(w, "ok")
+	}))
+	defer up.Close()
+	g := runGateway(t, "fast", up.URL+"/?k=v", "")
+	resp, err := http.Get("http://" + g.Addr().String() + "/x?a=b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if q := <-queries; q != "k=v&a=b" {
+		t.Errorf("the upstream got the query %q, want k=v&a=b", q)
+	}
+}
+
 func TestUpstreamDownIs502(t *testing.T) {
 	up := httptest.NewServer(http.NotFoundHandler())
 	addr := up.URL
