@@ -15,6 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/gateway/internal/fastpath"
+	"github.com/ratekeeper/ratekeeper/gateway/internal/problem"
+	"github.com/ratekeeper/ratekeeper/gateway/internal/upstream"
 	"github.com/ratekeeper/ratekeeper/httplimit"
 	"github.com/ratekeeper/ratekeeper/internal/metrics"
 	"github.com/ratekeeper/ratekeeper/internal/server"
@@ -44,7 +47,7 @@ type Gateway struct {
 	upstreamProxy *httputil.ReverseProxy
 	// direct is the direct transport to the upstream, and target its URL
 	// (nil when requests take http.Transport).
-	direct *directTransport
+	direct *upstream.Transport
 	target *url.URL
 	// settings bound clients and the upstream; read at start.
 	settings settings
@@ -219,7 +222,7 @@ func (g *Gateway) proxyTo(s string, direct bool) (*httputil.ReverseProxy, error)
 	// transparent decompression.
 	tr.DisableCompression = true
 	var rt http.RoundTripper = tr
-	if dt := newDirectTransport(target, tr); dt != nil && direct {
+	if dt := upstream.New(target, tr); dt != nil && direct {
 		rt = dt
 		g.direct, g.target = dt, target
 	}
@@ -251,7 +254,7 @@ func (g *Gateway) proxyTo(s string, direct bool) (*httputil.ReverseProxy, error)
 				return // the client left: no one to answer
 			}
 			g.logger.WarnContext(r.Context(), "upstream unreachable", "upstream", target.Redacted(), "method", r.Method, "path", r.URL.Path, "err", err)
-			writeBadGateway(w, target.Redacted(), err)
+			problem.BadGateway(w, target.Redacted(), err)
 		},
 		ErrorLog: slog.NewLogLogger(g.logger.Handler(), slog.LevelWarn),
 	}
@@ -305,13 +308,17 @@ func (g *Gateway) Run(ctx context.Context) error {
 		}
 	}
 	var servers []server.Server
+	var fast *fastpath.Server
 	if cfg.ClientTransport != "standard" && g.direct != nil {
-		fast := newFront(g.mw, g.direct, g.target, g.logger, a)
-		fast.settings = g.settings
-		fast.onPanic, fast.onHandOff = g.onPanic, g.onHandOff
-		fast.accepted = g.metrics.ConnectionCounter("fast")
+		// nil when the upstream URL has what the fast path does not
+		// forward (a query, an escaped path): net/http serves all then.
+		fast = fastpath.New(g.mw, g.direct, g.target, g.settings.fastPath(), g.logger, a)
+	}
+	if fast != nil {
+		fast.OnPanic, fast.OnHandOff = g.onPanic, g.onHandOff
+		fast.Accepted = g.metrics.ConnectionCounter("fast")
 		// Connections the fast path hands off are served by srv.
-		servers = []server.Server{fastServer{fast, ln}, server.HTTP(srv, fast.handoff)}
+		servers = []server.Server{fastServer{fast, ln}, server.HTTP(srv, fast.HandOff())}
 	} else {
 		servers = []server.Server{server.HTTP(srv, ln)}
 	}
@@ -328,15 +335,15 @@ func (g *Gateway) Run(ctx context.Context) error {
 
 // fastServer runs the fast path on ln as a server.Server.
 type fastServer struct {
-	f  *front
+	f  *fastpath.Server
 	ln net.Listener
 }
 
-func (s fastServer) Serve() error { return s.f.serve(s.ln) }
+func (s fastServer) Serve() error { return s.f.Serve(s.ln) }
 
 func (s fastServer) Shutdown(ctx context.Context) error {
 	s.ln.Close()
-	return s.f.shutdown(ctx)
+	return s.f.Shutdown(ctx)
 }
 
 // Reload re-reads the config file and, if it is valid, serves its rules

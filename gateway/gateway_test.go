@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ratekeeper/ratekeeper/gateway/internal/h1/h1test"
+	"github.com/ratekeeper/ratekeeper/gateway/internal/upstream"
 )
 
 func newTestGateway(tb testing.TB, yaml string) *Gateway {
@@ -63,13 +66,20 @@ func BenchmarkProxy(b *testing.B) {
 	g := newTestGateway(b, y.String())
 	gw := httptest.NewServer(g.Handler())
 	defer gw.Close()
+	getParallel(b, gw.URL+"/v1/items/7")
+}
+
+// getParallel has 16 clients a core GET url, each request's answer read
+// whole and required to be 200, for b.N requests in all.
+func getParallel(b *testing.B, url string) {
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr}
 	b.ReportAllocs()
 	b.SetParallelism(16)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			resp, err := c.Get(gw.URL + "/v1/items/7")
+			resp, err := c.Get(url)
 			if err != nil {
 				b.Error(err)
 				return
@@ -84,19 +94,33 @@ func BenchmarkProxy(b *testing.B) {
 	})
 }
 
+// BenchmarkFastPath is BenchmarkProxy through a listening gateway whose
+// plain HTTP/1.1 requests take the fast path (client_transport: fast) and
+// the direct transport: client -> fast path -> upstream, in one process.
+func BenchmarkFastPath(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }))
+	defer up.Close()
+	rule := "rules:\n  - name: per-ip\n    key: [ip]\n    limit: {algorithm: leaky_bucket, rate: 1000000, period: 1s, burst: 1000}\n"
+	g := runGateway(b, "fast", up.URL, rule)
+	getParallel(b, "http://"+g.Addr().String()+"/v1/items/7")
+	if n := handOffCount(g.Addr().String()); n != 0 {
+		b.Errorf("%d connections handed to net/http: the benchmark did not measure the fast path", n)
+	}
+}
+
 func TestUpstreamTransport(t *testing.T) {
-	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+	up := h1test.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	for _, tc := range []struct {
 		setting string
 		conns   int64 // connections the upstream sees for 3 requests
 	}{{"", 1}, {"direct", 1}, {"standard", 1}} {
 		g := newTestGateway(t, "upstream: "+up.URL+"\nupstream_transport: "+tc.setting+"\nrules: []\n")
 		rp := g.upstreamProxy
-		_, direct := rp.Transport.(*directTransport)
+		_, direct := rp.Transport.(*upstream.Transport)
 		if want := tc.setting != "standard"; direct != want {
 			t.Errorf("upstream_transport %q: direct %v, want %v", tc.setting, direct, want)
 		}
-		before := up.conns.Load()
+		before := up.Conns.Load()
 		for range 3 {
 			w := httptest.NewRecorder()
 			g.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/x", nil))
@@ -104,9 +128,33 @@ func TestUpstreamTransport(t *testing.T) {
 				t.Errorf("upstream_transport %q: %d %q", tc.setting, w.Code, w.Body)
 			}
 		}
-		if n := up.conns.Load() - before; n != tc.conns {
+		if n := up.Conns.Load() - before; n != tc.conns {
 			t.Errorf("upstream_transport %q: %d connections for 3 requests", tc.setting, n)
 		}
+	}
+}
+
+// TestUpstreamWithQuery: an upstream URL with a query, which net/http
+// merges into each request's and the fast path cannot, leaves every
+// connection to net/http, which sends the merged query.
+func TestUpstreamWithQuery(t *testing.T) {
+	queries := make(chan string, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		queries <- r.URL.RawQuery
+		io.WriteString(w, "ok")
+	}))
+	defer up.Close()
+	g := runGateway(t, "fast", up.URL+"/?k=v", "")
+	resp, err := http.Get("http://" + g.Addr().String() + "/x?a=b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if q := <-queries; q != "k=v&a=b" {
+		t.Errorf("the upstream got the query %q, want k=v&a=b", q)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/gateway/internal/h1/h1test"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
 
@@ -158,7 +159,7 @@ func TestReviewSlowReaderFreesUpstream(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.String(), func(t *testing.T) {
 			done := make(chan struct{}, 1)
-			up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			up := h1test.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				defer func() { done <- struct{}{} }()
 				w.Header().Set("Content-Length", strconv.Itoa(64*len(chunk)))
 				for range 64 {
@@ -215,7 +216,7 @@ func TestReviewLateHeadBody(t *testing.T) {
 	poison := "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nPOISONED\n"
 	for _, tr := range transports {
 		t.Run(tr.String(), func(t *testing.T) {
-			up := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+			up := h1test.RawServer(t, func(c net.Conn, br *bufio.Reader) {
 				for {
 					req, err := http.ReadRequest(br)
 					if err != nil {

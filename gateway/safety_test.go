@@ -15,6 +15,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
+	"github.com/ratekeeper/ratekeeper/gateway/internal/h1/h1test"
 )
 
 // The adversarial suite: each test here is an attack found by a review of
@@ -76,7 +79,7 @@ func TestUnsolicitedResponseNeverReachesAnotherClient(t *testing.T) {
 			for _, tr := range transports {
 				t.Run(extra.name+"/"+method+"/"+tr.String(), func(t *testing.T) {
 					wrote, closed := make(chan struct{}, 4), make(chan struct{}, 4)
-					up := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+					up := h1test.RawServer(t, func(c net.Conn, br *bufio.Reader) {
 						poisoned := false
 						for {
 							req, err := http.ReadRequest(br)
@@ -420,7 +423,7 @@ func TestSlowClientsAndUpstreams(t *testing.T) {
 		t.Run(tr.String(), func(t *testing.T) {
 			var reached atomic.Int64
 			cancelled := make(chan string, 8)
-			up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			up := h1test.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				reached.Add(1)
 				if r.URL.Path == "/hang" {
 					<-r.Context().Done() // until the gateway gives the request up
@@ -497,7 +500,7 @@ func TestSlowLargeBodyFreesUpstream(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.String(), func(t *testing.T) {
 			ended := make(chan error, 1)
-			up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			up := h1test.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				_, err := io.Copy(io.Discard, r.Body)
 				ended <- err
 			}))
@@ -635,10 +638,8 @@ func FuzzRulesCountWhatUpstreamRoutes(f *testing.F) {
 		if method == "" || target == "" || len(target) > 2000 {
 			return
 		}
-		for i := 0; i < len(method); i++ {
-			if !tokenChar[method[i]] {
-				return // not a request a client can send
-			}
+		if !h1.IsToken(method) {
+			return // not a request a client can send
 		}
 		for i := 0; i < len(target); i++ {
 			if c := target[i]; c <= ' ' || c == 0x7f {

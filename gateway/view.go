@@ -5,19 +5,23 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/gateway/internal/fastpath"
+	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
+	"github.com/ratekeeper/ratekeeper/gateway/internal/problem"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
 
 // The request view: what the rules see of a request is what the upstream
-// acts on, on every client path. The fast path (front.go) serves only
-// requests whose view it builds the same way; it hands every other one to
-// net/http, where view below builds it before the middleware decides.
+// acts on, on every client path. The fast path (internal/fastpath) serves
+// only requests whose view it builds the same way, with the same rule for
+// a path (fastpath.NormalizeTarget) and a Host (h1.ValidHost); it hands
+// every other one to net/http, where view below builds it before the
+// middleware decides.
 //
 //   - The path is normalized (rules.NormalizePath) and the normalized path
 //     is what the upstream receives; an ambiguous one is refused with 400.
@@ -95,35 +99,20 @@ func settingsOf(c *Config) settings {
 	}
 }
 
+// fastPath are the bounds the fast path keeps.
+func (s settings) fastPath() fastpath.Settings {
+	return fastpath.Settings{
+		AllowEncodedSlash:     s.allowEncodedSlash,
+		ReadHeaderTimeout:     s.readHeader,
+		IdleTimeout:           s.idle,
+		WriteTimeout:          s.writeTimeout,
+		ResponseHeaderTimeout: s.responseHeader,
+	}
+}
+
 // clientIPHeaders name the client's address to upstreams that believe
 // them; like X-Forwarded-For, they are passed on from trusted proxies only.
 var clientIPHeaders = rules.ClientAddressHeaders()
-
-// isClientIPHeader reports whether the lower-case name is one of
-// clientIPHeaders, for the fast path's reader (a switch, where a loop
-// would cost every header line; TestClientIPHeadersAgree holds the two to
-// one list).
-func isClientIPHeader(lower string) bool {
-	switch lower {
-	case "x-real-ip", "true-client-ip", "x-client-ip", "client-ip", "x-cluster-client-ip", "cf-connecting-ip", "fastly-client-ip":
-		return true
-	}
-	return false
-}
-
-// normalizeTarget returns the path the rules see (decoded) and the one the
-// upstream is sent (escaped) for a request's escaped path.
-func normalizeTarget(escaped string, allowEncodedSlash bool) (path, rawPath string, err error) {
-	norm, err := rules.NormalizePath(escaped, allowEncodedSlash)
-	if err != nil {
-		return "", "", err
-	}
-	path, err = url.PathUnescape(norm)
-	if err != nil {
-		return "", "", err // cannot happen: NormalizePath checked the escapes
-	}
-	return path, norm, nil
-}
 
 // ruleHeaders are the names of the headers a rules set reads, but for the
 // forwarding header, cached per set.
@@ -156,16 +145,16 @@ func (g *Gateway) view(next http.Handler) http.Handler {
 		switch {
 		case r.Method == http.MethodConnect:
 			w.Header().Set("Connection", "close")
-			writeProblem(w, http.StatusMethodNotAllowed, "Method Not Allowed", "the gateway does not tunnel: CONNECT is not forwarded")
+			problem.Write(w, http.StatusMethodNotAllowed, "Method Not Allowed", "the gateway does not tunnel: CONNECT is not forwarded")
 			return
 		case r.ProtoMajor != 1:
 			// "PRI * HTTP/2.0", the HTTP/2 preface, which net/http hands on.
 			w.Header().Set("Connection", "close")
-			writeProblem(w, http.StatusHTTPVersionNotSupported, "HTTP Version Not Supported", "this listener speaks HTTP/1.1")
+			problem.Write(w, http.StatusHTTPVersionNotSupported, "HTTP Version Not Supported", "this listener speaks HTTP/1.1")
 			return
 		}
-		if !validHost(r.Host) {
-			writeProblem(w, http.StatusBadRequest, "Bad Request", "the Host is not a host name or address with an optional port")
+		if !h1.ValidHost(r.Host) {
+			problem.Write(w, http.StatusBadRequest, "Bad Request", "the Host is not a host name or address with an optional port")
 			return
 		}
 		for k := range r.Header {
@@ -175,9 +164,9 @@ func (g *Gateway) view(next http.Handler) http.Handler {
 				delete(r.Header, k)
 			}
 		}
-		path, raw, err := normalizeTarget(r.URL.EscapedPath(), g.settings.allowEncodedSlash)
+		path, raw, err := fastpath.NormalizeTarget(r.URL.EscapedPath(), g.settings.allowEncodedSlash)
 		if err != nil {
-			writeProblem(w, http.StatusBadRequest, "Bad Request", "the request target is refused: "+err.Error())
+			problem.Write(w, http.StatusBadRequest, "Bad Request", "the request target is refused: "+err.Error())
 			return
 		}
 		if path != r.URL.Path || raw != r.URL.EscapedPath() {
@@ -187,7 +176,7 @@ func (g *Gateway) view(next http.Handler) http.Handler {
 		}
 		for _, name := range g.ruleHeaders() {
 			if len(r.Header[name]) > 1 {
-				writeProblem(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("the %s header appears more than once, and rate limits read it", name))
+				problem.Write(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("the %s header appears more than once, and rate limits read it", name))
 				return
 			}
 		}
@@ -217,7 +206,7 @@ func (g *Gateway) buffer(next http.Handler) http.Handler {
 				// not read.
 				w.Header().Set("Connection", "close")
 				if !errors.Is(err, errClientGone) {
-					writeProblem(w, http.StatusRequestTimeout, "Request Timeout", "the request body did not arrive in time: "+err.Error())
+					problem.Write(w, http.StatusRequestTimeout, "Request Timeout", "the request body did not arrive in time: "+err.Error())
 				}
 				return
 			}
@@ -225,62 +214,6 @@ func (g *Gateway) buffer(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
-
-// validHost reports whether h is a Host an upstream reads one way: a name
-// or IPv4 address, or a bracketed IPv6 address, with an optional numeric
-// port; empty (HTTP/1.0) too. A comma or a second colon is not.
-func validHost[T string | []byte](h T) bool {
-	if len(h) == 0 {
-		return true
-	}
-	var host, port T
-	if h[0] == '[' {
-		end := 0
-		for end < len(h) && h[end] != ']' {
-			end++
-		}
-		if end == len(h) {
-			return false
-		}
-		host, port = h[1:end], h[end+1:]
-		for i := 0; i < len(host); i++ {
-			if c := host[i]; !isHex(c) && c != ':' && c != '.' {
-				return false
-			}
-		}
-		if len(port) > 0 {
-			if port[0] != ':' {
-				return false
-			}
-			port = port[1:]
-		}
-	} else {
-		host = h
-		for i := 0; i < len(h); i++ {
-			if h[i] == ':' {
-				host, port = h[:i], h[i+1:]
-				break
-			}
-		}
-		for i := 0; i < len(host); i++ {
-			if !hostNameChar[host[i]] {
-				return false
-			}
-		}
-	}
-	if len(host) == 0 || len(port) > 5 {
-		return false
-	}
-	for i := 0; i < len(port); i++ {
-		if !isDigit(port[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// hostNameChar marks the bytes of a host name or IPv4 address.
-var hostNameChar = alnumAnd("-._~")
 
 // timedWriter bounds each write of an answer to the client: a client that
 // stops reading fails the write after timeout, and the proxy then gives

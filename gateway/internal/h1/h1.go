@@ -1,4 +1,4 @@
-package gateway
+package h1
 
 import (
 	"bytes"
@@ -8,11 +8,7 @@ import (
 	"strings"
 )
 
-// This file reads the HTTP/1.1 messages of the fast path (front.go): client
-// requests, which it takes only when they are plain, and upstream responses,
-// which it must take whatever they are.
-//
-// The request side is deliberately narrow. parseRequest accepts a head only
+// The request side is deliberately narrow. ParseRequest accepts a head only
 // when every byte of it is in a form that net/http reads the same way, and
 // says "hand off" for anything else: other versions, absolute or odd
 // targets, bare LF, folded or invalid lines, Transfer-Encoding, Upgrade,
@@ -24,61 +20,65 @@ import (
 // net/http takes too, with the same method, target, host, length and
 // header values.
 
-// parseResult is what parseRequest made of the bytes it was given.
-type parseResult int
+// ParseResult is what ParseRequest made of the bytes it was given.
+type ParseResult int
 
 const (
-	parsed   parseResult = iota // a head the fast path serves
-	needMore                    // a plain head so far, but not all of it
-	handOff                     // net/http must read this connection
+	Parsed   ParseResult = iota // a head the fast path serves
+	NeedMore                    // a plain head so far, but not all of it
+	HandOff                     // net/http must read this connection
 )
 
-// span is a byte range of a buffer.
-type span struct{ start, end int }
+// Span is a byte range of a buffer.
+type Span struct{ Start, End int }
 
-// reqHead is a client's request head, as parseRequest found it. Its spans
-// and byte slices point into the buffer it parsed.
-type reqHead struct {
-	n      int    // bytes of the head, the blank line included
-	method string // interned for the usual methods
-	target []byte // the request-target as sent (origin form)
-	path   []byte // its path, still escaped
-	host   []byte
-	clen   int  // Content-Length, 0 without one
-	close  bool // Connection: close
-	// lines are the header lines forwarded as they are (each with its
+// ReqHead is a client's request head, as ParseRequest found it. Its spans
+// and byte slices point into the buffer it parsed. Its zero value is ready
+// to use, and a ReqHead is reused from one request to the next.
+type ReqHead struct {
+	N      int    // bytes of the head, the blank line included
+	Method string // interned for the usual methods
+	Target []byte // the request-target as sent (origin form)
+	Path   []byte // its path, still escaped
+	Host   []byte
+	// ContentLength is the body's length, 0 without one; never over
+	// MaxBody.
+	ContentLength int
+	Close         bool // Connection: close
+	// Lines are the header lines forwarded as they are (each with its
 	// CRLF): all but the hop-by-hop ones, Host and the forwarding headers,
 	// which the proxy writes itself.
-	lines []span
-	// xff are the X-Forwarded-For values, to pass on when the peer is a
+	Lines []Span
+	// XFF are the X-Forwarded-For values, to pass on when the peer is a
 	// trusted proxy.
-	xff []span
-	// ipLines are the lines of the other headers that name the client's
+	XFF []Span
+	// IPLines are the lines of the other headers that name the client's
 	// address (X-Real-IP and its kin), passed on from a trusted proxy only.
-	ipLines []span
-	// want holds, per name the rules read, the spans of that header's
+	IPLines []Span
+	// Want holds, per name the rules read, the spans of that header's
 	// values (OWS trimmed), in order.
-	want [][]span
+	Want [][]Span
 }
 
-func (h *reqHead) reset(nwant int) {
-	h.n, h.clen, h.close = 0, 0, false
-	h.method, h.target, h.path, h.host = "", nil, nil, nil
-	h.lines = h.lines[:0]
-	h.xff = h.xff[:0]
-	h.ipLines = h.ipLines[:0]
-	if cap(h.want) < nwant {
-		h.want = make([][]span, nwant)
+func (h *ReqHead) reset(nwant int) {
+	h.N, h.ContentLength, h.Close = 0, 0, false
+	h.Method, h.Target, h.Path, h.Host = "", nil, nil, nil
+	h.Lines = h.Lines[:0]
+	h.XFF = h.XFF[:0]
+	h.IPLines = h.IPLines[:0]
+	if cap(h.Want) < nwant {
+		h.Want = make([][]Span, nwant)
 	}
-	h.want = h.want[:nwant]
-	for i := range h.want {
-		h.want[i] = h.want[i][:0]
+	h.Want = h.Want[:nwant]
+	for i := range h.Want {
+		h.Want[i] = h.Want[i][:0]
 	}
 }
 
-// frontReadBuffer is the size of a client connection's read buffer. The
-// fast path takes a request only when its head and body fit in it.
-const frontReadBuffer = 4 << 10
+// MaxBody is the largest request body ParseRequest takes; a longer one is
+// handed off. The fast path reads a request's head and body from one
+// buffer of this size.
+const MaxBody = 4 << 10
 
 // alnumAnd marks letters, digits and the bytes of extra.
 func alnumAnd(extra string) (t [256]bool) {
@@ -93,6 +93,35 @@ func alnumAnd(extra string) (t [256]bool) {
 		t[c] = true
 	}
 	return t
+}
+
+// HasName reports whether the header line is the field named lower (in
+// lower case), in any case.
+func HasName(line []byte, lower string) bool {
+	return len(line) > len(lower) && line[len(lower)] == ':' && equalFoldASCII(line[:len(lower)], lower)
+}
+
+func equalFoldASCII(b []byte, lower string) bool {
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TrimEOL returns line without its line end (CRLF or LF).
+func TrimEOL(b []byte) []byte {
+	if len(b) > 0 && b[len(b)-1] == '\n' {
+		b = b[:len(b)-1]
+	}
+	if len(b) > 0 && b[len(b)-1] == '\r' {
+		b = b[:len(b)-1]
+	}
+	return b
 }
 
 // lowerName writes name in lower case into buf, if it fits, for a switch
@@ -110,8 +139,31 @@ func lowerName(buf *[24]byte, name []byte) ([]byte, bool) {
 	return buf[:len(name)], true
 }
 
+// isClientIPHeader reports whether the lower-case name is one of the
+// headers that name the client's address (rules.ClientAddressHeaders),
+// which ParseRequest sets apart: a switch, where a loop would cost every
+// header line; TestClientIPHeadersAgree holds the two to one list.
+func isClientIPHeader(lower string) bool {
+	switch lower {
+	case "x-real-ip", "true-client-ip", "x-client-ip", "client-ip", "x-cluster-client-ip", "cf-connecting-ip", "fastly-client-ip":
+		return true
+	}
+	return false
+}
+
 // tokenChar marks the bytes of an RFC 9110 token.
 var tokenChar = alnumAnd("!#$%&'*+-.^_`|~")
+
+// IsToken reports whether s is an RFC 9110 token, as a method or a header
+// name must be.
+func IsToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !tokenChar[s[i]] {
+			return false
+		}
+	}
+	return len(s) > 0
+}
 
 // targetChar marks the bytes the fast path takes in a request-target:
 // those that net/url keeps as sent when it rebuilds the target (so the
@@ -130,6 +182,62 @@ var targetChar = func() (t [256]bool) {
 // IPv4 and bracketed IPv6 addresses, ports.
 var hostChar = alnumAnd("-._:[]")
 
+// ValidHost reports whether h is a Host an upstream reads one way: a name
+// or IPv4 address, or a bracketed IPv6 address, with an optional numeric
+// port; empty (HTTP/1.0) too. A comma or a second colon is not.
+func ValidHost[T string | []byte](h T) bool {
+	if len(h) == 0 {
+		return true
+	}
+	var host, port T
+	if h[0] == '[' {
+		end := 0
+		for end < len(h) && h[end] != ']' {
+			end++
+		}
+		if end == len(h) {
+			return false
+		}
+		host, port = h[1:end], h[end+1:]
+		for i := 0; i < len(host); i++ {
+			if c := host[i]; !isHex(c) && c != ':' && c != '.' {
+				return false
+			}
+		}
+		if len(port) > 0 {
+			if port[0] != ':' {
+				return false
+			}
+			port = port[1:]
+		}
+	} else {
+		host = h
+		for i := 0; i < len(h); i++ {
+			if h[i] == ':' {
+				host, port = h[:i], h[i+1:]
+				break
+			}
+		}
+		for i := 0; i < len(host); i++ {
+			if !hostNameChar[host[i]] {
+				return false
+			}
+		}
+	}
+	if len(host) == 0 || len(port) > 5 {
+		return false
+	}
+	for i := 0; i < len(port); i++ {
+		if !isDigit(port[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// hostNameChar marks the bytes of a host name or IPv4 address.
+var hostNameChar = alnumAnd("-._~")
+
 // fieldValueChar marks the bytes net/http accepts in a header value:
 // visible ASCII, space, tab and obs-text.
 var fieldValueChar = func() (t [256]bool) {
@@ -140,56 +248,56 @@ var fieldValueChar = func() (t [256]bool) {
 	return t
 }()
 
-// parseRequest reads a request head from b, filling h. want are the
-// canonical names of the headers whose values h.want must hold.
-func parseRequest(b []byte, h *reqHead, want []string) parseResult {
+// ParseRequest reads a request head from b, filling h. want are the
+// canonical names of the headers whose values h.Want must hold.
+func ParseRequest(b []byte, h *ReqHead, want []string) ParseResult {
 	h.reset(len(want))
 	// The request line.
 	eol := bytes.IndexByte(b, '\n')
 	if eol < 0 {
-		return needMore
+		return NeedMore
 	}
 	if eol == 0 || b[eol-1] != '\r' {
-		return handOff
+		return HandOff
 	}
 	line := b[:eol-1]
 	sp1 := bytes.IndexByte(line, ' ')
 	if sp1 <= 0 {
-		return handOff
+		return HandOff
 	}
 	for _, c := range line[:sp1] {
 		if !tokenChar[c] {
-			return handOff
+			return HandOff
 		}
 	}
 	rest := line[sp1+1:]
 	sp2 := bytes.IndexByte(rest, ' ')
 	if sp2 <= 0 || string(rest[sp2+1:]) != "HTTP/1.1" {
-		return handOff
+		return HandOff
 	}
 	target := rest[:sp2]
 	if target[0] != '/' {
-		return handOff // absolute form, authority form (CONNECT), asterisk
+		return HandOff // absolute form, authority form (CONNECT), asterisk
 	}
 	for _, c := range target {
 		if !targetChar[c] {
-			return handOff
+			return HandOff
 		}
 	}
-	h.method = internMethod(line[:sp1])
-	if h.method == http.MethodConnect {
-		return handOff
+	h.Method = internMethod(line[:sp1])
+	if h.Method == http.MethodConnect {
+		return HandOff
 	}
-	h.target = target
-	h.path = target
+	h.Target = target
+	h.Path = target
 	if q := bytes.IndexByte(target, '?'); q >= 0 {
-		h.path = target[:q]
+		h.Path = target[:q]
 		if !plainQuery(target[q+1:]) {
-			return handOff // ReverseProxy rewrites such a query
+			return HandOff // ReverseProxy rewrites such a query
 		}
 	}
-	if !validEscapes(h.path) {
-		return handOff // net/http answers 400
+	if !validEscapes(h.Path) {
+		return HandOff // net/http answers 400
 	}
 	// The header lines.
 	i := eol + 1
@@ -198,25 +306,25 @@ func parseRequest(b []byte, h *reqHead, want []string) parseResult {
 	for {
 		rel := bytes.IndexByte(b[i:], '\n')
 		if rel < 0 {
-			return needMore
+			return NeedMore
 		}
 		end := i + rel // the LF
 		if rel == 0 || b[end-1] != '\r' {
-			return handOff
+			return HandOff
 		}
 		line := b[i : end-1]
 		if len(line) == 0 {
-			h.n = end + 1
+			h.N = end + 1
 			break
 		}
 		colon := bytes.IndexByte(line, ':')
 		if colon <= 0 {
-			return handOff // no name, a folded line, or no colon
+			return HandOff // no name, a folded line, or no colon
 		}
 		name := line[:colon]
 		for _, c := range name {
 			if !tokenChar[c] {
-				return handOff
+				return HandOff
 			}
 		}
 		vs, ve := colon+1, len(line)
@@ -229,7 +337,7 @@ func parseRequest(b []byte, h *reqHead, want []string) parseResult {
 		value := line[vs:ve]
 		for _, c := range value {
 			if !fieldValueChar[c] {
-				return handOff
+				return HandOff
 			}
 		}
 		forward := true
@@ -245,25 +353,25 @@ func parseRequest(b []byte, h *reqHead, want []string) parseResult {
 			case "host":
 				hosts++
 				if hosts > 1 || len(value) == 0 {
-					return handOff
+					return HandOff
 				}
 				for _, c := range value {
 					if !hostChar[c] {
-						return handOff
+						return HandOff
 					}
 				}
-				if !validHost(value) {
-					return handOff // net/http's path answers 400
+				if !ValidHost(value) {
+					return HandOff // net/http's path answers 400
 				}
-				h.host = value
+				h.Host = value
 				forward = false
 			case "content-length":
 				if clen != nil || len(value) == 0 || len(value) > 5 {
-					return handOff
+					return HandOff
 				}
 				for _, c := range value {
 					if c < '0' || c > '9' {
-						return handOff
+						return HandOff
 					}
 				}
 				clen = value
@@ -271,49 +379,49 @@ func parseRequest(b []byte, h *reqHead, want []string) parseResult {
 				for tok := range strings.SplitSeq(string(value), ",") {
 					switch strings.ToLower(strings.TrimSpace(tok)) {
 					case "close":
-						h.close = true
+						h.Close = true
 					case "keep-alive":
 					default:
-						return handOff
+						return HandOff
 					}
 				}
 				forward = false
 			case "transfer-encoding", "upgrade", "expect", "te", "trailer":
-				return handOff
+				return HandOff
 			case "keep-alive", "proxy-connection", "proxy-authorization",
 				"forwarded", "x-forwarded-host", "x-forwarded-proto", "http2-settings":
 				forward = false
 			case "x-forwarded-for":
-				h.xff = append(h.xff, span{i + vs, i + ve})
+				h.XFF = append(h.XFF, Span{i + vs, i + ve})
 				forward = false
 			default:
 				if isClientIPHeader(string(lower)) {
-					h.ipLines = append(h.ipLines, span{i, end + 1})
+					h.IPLines = append(h.IPLines, Span{i, end + 1})
 					forward = false
 				}
 			}
 		}
 		for k, w := range want {
 			if len(w) == len(name) && strings.EqualFold(w, string(name)) {
-				h.want[k] = append(h.want[k], span{i + vs, i + ve})
+				h.Want[k] = append(h.Want[k], Span{i + vs, i + ve})
 			}
 		}
 		if forward {
-			h.lines = append(h.lines, span{i, end + 1})
+			h.Lines = append(h.Lines, Span{i, end + 1})
 		}
 		i = end + 1
 	}
 	if hosts != 1 {
-		return handOff
+		return HandOff
 	}
 	if clen != nil {
 		n, _ := strconv.Atoi(string(clen))
-		if n > frontReadBuffer {
-			return handOff
+		if n > MaxBody {
+			return HandOff
 		}
-		h.clen = n
+		h.ContentLength = n
 	}
-	return parsed
+	return Parsed
 }
 
 // plainQuery reports whether ReverseProxy passes the query q on as it is:
@@ -375,69 +483,75 @@ func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
-// respHead is an upstream response head, as readResponse found it.
-type respHead struct {
-	code    int
-	old     bool  // HTTP/1.0: keep-alive keeps the connection open
-	clen    int64 // -1: none; with chunked, it does not frame the body
-	clenV   span  // the Content-Length value, as the upstream wrote it
-	chunked bool
-	close   bool // the upstream will close: Connection: close, or HTTP/1.0
-	hasDate bool
-	trailer bool // a Trailer header (kept only with a chunked body)
-	lines   []span
-	drop    []string // lower-case names the Connection header lists
+// RespHead is an upstream response head, as ParseResponse found it. Its
+// spans point into the buffer it parsed.
+type RespHead struct {
+	Code int
+	old  bool // HTTP/1.0: keep-alive keeps the connection open
+	// ContentLength is -1 without one; with Chunked, it does not frame
+	// the body.
+	ContentLength int64
+	// ContentLengthSpan is the Content-Length value, as the upstream wrote
+	// it.
+	ContentLengthSpan Span
+	Chunked           bool
+	Close             bool // the upstream will close: Connection: close, or HTTP/1.0
+	HasDate           bool
+	Trailer           bool     // a Trailer header (kept only with a chunked body)
+	Lines             []Span   // the lines to pass on (see Dropped, too)
+	drop              []string // lower-case names the Connection header lists
 }
 
+// Errors of an upstream's response that the fast path cannot pass on.
 var (
-	errBadResponse = errors.New("malformed HTTP response from the upstream")
-	errBadChunk    = errors.New("malformed chunked body from the upstream")
+	ErrBadResponse = errors.New("malformed HTTP response from the upstream")
+	ErrBadChunk    = errors.New("malformed chunked body from the upstream")
 )
 
-// parseResponse reads the response head in b (which ends with its blank
-// line, as readHead leaves it).
-func parseResponse(b []byte, h *respHead) error {
-	*h = respHead{clen: -1, lines: h.lines[:0], drop: h.drop[:0]}
+// ParseResponse reads the response head in b, which ends with its blank
+// line, into h, as net/http's client reads it.
+func ParseResponse(b []byte, h *RespHead) error {
+	*h = RespHead{ContentLength: -1, Lines: h.Lines[:0], drop: h.drop[:0]}
 	eol := bytes.IndexByte(b, '\n')
 	if eol < 0 {
-		return errBadResponse
+		return ErrBadResponse
 	}
 	line := bytes.TrimSuffix(b[:eol], []byte{'\r'})
 	if len(line) < 9 || string(line[:5]) != "HTTP/" || !isDigit(line[5]) || line[6] != '.' || !isDigit(line[7]) || line[8] != ' ' {
-		return errBadResponse
+		return ErrBadResponse
 	}
 	status := line[9:]
 	for len(status) > 0 && status[0] == ' ' {
 		status = status[1:] // net/http's client skips them
 	}
 	if len(status) < 3 || len(status) > 3 && status[3] != ' ' {
-		return errBadResponse
+		return ErrBadResponse
 	}
 	// Any HTTP/d.d, as net/http's client takes it: before 1.0 the
 	// upstream closes, 1.0 closes unless keep-alive, later ones keep open.
 	major, minor := line[5]-'0', line[7]-'0'
-	h.close = major == 0 || major == 1 && minor == 0
+	h.Close = major == 0 || major == 1 && minor == 0
 	// Before HTTP/1.1, net/http's client ignores Transfer-Encoding.
-	ignoreTE := h.close
+	ignoreTE := h.Close
 	h.old = major == 1 && minor == 0
 	code := 0
 	for _, c := range status[:3] {
 		if c < '0' || c > '9' {
-			return errBadResponse
+			return ErrBadResponse
 		}
 		code = code*10 + int(c-'0')
 	}
 	if code < 100 {
-		return errBadResponse
+		return ErrBadResponse
 	}
-	h.code = code
+	h.Code = code
 	i := eol + 1
 	var te []byte
 	hasTE, badTrailer := false, false
 	for i < len(b) {
 		rel := bytes.IndexByte(b[i:], '\n')
 		if rel < 0 {
-			return errBadResponse
+			return ErrBadResponse
 		}
 		end := i + rel
 		line := bytes.TrimSuffix(b[i:end], []byte{'\r'})
@@ -446,7 +560,7 @@ func parseResponse(b []byte, h *respHead) error {
 		}
 		colon := bytes.IndexByte(line, ':')
 		if colon <= 0 {
-			return errBadResponse
+			return ErrBadResponse
 		}
 		name := line[:colon]
 		spaced := false
@@ -456,7 +570,7 @@ func parseResponse(b []byte, h *respHead) error {
 				// first) as a name of no meaning, which its server then
 				// does not send: the line is dropped.
 				if c != ' ' || name[0] == ' ' {
-					return errBadResponse
+					return ErrBadResponse
 				}
 				spaced = true
 			}
@@ -464,7 +578,7 @@ func parseResponse(b []byte, h *respHead) error {
 		value := bytes.Trim(line[colon+1:], " \t")
 		for _, c := range value {
 			if !fieldValueChar[c] {
-				return errBadResponse
+				return ErrBadResponse
 			}
 		}
 		if spaced {
@@ -477,18 +591,18 @@ func parseResponse(b []byte, h *respHead) error {
 			switch string(lower) {
 			case "content-length":
 				n, err := strconv.ParseInt(string(value), 10, 64)
-				if err != nil || n < 0 || value[0] == '+' || h.clen >= 0 && h.clen != n {
-					return errBadResponse
+				if err != nil || n < 0 || value[0] == '+' || h.ContentLength >= 0 && h.ContentLength != n {
+					return ErrBadResponse
 				}
-				h.clen = n
-				if h.clenV == (span{}) {
+				h.ContentLength = n
+				if h.ContentLengthSpan == (Span{}) {
 					vs := i + colon + 1 + bytes.Index(line[colon+1:], value)
-					h.clenV = span{vs, vs + len(value)}
+					h.ContentLengthSpan = Span{vs, vs + len(value)}
 				}
 				keep = false // written again below, if it frames the body
 			case "transfer-encoding":
 				if hasTE && !ignoreTE {
-					return errBadResponse
+					return ErrBadResponse
 				}
 				te, hasTE = value, !ignoreTE
 				keep = false
@@ -497,10 +611,10 @@ func parseResponse(b []byte, h *respHead) error {
 					tok = strings.ToLower(strings.TrimSpace(tok))
 					switch tok {
 					case "close":
-						h.close = true
+						h.Close = true
 					case "keep-alive":
 						if h.old {
-							h.close = false
+							h.Close = false
 						}
 					case "":
 					default:
@@ -524,36 +638,36 @@ func parseResponse(b []byte, h *respHead) error {
 						named = true
 					}
 				}
-				h.trailer = h.trailer || named
+				h.Trailer = h.Trailer || named
 				keep = named
 			case "date":
-				h.hasDate = true
+				h.HasDate = true
 			}
 		}
 		if keep {
-			h.lines = append(h.lines, span{i, end + 1})
+			h.Lines = append(h.Lines, Span{i, end + 1})
 		}
 		i = end + 1
 	}
 	if hasTE {
 		if !strings.EqualFold(string(te), "chunked") {
-			return errBadResponse // what Go's client refuses too
+			return ErrBadResponse // what Go's client refuses too
 		}
-		h.chunked = true // clen stays: a HEAD's answer passes it on, as net/http does
+		h.Chunked = true // ContentLength stays: a HEAD's answer passes it on, as net/http does
 		if badTrailer {
-			return errBadResponse
+			return ErrBadResponse
 		}
 	}
 	return nil
 }
 
-// dropped reports whether the response line at s names a header that the
+// Dropped reports whether the response line at s names a header that the
 // Connection header listed.
-func (h *respHead) dropped(b []byte, s span) bool {
+func (h *RespHead) Dropped(b []byte, s Span) bool {
 	if len(h.drop) == 0 {
 		return false
 	}
-	line := b[s.start:s.end]
+	line := b[s.Start:s.End]
 	name := line[:bytes.IndexByte(line, ':')]
 	for _, d := range h.drop {
 		if strings.EqualFold(d, string(name)) {
@@ -563,8 +677,8 @@ func (h *respHead) dropped(b []byte, s span) bool {
 	return false
 }
 
-// bodyless reports whether a response to method with code has no body,
+// Bodyless reports whether a response to method with code has no body,
 // whatever its headers say.
-func bodyless(method string, code int) bool {
+func Bodyless(method string, code int) bool {
 	return method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified || code < 200
 }

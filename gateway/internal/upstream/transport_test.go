@@ -1,4 +1,4 @@
-package gateway
+package upstream
 
 import (
 	"bufio"
@@ -19,26 +19,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/gateway/internal/h1/h1test"
 )
-
-// upstream is a test upstream that counts the connections it accepted.
-type upstream struct {
-	*httptest.Server
-	conns atomic.Int64
-}
-
-func newUpstream(t *testing.T, h http.Handler) *upstream {
-	t.Helper()
-	u := &upstream{Server: httptest.NewUnstartedServer(h)}
-	u.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			u.conns.Add(1)
-		}
-	}
-	u.Start()
-	t.Cleanup(u.Close)
-	return u
-}
 
 // recorder is a fallback transport that counts what it was given.
 type recorder struct {
@@ -51,7 +34,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	return r.rt.RoundTrip(req)
 }
 
-func newDirect(t *testing.T, rawURL string) (*directTransport, *recorder) {
+func newDirect(t *testing.T, rawURL string) (*Transport, *recorder) {
 	t.Helper()
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -60,7 +43,7 @@ func newDirect(t *testing.T, rawURL string) (*directTransport, *recorder) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy = nil
 	tr.MaxIdleConnsPerHost = 16
-	dt := newDirectTransport(u, tr)
+	dt := New(u, tr)
 	if dt == nil {
 		t.Fatalf("no direct transport for %s", rawURL)
 	}
@@ -90,7 +73,7 @@ func roundTrip(t *testing.T, rt http.RoundTripper, method, rawURL string, body i
 }
 
 func TestDirectReusesOneConnection(t *testing.T) {
-	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := h1test.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/204":
 			w.WriteHeader(http.StatusNoContent)
@@ -125,7 +108,7 @@ func TestDirectReusesOneConnection(t *testing.T) {
 			t.Errorf("%s %s: %d %q length %d, want %d %q length %d", tc.method, tc.path, resp.StatusCode, body, resp.ContentLength, tc.status, tc.body, tc.length)
 		}
 	}
-	if n := up.conns.Load(); n != 1 {
+	if n := up.Conns.Load(); n != 1 {
 		t.Errorf("%d connections, want 1", n)
 	}
 	if n := rec.n.Load(); n != 0 {
@@ -134,7 +117,7 @@ func TestDirectReusesOneConnection(t *testing.T) {
 }
 
 func TestDirectDiscardsConnection(t *testing.T) {
-	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := h1test.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/close" {
 			w.Header().Set("Connection", "close")
 		}
@@ -156,7 +139,7 @@ func TestDirectDiscardsConnection(t *testing.T) {
 		t.Error("read after Close succeeded")
 	}
 	roundTrip(t, dt, "GET", up.URL+"/", nil)
-	if n := up.conns.Load(); n != 2 {
+	if n := up.Conns.Load(); n != 2 {
 		t.Errorf("after an unread body: %d connections, want 2", n)
 	}
 	// Connection: close from the upstream.
@@ -165,19 +148,19 @@ func TestDirectDiscardsConnection(t *testing.T) {
 		t.Errorf("after Connection: close: %d idle connections, want 0", n)
 	}
 	roundTrip(t, dt, "GET", up.URL+"/", nil)
-	if n := up.conns.Load(); n != 3 {
+	if n := up.Conns.Load(); n != 3 {
 		t.Errorf("after Connection: close: %d connections, want 3", n)
 	}
 	// Read to the end, the body's connection is reused even before Close.
 	roundTrip(t, dt, "GET", up.URL+"/", nil)
-	if n := up.conns.Load(); n != 3 {
+	if n := up.Conns.Load(); n != 3 {
 		t.Errorf("after a whole body: %d connections, want 3", n)
 	}
 }
 
 func TestDirectStreamsResponse(t *testing.T) {
 	next := make(chan struct{})
-	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	up := h1test.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Trailer", "X-Sum")
 		io.WriteString(w, "first")
 		w.(http.Flusher).Flush()
@@ -205,13 +188,13 @@ func TestDirectStreamsResponse(t *testing.T) {
 		t.Errorf("trailer %q", got)
 	}
 	roundTrip(t, dt, "GET", up.URL, nil) // blocks no more: next is closed
-	if n := up.conns.Load(); n != 1 {
+	if n := up.Conns.Load(); n != 1 {
 		t.Errorf("%d connections, want 1", n)
 	}
 }
 
 func TestDirectInformational(t *testing.T) {
-	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	up := h1test.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Link", "</style.css>; rel=preload")
 		w.WriteHeader(http.StatusEarlyHints)
 		w.WriteHeader(http.StatusEarlyHints)
@@ -262,7 +245,7 @@ type closeCounter struct {
 func (c *closeCounter) Close() error { c.closed.Add(1); return nil }
 
 func TestDirectRequestBodies(t *testing.T) {
-	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := h1test.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "%s %d %v %s", r.Method, r.ContentLength, r.TransferEncoding, b)
 	}))
@@ -329,33 +312,6 @@ func TestDirectUpstreamDown(t *testing.T) {
 	}
 }
 
-// rawServer accepts connections and hands each to serve on its own
-// goroutine; it counts the requests its handlers report.
-func rawServer(t testing.TB, serve func(c net.Conn, br *bufio.Reader)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer c.Close()
-				serve(c, bufio.NewReader(c))
-			})
-		}
-	})
-	return "http://" + ln.Addr().String()
-}
-
-const okResponse = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
-
 func TestDirectRetriesOnlyWhatIsSafe(t *testing.T) {
 	// The upstream answers the first request on each connection and then
 	// closes it, as a server does whose idle timeout passed; the pool still
@@ -363,14 +319,14 @@ func TestDirectRetriesOnlyWhatIsSafe(t *testing.T) {
 	var requests atomic.Int64
 	closed := make(chan struct{}, 16)
 	halfClosed := make(chan struct{}, 16)
-	u := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+	u := h1test.RawServer(t, func(c net.Conn, br *bufio.Reader) {
 		req, err := http.ReadRequest(br)
 		if err != nil {
 			return
 		}
 		io.Copy(io.Discard, req.Body)
 		requests.Add(1)
-		io.WriteString(c, okResponse)
+		io.WriteString(c, h1test.OKResponse)
 		c.(*net.TCPConn).CloseWrite()
 		halfClosed <- struct{}{}
 		io.Copy(io.Discard, c) // until the client closes
@@ -405,7 +361,7 @@ func TestDirectRetriesOnlyWhatIsSafe(t *testing.T) {
 	// one.
 	var seen atomic.Int64
 	var fail atomic.Bool
-	u2 := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+	u2 := h1test.RawServer(t, func(c net.Conn, br *bufio.Reader) {
 		for {
 			req, err := http.ReadRequest(br)
 			if err != nil {
@@ -416,7 +372,7 @@ func TestDirectRetriesOnlyWhatIsSafe(t *testing.T) {
 			if fail.Load() {
 				return
 			}
-			io.WriteString(c, okResponse)
+			io.WriteString(c, h1test.OKResponse)
 		}
 	})
 	dt2, _ := newDirect(t, u2)
@@ -458,7 +414,7 @@ func TestDirectCancel(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	arrived := make(chan struct{}, 2)
-	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := h1test.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/body" {
 			io.WriteString(w, "part")
 			w.(http.Flusher).Flush()
@@ -513,7 +469,7 @@ func TestDirectCancel(t *testing.T) {
 }
 
 func TestDirectBoundsHeaders(t *testing.T) {
-	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	up := h1test.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("X-Big", strings.Repeat("b", 8<<10))
 	}))
 	dt, _ := newDirect(t, up.URL)
@@ -530,13 +486,13 @@ func TestDirectBoundsHeaders(t *testing.T) {
 
 func TestDirectUnsolicitedBytes(t *testing.T) {
 	var conns atomic.Int64
-	u := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+	u := h1test.RawServer(t, func(c net.Conn, br *bufio.Reader) {
 		conns.Add(1)
 		for {
 			if _, err := http.ReadRequest(br); err != nil {
 				return
 			}
-			io.WriteString(c, okResponse+"HTTP/1.1 200 OK\r\n") // and more than asked
+			io.WriteString(c, h1test.OKResponse+"HTTP/1.1 200 OK\r\n") // and more than asked
 		}
 	})
 	dt, _ := newDirect(t, u)
@@ -551,7 +507,7 @@ func TestDirectUnsolicitedBytes(t *testing.T) {
 }
 
 func TestDirectFallsBack(t *testing.T) {
-	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+	up := h1test.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	dt, rec := newDirect(t, up.URL)
 	for i, set := range []func(*http.Request){
 		func(r *http.Request) { r.Header.Set("Connection", "Upgrade"); r.Header.Set("Upgrade", "websocket") },
@@ -570,12 +526,12 @@ func TestDirectFallsBack(t *testing.T) {
 		}
 	}
 	u, _ := url.Parse("https://example.com")
-	if newDirectTransport(u, &http.Transport{}) != nil {
+	if New(u, &http.Transport{}) != nil {
 		t.Error("a direct transport for https")
 	}
 	u, _ = url.Parse("http://example.com")
 	proxied := &http.Transport{Proxy: func(*http.Request) (*url.URL, error) { return url.Parse("http://proxy:3128") }}
-	if newDirectTransport(u, proxied) != nil {
+	if New(u, proxied) != nil {
 		t.Error("a direct transport where a forward proxy is configured")
 	}
 }
@@ -585,7 +541,7 @@ func TestDirectFallsBack(t *testing.T) {
 // must come back, not a write blocked on full socket buffers.
 func TestDirectEarlyAnswer(t *testing.T) {
 	done := make(chan struct{})
-	url := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+	url := h1test.RawServer(t, func(c net.Conn, br *bufio.Reader) {
 		for {
 			line, err := br.ReadString('\n')
 			if err != nil || line == "\r\n" {
@@ -597,7 +553,7 @@ func TestDirectEarlyAnswer(t *testing.T) {
 	})
 	t.Cleanup(func() { close(done) })
 	dt, rec := newDirect(t, url)
-	for _, size := range []int{directMaxBody, 16 << 20} {
+	for _, size := range []int{maxBody, 16 << 20} {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		req, _ := http.NewRequestWithContext(ctx, "PUT", url, bytes.NewReader(make([]byte, size)))
 		resp, err := dt.RoundTrip(req)
@@ -617,7 +573,7 @@ func TestDirectEarlyAnswer(t *testing.T) {
 }
 
 func TestDirectConcurrent(t *testing.T) {
-	up := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := h1test.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "%s %s %s", r.Method, r.URL.Path, b)
 	}))
@@ -646,7 +602,7 @@ func TestDirectConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := up.conns.Load(); n > 8 {
+	if n := up.Conns.Load(); n > 8 {
 		t.Errorf("%d connections for 8 goroutines", n)
 	}
 }
@@ -701,7 +657,7 @@ func checkSameAsStandard(t *testing.T, raw []byte, method string) {
 		return // unasked for: the direct transport refuses it (and the proxy would answer 502 either way)
 	}
 	u, _ := url.Parse("http://upstream.test")
-	dt := newDirectTransport(u, &http.Transport{MaxResponseHeaderBytes: 4 << 10})
+	dt := New(u, &http.Transport{MaxResponseHeaderBytes: 4 << 10})
 	dt.dial = pipeDialer(raw)
 	defer dt.CloseIdleConnections()
 	if got := exchange(dt, method); got != want {
@@ -709,33 +665,8 @@ func checkSameAsStandard(t *testing.T, raw []byte, method string) {
 	}
 }
 
-var rawResponses = []string{
-	okResponse,
-	"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n3\r\nabc\r\n0\r\nX-T: 1\r\n\r\n",
-	"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nab",
-	"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-	"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
-	"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc",
-	"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
-	"HTTP/1.1 200 OK\r\n\r\nuntil the end",
-	"HTTP/1.0 200 OK\r\n\r\nuntil the end",
-	"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\nhello",
-	"HTTP/1.1 304 Not Modified\r\n\r\n",
-	"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx",
-	"HTTP/1.1 103 Early Hints\r\nLink: <a>\r\n\r\nHTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
-	"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n",
-	"HTTP/1.1 999 Odd\r\nContent-Length: 0\r\n\r\n",
-	"HTTP/1.1 20 Short\r\n\r\n",
-	"HTTP/2.0 200 OK\r\n\r\n",
-	"HTTP/1.1 200 OK\r\nBad Header\r\n\r\n",
-	"HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("x", 5<<10) + "\r\n\r\n",
-	"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n",
-	"garbage\r\n\r\n",
-	"",
-}
-
 func TestDirectSameAsStandard(t *testing.T) {
-	for _, raw := range rawResponses {
+	for _, raw := range h1test.Responses {
 		for _, method := range []string{"GET", "HEAD"} {
 			checkSameAsStandard(t, []byte(raw), method)
 		}
@@ -743,7 +674,7 @@ func TestDirectSameAsStandard(t *testing.T) {
 }
 
 func FuzzDirectSameAsStandard(f *testing.F) {
-	for _, raw := range rawResponses {
+	for _, raw := range h1test.Responses {
 		f.Add([]byte(raw), false)
 	}
 	f.Fuzz(func(t *testing.T, raw []byte, head bool) {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-
 	"fmt"
 	"io"
 	"maps"
@@ -18,6 +17,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
+	"github.com/ratekeeper/ratekeeper/gateway/internal/h1/h1test"
 )
 
 // These tests hold the fast path (client_transport: fast) to its promise:
@@ -708,7 +710,7 @@ type rawUpstream struct {
 
 func newRawUpstream(t testing.TB) *rawUpstream {
 	u := &rawUpstream{}
-	u.url = rawServer(t, func(c net.Conn, br *bufio.Reader) {
+	u.url = h1test.RawServer(t, func(c net.Conn, br *bufio.Reader) {
 		c.SetDeadline(time.Now().Add(10 * time.Second))
 		if _, err := http.ReadRequest(br); err != nil {
 			return
@@ -766,7 +768,7 @@ var fuzzResponses = append([]string{
 	"HTTP/1.1 200 OK\r\nDate: Mon, 02 Jan 2006 15:04:05 GMT\r\nContent-Length: 0\r\n\r\n",
 	"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T: 1\r\n\r\n",
 	"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n\r\n",
-}, rawResponses...)
+}, h1test.Responses...)
 
 func FuzzFrontSameAsStandard(f *testing.F) {
 	for _, raw := range fuzzResponses {
@@ -846,20 +848,20 @@ func FuzzFrontSameAsStandard(f *testing.F) {
 // request: every request the fast path takes must reach the upstream, and
 // its answer the client, as through net/http and ReverseProxy.
 func FuzzFrontRequestSameAsStandard(f *testing.F) {
-	for _, s := range requestSeeds {
+	for _, s := range h1test.Requests() {
 		f.Add([]byte(s))
 	}
 	up := newRecUpstream(f, nil)
 	rules := "rules:\n  - name: per-ip\n    key: [ip]\n    limit: {algorithm: token_bucket, rate: 1000000, period: 1s, burst: 1000000000}\n"
 	fastAddr := startGateway(f, "fast", up.URL, rules)
 	stdAddr := startGateway(f, "standard", up.URL, rules)
-	var h reqHead
+	var h h1.ReqHead
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		if parseRequest(raw, &h, nil) != parsed || h.n+h.clen > len(raw) {
+		if h1.ParseRequest(raw, &h, nil) != h1.Parsed || h.N+h.ContentLength > len(raw) {
 			return // net/http's own, or incomplete
 		}
-		one := string(raw[:h.n+h.clen])
-		steps := []step{{write: one, read: []string{h.method}}}
+		one := string(raw[:h.N+h.ContentLength])
+		steps := []step{{write: one, read: []string{h.Method}}}
 		fast := converse(t, fastAddr, steps, false)
 		fast.Upstream = up.take()
 		std := converse(t, stdAddr, steps, false)

@@ -1,7 +1,8 @@
-package gateway
+package upstream
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,12 +17,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
 )
 
-// directTransport sends plain HTTP/1.1 requests to one upstream on the
-// calling goroutine: it writes the request and reads the response headers
-// itself, over a pool of keep-alive connections, where http.Transport hands
-// each request to a writer goroutine and takes the response from a reader
+// Transport sends plain HTTP/1.1 requests to one upstream on the calling
+// goroutine: it writes the request and reads the response headers itself,
+// over a pool of keep-alive connections, where http.Transport hands each
+// request to a writer goroutine and takes the response from a reader
 // goroutine (two goroutine switches each way, a measurable part of the
 // proxy's CPU on a small machine). It uses net/http's own Request.Write and
 // ReadResponse, so what goes on the wire is what http.Transport would send.
@@ -37,8 +40,11 @@ import (
 // retried once, on a new connection, only when nothing of a response came
 // back on a pooled connection (the upstream closed it while idle) and the
 // request is idempotent and has no body. Every pooled connection is checked
-// before it is reused (see get).
-type directTransport struct {
+// before it is reused (see Get).
+//
+// The fast path, which writes requests and reads responses itself, takes
+// its connections from the same pool with Get.
+type Transport struct {
 	fallback    http.RoundTripper
 	host        string // the upstream URL's host, as requests carry it
 	addr        string // host:port to dial
@@ -49,14 +55,14 @@ type directTransport struct {
 	respHeader  time.Duration // bound on the wait for a response head; 0: none
 
 	mu     sync.Mutex
-	idle   []*directConn // most recently used last
+	idle   []*Conn // most recently used last
 	closed bool
 }
 
-// newDirectTransport returns the direct transport to target, or nil when
-// target is not a plain-HTTP URL it can serve (the caller then uses tr).
+// New returns the direct transport to target, or nil when target is not a
+// plain-HTTP URL it can serve (the caller then uses tr).
 // It takes its settings from tr, and hands tr what it does not serve.
-func newDirectTransport(target *url.URL, tr *http.Transport) *directTransport {
+func New(target *url.URL, tr *http.Transport) *Transport {
 	if target.Scheme != "http" || target.Host == "" {
 		return nil
 	}
@@ -70,7 +76,7 @@ func newDirectTransport(target *url.URL, tr *http.Transport) *directTransport {
 		port = "80"
 	}
 	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
-	t := &directTransport{
+	t := &Transport{
 		fallback:    tr,
 		host:        target.Host,
 		addr:        net.JoinHostPort(target.Hostname(), port),
@@ -93,7 +99,7 @@ func newDirectTransport(target *url.URL, tr *http.Transport) *directTransport {
 }
 
 // serves reports whether req goes on the direct path.
-func (t *directTransport) serves(req *http.Request) bool {
+func (t *Transport) serves(req *http.Request) bool {
 	if req.URL.Scheme != "http" || req.URL.Host != t.host {
 		return false
 	}
@@ -116,25 +122,25 @@ func (t *directTransport) serves(req *http.Request) bool {
 	// closes would leave a large body's write blocked, so bodies that may
 	// not fit in the sockets' buffers go to http.Transport, which reads the
 	// answer while it writes.
-	if req.ContentLength < 0 || req.ContentLength > directMaxBody {
+	if req.ContentLength < 0 || req.ContentLength > maxBody {
 		return req.Body == nil || req.Body == http.NoBody
 	}
 	return true
 }
 
-// directMaxBody is the largest request body the direct path sends, well
+// maxBody is the largest request body the direct path sends, well
 // under what a connection's send and receive buffers hold.
-const directMaxBody = 32 << 10
+const maxBody = 32 << 10
 
 // RoundTrip implements http.RoundTripper.
-func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.serves(req) {
 		return t.fallback.RoundTrip(req)
 	}
 	ctx := req.Context()
 	retry := mayRetry(req)
 	for attempt := 0; ; attempt++ {
-		c, err := t.get(ctx, attempt == 0)
+		c, err := t.Get(ctx, attempt == 0)
 		if err != nil {
 			closeBody(req)
 			return nil, err
@@ -146,7 +152,7 @@ func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// c is closed. A pooled connection that the upstream had closed
 		// fails before it has sent a byte: then, and only then, a request
 		// that is safe to repeat is sent again on a new connection.
-		if attempt == 0 && retry && c.reused && c.got == 0 && ctx.Err() == nil {
+		if attempt == 0 && retry && c.Stale() && ctx.Err() == nil {
 			continue
 		}
 		if ctx.Err() != nil {
@@ -176,7 +182,7 @@ func closeBody(req *http.Request) {
 }
 
 // CloseIdleConnections closes the pooled connections, and the fallback's.
-func (t *directTransport) CloseIdleConnections() {
+func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()
 	idle := t.idle
 	t.idle = nil
@@ -189,12 +195,12 @@ func (t *directTransport) CloseIdleConnections() {
 	}
 }
 
-// get returns a pooled connection (if pooled is true and one is there) or
+// Get returns a pooled connection (if pooled is true and one is there) or
 // a new one. A pooled connection is first checked with a non-blocking peek
 // at the socket: one the upstream closed, or wrote to while no request was
 // outstanding (a stray response, a late body, a 408 before closing), is
 // closed, never read as the next request's answer.
-func (t *directTransport) get(ctx context.Context, pooled bool) (*directConn, error) {
+func (t *Transport) Get(ctx context.Context, pooled bool) (*Conn, error) {
 	if pooled {
 		now := time.Now()
 		for {
@@ -220,18 +226,18 @@ func (t *directTransport) get(ctx context.Context, pooled bool) (*directConn, er
 	if err != nil {
 		return nil, err
 	}
-	c := &directConn{t: t, nc: nc, peek: newPeeker(nc)}
-	c.br = bufio.NewReaderSize(c, 4<<10)
-	c.bw = bufio.NewWriterSize(nc, 4<<10)
+	c := &Conn{t: t, nc: nc, peek: newPeeker(nc)}
+	c.R = bufio.NewReaderSize(c, 4<<10)
+	c.W = bufio.NewWriterSize(nc, 4<<10)
 	return c, nil
 }
 
 // put returns c to the pool, or closes it when the pool is full. The
 // oldest connection goes when it has been idle too long.
-func (t *directTransport) put(c *directConn) {
+func (t *Transport) put(c *Conn) {
 	c.idleAt = time.Now()
 	c.reused = false
-	var stale *directConn
+	var stale *Conn
 	t.mu.Lock()
 	if t.closed || len(t.idle) >= t.maxIdle {
 		t.mu.Unlock()
@@ -251,28 +257,34 @@ func (t *directTransport) put(c *directConn) {
 	}
 }
 
-// directConn is one connection to the upstream. It is the source of its
-// own buffered reader, so that it can bound the response headers and count
-// what arrived.
-type directConn struct {
-	t      *directTransport
+// Conn is one connection to the upstream. It is the source of its own
+// buffered reader, R, so that it can bound the response headers and count
+// what arrived. A Conn serves one request at a time; Cancel may be called
+// from another goroutine.
+type Conn struct {
+	// R reads what the upstream sends, within the header bound while one
+	// is set (BoundHead); W writes to it.
+	R *bufio.Reader
+	W *bufio.Writer
+
+	t      *Transport
 	nc     net.Conn
-	br     *bufio.Reader
-	bw     *bufio.Writer
 	limit  int64 // bytes the reader may still take (the header bound)
-	got    int64 // bytes read since the request was written
+	got    int64 // bytes read since BoundHead
 	reused bool
-	grown  bool    // the fast path replaced br with a larger reader
+	grown  bool    // PeekHead replaced R with a larger reader
 	peek   *peeker // checks the connection before it is reused
 	idleAt time.Time
 
-	mu        sync.Mutex // orders the deadline changes of cancel and roundTrip
+	mu        sync.Mutex // orders the deadline changes of Cancel and roundTrip
 	cancelled bool
 }
 
 var errHeaderTooLarge = errors.New("upstream response headers too large")
 
-func (c *directConn) Read(p []byte) (int, error) {
+// Read reads from the connection within the header bound; it is R's
+// source.
+func (c *Conn) Read(p []byte) (int, error) {
 	if c.limit <= 0 {
 		return 0, errHeaderTooLarge
 	}
@@ -285,24 +297,104 @@ func (c *directConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// cancel interrupts the connection's I/O: the request's context is done.
-func (c *directConn) cancel() {
+// BoundHead starts a request on c: the response heads that come back, 1xx
+// included, are bounded by the transport's header bound (which a reused
+// connection's buffered bytes do not count against), and Stale counts
+// from here.
+func (c *Conn) BoundHead() {
+	c.got = 0
+	c.limit = c.t.maxHeader
+}
+
+// Unbound lifts the header bound once the final head is read: a body may
+// be any length.
+func (c *Conn) Unbound() { c.limit = math.MaxInt64 }
+
+// Stale reports whether c, a pooled connection, failed before a byte of
+// the response came back: the upstream closed it while it was idle. A
+// request that is safe to repeat may then be sent again, on a new
+// connection; on any other, the upstream may have acted on it.
+func (c *Conn) Stale() bool { return c.reused && c.got == 0 }
+
+// Cancel interrupts the connection's I/O: the request's context is done,
+// or its client left.
+func (c *Conn) Cancel() {
 	c.mu.Lock()
 	c.cancelled = true
 	c.mu.Unlock()
 	c.nc.SetDeadline(time.Unix(1, 0))
 }
 
+// Close closes the connection: it is never pooled again.
+func (c *Conn) Close() error { return c.nc.Close() }
+
+// Release ends c's use for a request: c goes back to the pool when
+// reusable (its response ended where its framing said, and the upstream
+// keeps it open) and nothing else stands in the way (bytes the upstream
+// sent beyond the response, a buffer PeekHead grew); else it is closed.
+func (c *Conn) Release(reusable bool) {
+	if reusable && !c.grown && c.R.Buffered() == 0 {
+		c.t.put(c)
+		return
+	}
+	c.nc.Close()
+}
+
+// PeekHead returns the upstream's next response head, up to and including
+// its blank line, from R, whose buffer grows up to the header bound to
+// hold it. The head stays in R.
+func (c *Conn) PeekHead() ([]byte, error) {
+	from := 0
+	for {
+		// Everything buffered (at least a byte): after the buffer grew,
+		// that is the whole head so far, and from stays within it.
+		if c.R.Buffered() == 0 {
+			if _, err := c.R.Peek(1); err != nil {
+				return nil, err
+			}
+		}
+		b, _ := c.R.Peek(c.R.Buffered())
+		for {
+			j := bytes.IndexByte(b[from:], '\n')
+			if j < 0 {
+				break
+			}
+			j += from
+			if j == 0 || j == 1 && b[0] == '\r' {
+				return nil, h1.ErrBadResponse // a blank line where the status line goes
+			}
+			if b[j-1] == '\n' || b[j-1] == '\r' && j >= 2 && b[j-2] == '\n' {
+				return b[:j+1], nil
+			}
+			from = j + 1
+		}
+		if len(b) == c.R.Size() {
+			if int64(c.R.Size()) >= c.t.maxHeader {
+				return nil, errHeaderTooLarge
+			}
+			// Grow the buffer: a new reader over the same connection,
+			// primed with what the old one holds. The connection is not
+			// pooled again (see Release).
+			held := bytes.NewReader(append([]byte(nil), b...))
+			c.R = bufio.NewReaderSize(io.MultiReader(held, c), int(min(2*int64(c.R.Size()), c.t.maxHeader)))
+			c.grown = true
+			continue
+		}
+		if _, err := c.R.Peek(len(b) + 1); err != nil {
+			return nil, err
+		}
+	}
+}
+
 // roundTrip sends req and reads its response headers. On error it closes
 // the connection.
-func (c *directConn) roundTrip(req *http.Request) (*http.Response, error) {
-	c.got = 0
-	c.limit = c.t.maxHeader
-	stop := context.AfterFunc(req.Context(), c.cancel)
+func (c *Conn) roundTrip(req *http.Request) (*http.Response, error) {
+	c.BoundHead()
+	stop := context.AfterFunc(req.Context(), c.Cancel)
 	hasBody := req.Body != nil && req.Body != http.NoBody
-	err := req.Write(c.bw) // closes req.Body
+	err := req.Write(c.W) // closes req.Body
 	if err == nil {
-		err = c.bw.Flush()
+		err = c.W.Flush()
 	}
 	keep := true
 	if err != nil {
@@ -313,10 +405,10 @@ func (c *directConn) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 		// The upstream may have answered without reading the whole body
 		// (413, 401) and closed: its answer may still be there to read.
-		c.setReadDeadline(time.Now().Add(50 * time.Millisecond))
+		c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 		keep = false
 	} else if d := c.t.respHeader; d > 0 {
-		c.setReadDeadline(time.Now().Add(d))
+		c.SetReadDeadline(time.Now().Add(d))
 	}
 	resp, rerr := c.readResponse(req)
 	if rerr != nil {
@@ -328,11 +420,11 @@ func (c *directConn) roundTrip(req *http.Request) (*http.Response, error) {
 		return nil, rerr
 	}
 	if !keep || c.t.respHeader > 0 {
-		c.setReadDeadline(time.Time{})
+		c.SetReadDeadline(time.Time{})
 	}
-	c.limit = math.MaxInt64
+	c.Unbound()
 	keep = keep && !resp.Close && !req.Close
-	b := &directBody{c: c, rc: resp.Body, stop: stop, keep: keep}
+	b := &body{c: c, rc: resp.Body, stop: stop, keep: keep}
 	if resp.Body == http.NoBody {
 		b.finish(true)
 		return resp, nil
@@ -341,7 +433,9 @@ func (c *directConn) roundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-func (c *directConn) setReadDeadline(t time.Time) {
+// SetReadDeadline sets the connection's read deadline, unless Cancel has
+// already ended its I/O.
+func (c *Conn) SetReadDeadline(t time.Time) {
 	c.mu.Lock()
 	if !c.cancelled {
 		c.nc.SetReadDeadline(t)
@@ -351,10 +445,10 @@ func (c *directConn) setReadDeadline(t time.Time) {
 
 // readResponse reads the final response, passing informational (1xx)
 // responses to the request's trace, as http.Transport does.
-func (c *directConn) readResponse(req *http.Request) (*http.Response, error) {
+func (c *Conn) readResponse(req *http.Request) (*http.Response, error) {
 	trace := httptrace.ContextClientTrace(req.Context())
 	for {
-		resp, err := http.ReadResponse(c.br, req)
+		resp, err := http.ReadResponse(c.R, req)
 		if err != nil {
 			if errors.Is(err, errHeaderTooLarge) {
 				return nil, fmt.Errorf("%w (over %d bytes)", errHeaderTooLarge, c.t.maxHeader)
@@ -376,11 +470,11 @@ func (c *directConn) readResponse(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// directBody is a response body on the direct path: at its end it hands
+// body is a response body on the direct path: at its end it hands
 // the connection back to the pool.
-type directBody struct {
-	c     *directConn
-	rc    io.ReadCloser // net/http's body reader over c.br
+type body struct {
+	c     *Conn
+	rc    io.ReadCloser // net/http's body reader over c.R
 	stop  func() bool   // stops the cancellation watch
 	keep  bool          // the connection may serve another request
 	state atomic.Int32  // bodyOpen, bodyDone, bodyClosed
@@ -394,7 +488,7 @@ const (
 
 var errBodyClosed = errors.New("read on closed response body")
 
-func (b *directBody) Read(p []byte) (int, error) {
+func (b *body) Read(p []byte) (int, error) {
 	switch b.state.Load() {
 	case bodyDone:
 		return 0, io.EOF
@@ -412,7 +506,7 @@ func (b *directBody) Read(p []byte) (int, error) {
 
 // Close discards the connection unless the body was read to its end: what
 // is left of it could be any length.
-func (b *directBody) Close() error {
+func (b *body) Close() error {
 	if b.state.Swap(bodyClosed) == bodyOpen {
 		b.finish(false)
 	}
@@ -421,11 +515,6 @@ func (b *directBody) Close() error {
 
 // finish ends the body's use of the connection: back to the pool if the
 // body ended cleanly and nothing else stands in the way, else closed.
-func (b *directBody) finish(ended bool) {
-	c := b.c
-	if b.stop() && ended && b.keep && c.br.Buffered() == 0 {
-		c.t.put(c)
-		return
-	}
-	c.nc.Close()
+func (b *body) finish(ended bool) {
+	b.c.Release(b.stop() && ended && b.keep)
 }

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package gateway
+package upstream
 
 import "net"
 
@@ -11,7 +11,3 @@ type peeker struct{}
 func newPeeker(net.Conn) *peeker { return &peeker{} }
 
 func (*peeker) alive() bool { return true }
-
-// clientLeft cannot peek here: a client that leaves is noticed only when
-// its answer cannot be written.
-func clientLeft(net.Conn) bool { return false }

@@ -1,4 +1,4 @@
-package gateway
+package fastpath
 
 import (
 	"bufio"
@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -19,56 +18,74 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
+	"github.com/ratekeeper/ratekeeper/gateway/internal/problem"
+	"github.com/ratekeeper/ratekeeper/gateway/internal/upstream"
 	"github.com/ratekeeper/ratekeeper/httplimit"
-	"github.com/ratekeeper/ratekeeper/internal/metrics"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
 
-// front is the gateway's fast path (client_transport: fast). It reads
+// Settings are the fast path's bounds on clients and the upstream. The
+// gateway fills every field from its file, with its defaults; a zero
+// duration sets no bound.
+type Settings struct {
+	AllowEncodedSlash     bool          // paths.allow_encoded_slash
+	ReadHeaderTimeout     time.Duration // client.read_header_timeout
+	IdleTimeout           time.Duration // client.idle_timeout
+	WriteTimeout          time.Duration // client.write_timeout
+	ResponseHeaderTimeout time.Duration // upstream_timeouts.response_header
+}
+
+// Server is the gateway's fast path (client_transport: fast). It reads
 // client connections itself and serves the plain requests that make most
 // of an API's traffic (HTTP/1.1, origin-form target, a Host, no body or a
 // small one with Content-Length) straight to the upstream over the direct
 // transport's connections, with the same decisions, headers, answers and
 // forwarded request that the middleware and httputil.ReverseProxy give,
-// and the same request view (view.go). Anything else (HTTP/1.0, upgrades,
-// chunked or large bodies, Expect, a queue rule, a head that is not plain,
-// a target or header the view refuses) hands the connection, unread, to
-// the net/http server: its bytes are read again there, from the start of
-// that request. A connection handed off stays with net/http.
+// and the same request view (the gateway's view.go). Anything else
+// (HTTP/1.0, upgrades, chunked or large bodies, Expect, a queue rule, a
+// head that is not plain, a target or header the view refuses) hands the
+// connection, unread, to the net/http server that serves HandOff: its
+// bytes are read again there, from the start of that request. A connection
+// handed off stays with net/http.
 //
 // What it saves per request is net/http's per-request machinery: the
 // header maps, the request and response objects, the background read that
 // watches for a client that leaves (the fast path starts one only for an
 // upstream slower than watchAfter), ReverseProxy's copies of both headers.
 // It does not speak HTTP/2.
-type front struct {
+//
+// Create a Server with New and set its exported fields before Serve.
+type Server struct {
+	// Accepted, if not nil, counts the connections the fast path read.
+	Accepted interface{ Inc() }
+	// OnPanic is given a panic a connection recovered (which is logged
+	// too), and OnHandOff is told of each hand-off to net/http; both for
+	// tests, and nil otherwise.
+	OnPanic   func(any)
+	OnHandOff func()
+
 	mw       *httplimit.Middleware
-	up       *directTransport
+	up       *upstream.Transport
 	upstream string // the upstream URL, redacted, for logs and 502s
 	prefix   string // the upstream URL's path, joined before each target
 	host     string // the Host the upstream is sent
 	logger   *slog.Logger
 	handoff  *handoffListener
-	settings settings
-	accepted prometheus.Counter // connections the fast path read; may be nil
+	settings Settings
 	date     atomic.Pointer[cachedDate]
-	// onPanic is given a panic a connection recovered (which is logged
-	// too), and onHandOff is told of each hand-off to net/http; both for
-	// tests, and nil otherwise.
-	onPanic   func(any)
-	onHandOff func()
 
 	mu       sync.Mutex
-	conns    map[*frontConn]struct{}
+	conns    map[*conn]struct{}
 	closing  atomic.Bool
 	inFlight sync.WaitGroup
 }
 
-// newFront returns the fast path to target over up, or nil when the target
-// cannot take it (a query in the upstream URL, which net/http merges).
-func newFront(mw *httplimit.Middleware, up *directTransport, target *url.URL, logger *slog.Logger, addr net.Addr) *front {
+// New returns the fast path to target over up, deciding with mw, or nil
+// when the target cannot take it (a query in the upstream URL, which
+// net/http merges). addr is the address it serves, which HandOff's
+// listener reports.
+func New(mw *httplimit.Middleware, up *upstream.Transport, target *url.URL, s Settings, logger *slog.Logger, addr net.Addr) *Server {
 	if up == nil || target.RawQuery != "" || target.RawPath != "" {
 		return nil
 	}
@@ -76,7 +93,7 @@ func newFront(mw *httplimit.Middleware, up *directTransport, target *url.URL, lo
 	if len(prefix) > 0 && prefix[len(prefix)-1] == '/' {
 		prefix = prefix[:len(prefix)-1]
 	}
-	return &front{
+	return &Server{
 		mw:       mw,
 		up:       up,
 		upstream: target.Redacted(),
@@ -84,13 +101,17 @@ func newFront(mw *httplimit.Middleware, up *directTransport, target *url.URL, lo
 		host:     target.Host,
 		logger:   logger,
 		handoff:  newHandoffListener(addr),
-		settings: settingsOf(&Config{}),
-		conns:    map[*frontConn]struct{}{},
+		settings: s,
+		conns:    map[*conn]struct{}{},
 	}
 }
 
-// serve accepts connections from ln until it is closed.
-func (f *front) serve(ln net.Listener) error {
+// HandOff is the listener of the net/http server that serves what the
+// fast path does not: the connections it hands off.
+func (f *Server) HandOff() net.Listener { return f.handoff }
+
+// Serve accepts connections from ln until it is closed.
+func (f *Server) Serve(ln net.Listener) error {
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -105,7 +126,9 @@ func (f *front) serve(ln net.Listener) error {
 			continue
 		}
 		backoff = 0
-		metrics.Inc(f.accepted)
+		if f.Accepted != nil {
+			f.Accepted.Inc()
+		}
 		c := f.newConn(nc)
 		if c == nil {
 			nc.Close()
@@ -115,9 +138,10 @@ func (f *front) serve(ln net.Listener) error {
 	}
 }
 
-// shutdown closes the idle connections and waits, until ctx is done, for
-// the requests in flight; their connections close after them.
-func (f *front) shutdown(ctx context.Context) error {
+// Shutdown closes the idle connections and waits, until ctx is done, for
+// the requests in flight; their connections close after them. The caller
+// closes the listener Serve reads.
+func (f *Server) Shutdown(ctx context.Context) error {
 	f.closing.Store(true)
 	f.mu.Lock()
 	for c := range f.conns {
@@ -141,10 +165,10 @@ const (
 	connClosed
 )
 
-// frontConn is one client connection on the fast path, with everything a
+// conn is one client connection on the fast path, with everything a
 // request needs kept from one request to the next.
-type frontConn struct {
-	f      *front
+type conn struct {
+	f      *Server
 	nc     net.Conn
 	br     *bufio.Reader
 	bw     *bufio.Writer
@@ -156,12 +180,12 @@ type frontConn struct {
 	want []string   // the headers set reads
 	all  bool       // set may read any header: hand every request off
 
-	head reqHead
-	resp respHead
+	head h1.ReqHead
+	resp h1.RespHead
 	req  http.Request
 	url  url.URL
 	hdr  http.Header
-	w    frontWriter
+	w    writer
 	// The previous request's strings, reused when this one's are equal:
 	// the path as sent, as the rules see it, and as the upstream is sent
 	// it ("" when that is the path as sent).
@@ -177,10 +201,10 @@ type frontConn struct {
 	// an upstream slower than response_header.
 	watch    *time.Timer
 	watching sync.WaitGroup
-	sent     time.Time                  // when the request was sent
-	upstream atomic.Pointer[directConn] // the connection the request is on
-	fired    atomic.Bool                // the watch started
-	gone     atomic.Bool                // the client left
+	sent     time.Time                     // when the request was sent
+	upstream atomic.Pointer[upstream.Conn] // the connection the request is on
+	fired    atomic.Bool                   // the watch started
+	gone     atomic.Bool                   // the client left
 }
 
 // watchAfter is how long the fast path waits for an upstream's answer
@@ -196,7 +220,7 @@ const watchAfter = 50 * time.Millisecond
 // the background: end of file or an error means the client left, and the
 // upstream request is cancelled (its connection closed), so that it holds
 // no upstream connection for nobody. Bytes mean the client is still there.
-func (c *frontConn) watchClient() {
+func (c *conn) watchClient() {
 	c.gone.Store(false)
 	c.fired.Store(false)
 	c.upstream.Store(nil)
@@ -212,7 +236,7 @@ func (c *frontConn) watchClient() {
 			if clientLeft(c.nc) {
 				c.gone.Store(true)
 				if u := c.upstream.Load(); u != nil {
-					u.cancel()
+					u.Cancel()
 				}
 			}
 		})
@@ -223,14 +247,14 @@ func (c *frontConn) watchClient() {
 
 // boundHead bounds the wait for u's answer by response_header, from when
 // the request was sent.
-func (c *frontConn) boundHead(u *directConn) {
-	if d := c.f.settings.responseHeader; d > 0 {
-		u.setReadDeadline(c.sent.Add(d))
+func (c *conn) boundHead(u *upstream.Conn) {
+	if d := c.f.settings.ResponseHeaderTimeout; d > 0 {
+		u.SetReadDeadline(c.sent.Add(d))
 	}
 }
 
 // unwatchClient ends the watch, and reports whether the client left.
-func (c *frontConn) unwatchClient() bool {
+func (c *conn) unwatchClient() bool {
 	if c.watch.Stop() {
 		c.watching.Done() // it never ran
 		return false
@@ -238,14 +262,14 @@ func (c *frontConn) unwatchClient() bool {
 	c.nc.SetReadDeadline(time.Unix(1, 0)) // ends its wait
 	c.watching.Wait()
 	if u := c.upstream.Load(); u != nil {
-		u.setReadDeadline(time.Time{}) // the body may take its time
+		u.SetReadDeadline(time.Time{}) // the body may take its time
 	}
 	c.upstream.Store(nil)
 	return c.gone.Load()
 }
 
-func (f *front) newConn(nc net.Conn) *frontConn {
-	c := &frontConn{f: f, nc: nc, remote: nc.RemoteAddr().String()}
+func (f *Server) newConn(nc net.Conn) *conn {
+	c := &conn{f: f, nc: nc, remote: nc.RemoteAddr().String()}
 	if ap, err := netip.ParseAddrPort(c.remote); err == nil {
 		c.peer = ap.Addr().String()
 	} else if h, _, err := net.SplitHostPort(c.remote); err == nil {
@@ -269,13 +293,13 @@ func (f *front) newConn(nc net.Conn) *frontConn {
 
 // closeIfIdle closes c if it is waiting for a request; one being served
 // closes after its response.
-func (c *frontConn) closeIfIdle() {
+func (c *conn) closeIfIdle() {
 	if c.state.CompareAndSwap(connIdle, connClosed) {
 		c.nc.SetReadDeadline(time.Unix(1, 0))
 	}
 }
 
-func (c *frontConn) done(handedOff bool) {
+func (c *conn) done(handedOff bool) {
 	f := c.f
 	f.mu.Lock()
 	delete(f.conns, c)
@@ -288,15 +312,15 @@ func (c *frontConn) done(handedOff bool) {
 
 // serve reads and serves requests until the connection ends or is handed
 // off.
-func (c *frontConn) serve() {
+func (c *conn) serve() {
 	handedOff := false
 	defer func() { c.done(handedOff) }()
 	defer func() {
 		// As net/http does for a handler: a panic ends this connection,
 		// not the gateway.
 		if p := recover(); p != nil {
-			if c.f.onPanic != nil {
-				c.f.onPanic(p)
+			if c.f.OnPanic != nil {
+				c.f.OnPanic(p)
 			}
 			buf := make([]byte, 64<<10)
 			buf = buf[:runtime.Stack(buf, false)]
@@ -304,9 +328,9 @@ func (c *frontConn) serve() {
 			handedOff = false
 		}
 	}()
-	c.br = bufio.NewReaderSize(c.nc, frontReadBuffer)
+	c.br = bufio.NewReaderSize(c.nc, h1.MaxBody)
 	c.bw = bufio.NewWriterSize(c.nc, 4<<10)
-	wait := c.f.settings.readHeader // the first request, as net/http waits for it
+	wait := c.f.settings.ReadHeaderTimeout // the first request, as net/http waits for it
 	for first := true; ; first = false {
 		// Idle: wait for a request, as long as the idle timeout. The
 		// deadline is set before the connection is marked idle, so that a
@@ -316,7 +340,7 @@ func (c *frontConn) serve() {
 		if first {
 			c.headDeadline = time.Now().Add(wait)
 		}
-		wait = c.f.settings.idle
+		wait = c.f.settings.IdleTimeout
 		c.state.Store(connIdle)
 		if c.f.closing.Load() && c.state.CompareAndSwap(connIdle, connClosed) {
 			return
@@ -331,7 +355,7 @@ func (c *frontConn) serve() {
 		if err != nil {
 			return
 		}
-		if res == handOff {
+		if res == h1.HandOff {
 			handedOff = c.handOff()
 			return
 		}
@@ -340,7 +364,7 @@ func (c *frontConn) serve() {
 			handedOff = c.handOff()
 			return
 		}
-		c.br.Discard(c.head.n + c.head.clen)
+		c.br.Discard(c.head.N + c.head.ContentLength)
 		if !keep || c.f.closing.Load() {
 			return
 		}
@@ -351,30 +375,30 @@ func (c *frontConn) serve() {
 // body in the buffer, and parses the head. The first request's timeout
 // runs from the connection's start (it is set already); a later one's
 // from its first byte.
-func (c *frontConn) readRequest(first bool) (parseResult, error) {
+func (c *conn) readRequest(first bool) (h1.ParseResult, error) {
 	if set := c.f.mw.Rules(); set != c.set {
 		c.set = set
 		c.want, c.all = set.HeadersRead()
 		c.lastV = make([][]string, len(c.want))
 	}
 	if c.all {
-		return handOff, nil
+		return h1.HandOff, nil
 	}
 	timed := first
 	for {
 		b, _ := c.br.Peek(c.br.Buffered())
-		res := parseRequest(b, &c.head, c.want)
-		if res == parsed && c.head.n+c.head.clen > c.br.Size() {
-			return handOff, nil
+		res := h1.ParseRequest(b, &c.head, c.want)
+		if res == h1.Parsed && c.head.N+c.head.ContentLength > c.br.Size() {
+			return h1.HandOff, nil
 		}
-		if res == parsed && c.head.n+c.head.clen <= len(b) || res == handOff {
+		if res == h1.Parsed && c.head.N+c.head.ContentLength <= len(b) || res == h1.HandOff {
 			return res, nil
 		}
 		if len(b) == c.br.Size() {
-			return handOff, nil // a head larger than the buffer: net/http reads up to 1 MB
+			return h1.HandOff, nil // a head larger than the buffer: net/http reads up to 1 MB
 		}
 		if !timed {
-			c.headDeadline = time.Now().Add(c.f.settings.readHeader)
+			c.headDeadline = time.Now().Add(c.f.settings.ReadHeaderTimeout)
 			c.nc.SetReadDeadline(c.headDeadline)
 			timed = true
 		}
@@ -385,9 +409,9 @@ func (c *frontConn) readRequest(first bool) (parseResult, error) {
 }
 
 // handOff gives the connection, with what is buffered unread, to net/http.
-func (c *frontConn) handOff() bool {
-	if c.f.onHandOff != nil {
-		c.f.onHandOff()
+func (c *conn) handOff() bool {
+	if c.f.OnHandOff != nil {
+		c.f.OnHandOff()
 	}
 	c.nc.SetReadDeadline(time.Time{})
 	// net/http's header timeout runs on from where the fast path's was.
@@ -397,29 +421,29 @@ func (c *frontConn) handOff() bool {
 // serveRequest decides the request in c.head and answers it. keep is false
 // when the connection must close after it; deferred when net/http must
 // serve it (a queue rule matched).
-func (c *frontConn) serveRequest() (keep, deferred bool) {
+func (c *conn) serveRequest() (keep, deferred bool) {
 	h := &c.head
-	buf, _ := c.br.Peek(h.n + h.clen)
-	if string(h.path) != c.last.raw {
-		path, norm, err := normalizeTarget(string(h.path), c.f.settings.allowEncodedSlash)
+	buf, _ := c.br.Peek(h.N + h.ContentLength)
+	if string(h.Path) != c.last.raw {
+		path, norm, err := NormalizeTarget(string(h.Path), c.f.settings.AllowEncodedSlash)
 		if err != nil {
 			return false, true // the request view on net/http's path answers 400
 		}
-		if norm == string(h.path) {
+		if norm == string(h.Path) {
 			norm = ""
 		}
-		c.last.raw, c.last.path, c.last.norm = string(h.path), path, norm
+		c.last.raw, c.last.path, c.last.norm = string(h.Path), path, norm
 	}
-	if string(h.host) != c.last.host {
-		c.last.host = string(h.host)
+	if string(h.Host) != c.last.host {
+		c.last.host = string(h.Host)
 	}
 	c.url = url.URL{Path: c.last.path}
-	if q := h.target[len(h.path):]; len(q) > 0 && bytes.Contains(q, []byte("_method=")) {
+	if q := h.Target[len(h.Path):]; len(q) > 0 && bytes.Contains(q, []byte("_method=")) {
 		c.url.RawQuery = string(q[1:]) // a POST's method override, which rules read
 	}
 	clear(c.hdr)
 	for k, name := range c.want {
-		spans := h.want[k]
+		spans := h.Want[k]
 		if len(spans) == 0 {
 			continue
 		}
@@ -429,41 +453,59 @@ func (c *frontConn) serveRequest() (keep, deferred bool) {
 		vs := c.lastV[k]
 		same := len(vs) == len(spans)
 		for j := 0; same && j < len(spans); j++ {
-			same = vs[j] == string(buf[spans[j].start:spans[j].end])
+			same = vs[j] == string(buf[spans[j].Start:spans[j].End])
 		}
 		if !same {
 			vs = make([]string, len(spans))
 			for j, s := range spans {
-				vs[j] = string(buf[s.start:s.end])
+				vs[j] = string(buf[s.Start:s.End])
 			}
 			c.lastV[k] = vs
 		}
 		c.hdr[name] = vs
 	}
 	r := &c.req
-	r.Method, r.URL, r.Host, r.Header = h.method, &c.url, c.last.host, c.hdr
-	r.ContentLength = int64(h.clen)
+	r.Method, r.URL, r.Host, r.Header = h.Method, &c.url, c.last.host, c.hdr
+	r.ContentLength = int64(h.ContentLength)
 	clear(c.w.h)
 	c.w.status, c.w.body = 0, c.w.body[:0]
 	switch c.f.mw.Admit(&c.w, r, c.set) {
 	case httplimit.Deferred:
 		return false, true
 	case httplimit.Answered:
-		return c.answer(h.close), false
+		return c.answer(h.Close), false
 	}
 	return c.forward(buf), false
 }
 
+// NormalizeTarget returns the path the rules see (decoded) and the one the
+// upstream is sent (escaped) for a request's escaped path, or the error
+// for which the request view refuses it (400). It is the view's one rule
+// for a path, on the fast path and on net/http's (the gateway's view.go).
+func NormalizeTarget(escaped string, allowEncodedSlash bool) (path, rawPath string, err error) {
+	norm, err := rules.NormalizePath(escaped, allowEncodedSlash)
+	if err != nil {
+		return "", "", err
+	}
+	path, err = url.PathUnescape(norm)
+	if err != nil {
+		return "", "", err // cannot happen: NormalizePath checked the escapes
+	}
+	return path, norm, nil
+}
+
+var errClientGone = errors.New("the client left")
+
 // answer writes the middleware's own answer (429, 403) or a 502.
-func (c *frontConn) answer(closing bool) bool {
+func (c *conn) answer(closing bool) bool {
 	w := &c.w
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
 	closing = closing || c.f.closing.Load()
 	c.writeDeadline()
-	b := appendStatus(c.out[:0], w.status)
-	b = appendHeaderMap(b, w.h)
+	b := h1.AppendStatus(c.out[:0], w.status)
+	b = h1.AppendHeaderMap(b, w.h)
 	if _, ok := w.h["Date"]; !ok {
 		b = c.f.appendDate(b)
 	}
@@ -478,7 +520,7 @@ func (c *frontConn) answer(closing bool) bool {
 	b = append(b, "\r\n"...)
 	c.out = b
 	c.bw.Write(b)
-	if c.head.method != http.MethodHead {
+	if c.head.Method != http.MethodHead {
 		c.bw.Write(w.body) // net/http's server sends a HEAD's answer bodiless
 	}
 	return c.bw.Flush() == nil && !closing
@@ -486,16 +528,16 @@ func (c *frontConn) answer(closing bool) bool {
 
 // forward sends the request to the upstream and its response to the
 // client. buf holds the request's head and body.
-func (c *frontConn) forward(buf []byte) bool {
+func (c *conn) forward(buf []byte) bool {
 	h := &c.head
-	retry := h.clen == 0 && (h.method == http.MethodGet || h.method == http.MethodHead || h.method == http.MethodOptions)
+	retry := h.ContentLength == 0 && (h.Method == http.MethodGet || h.Method == http.MethodHead || h.Method == http.MethodOptions)
 	var (
-		u   *directConn
+		u   *upstream.Conn
 		err error
 	)
 	c.watchClient()
 	for attempt := 0; ; attempt++ {
-		u, err = c.f.up.get(context.Background(), attempt == 0)
+		u, err = c.f.up.Get(context.Background(), attempt == 0)
 		if err != nil {
 			break
 		}
@@ -505,40 +547,40 @@ func (c *frontConn) forward(buf []byte) bool {
 		}
 		if c.gone.Load() {
 			err = errClientGone
-			u.nc.Close()
+			u.Close()
 			break
 		}
 		// The response heads, 1xx included, are bounded as the direct
 		// transport bounds them; the body is not.
-		u.got, u.limit = 0, u.t.maxHeader
+		u.BoundHead()
 		err = c.writeUpstream(u, buf)
 		if err == nil {
 			err = c.readHead(u)
 		}
-		u.limit = 1 << 62
+		u.Unbound()
 		if err == nil {
 			break
 		}
-		u.nc.Close()
-		if !(attempt == 0 && retry && u.reused && u.got == 0) {
+		u.Close()
+		if !(attempt == 0 && retry && u.Stale()) {
 			break
 		}
 	}
 	if c.unwatchClient() {
 		if err == nil {
-			u.nc.Close()
+			u.Close()
 		}
 		return false // the client left: the upstream's answer has no one to go to
 	}
 	if err != nil {
-		c.f.logger.Warn("upstream unreachable", "upstream", c.f.upstream, "method", h.method, "path", c.last.path, "err", err)
+		c.f.logger.Warn("upstream unreachable", "upstream", c.f.upstream, "method", h.Method, "path", c.last.path, "err", err)
 		c.w.status, c.w.body = 0, c.w.body[:0]
-		writeBadGateway(&c.w, c.f.upstream, err)
-		return c.answer(h.close)
+		problem.BadGateway(&c.w, c.f.upstream, err)
+		return c.answer(h.Close)
 	}
 	keep, err := c.relay(u)
 	if err != nil {
-		u.nc.Close()
+		u.Close()
 		return false
 	}
 	return keep
@@ -548,36 +590,36 @@ func (c *frontConn) forward(buf []byte) bool {
 // the target joined to the upstream's path, the upstream's Host, the
 // client's end-to-end headers, and X-Forwarded-For (the peer, after what a
 // trusted proxy said), X-Forwarded-Host and X-Forwarded-Proto.
-func (c *frontConn) writeUpstream(u *directConn, buf []byte) error {
+func (c *conn) writeUpstream(u *upstream.Conn, buf []byte) error {
 	h := &c.head
-	w := u.bw
-	w.WriteString(h.method)
+	w := u.W
+	w.WriteString(h.Method)
 	w.WriteByte(' ')
 	w.WriteString(c.f.prefix)
 	if c.last.norm != "" {
 		w.WriteString(c.last.norm) // the path the rules saw
-		w.Write(h.target[len(h.path):])
+		w.Write(h.Target[len(h.Path):])
 	} else {
-		w.Write(h.target)
+		w.Write(h.Target)
 	}
 	w.WriteString(" HTTP/1.1\r\nHost: ")
 	w.WriteString(c.f.host)
 	w.WriteString("\r\n")
-	if h.method == http.MethodHead {
+	if h.Method == http.MethodHead {
 		// The connection ends with the answer: an upstream that writes
 		// the body it declared anyway cannot answer another request.
 		w.WriteString("Connection: close\r\n")
 	}
 	agent := false
-	for _, s := range h.lines {
-		line := buf[s.start:s.end]
+	for _, s := range h.Lines {
+		line := buf[s.Start:s.End]
 		switch line[0] | 0x20 {
 		case 'c':
-			if hasName(line, "content-length") {
+			if h1.HasName(line, "content-length") {
 				continue // written below, as net/http writes it
 			}
 		case 'u':
-			if hasName(line, "user-agent") {
+			if h1.HasName(line, "user-agent") {
 				// net/http sends the first User-Agent alone, and none
 				// when it is empty.
 				first := !agent
@@ -589,103 +631,58 @@ func (c *frontConn) writeUpstream(u *directConn, buf []byte) error {
 		}
 		w.Write(line)
 	}
-	trusted := (len(h.xff) > 0 || len(h.ipLines) > 0) && c.f.mw.Rules().ClientIP().Trusts(&c.req)
+	trusted := (len(h.XFF) > 0 || len(h.IPLines) > 0) && c.f.mw.Rules().ClientIP().Trusts(&c.req)
 	if trusted {
-		for _, s := range h.ipLines {
-			w.Write(buf[s.start:s.end])
+		for _, s := range h.IPLines {
+			w.Write(buf[s.Start:s.End])
 		}
 	}
 	w.WriteString("X-Forwarded-For: ")
 	if trusted {
-		for _, s := range h.xff {
-			w.Write(buf[s.start:s.end])
+		for _, s := range h.XFF {
+			w.Write(buf[s.Start:s.End])
 			w.WriteString(", ")
 		}
 	}
 	w.WriteString(c.peer)
 	w.WriteString("\r\nX-Forwarded-Host: ")
-	w.Write(h.host)
+	w.Write(h.Host)
 	w.WriteString("\r\nX-Forwarded-Proto: http\r\n")
 	// Content-Length as net/http writes it: in decimal, and for an empty
 	// body too with the methods that usually have one.
-	if h.clen > 0 || h.method == http.MethodPost || h.method == http.MethodPut || h.method == http.MethodPatch {
+	if h.ContentLength > 0 || h.Method == http.MethodPost || h.Method == http.MethodPut || h.Method == http.MethodPatch {
 		w.WriteString("Content-Length: ")
-		w.WriteString(strconv.Itoa(h.clen))
+		w.WriteString(strconv.Itoa(h.ContentLength))
 		w.WriteString("\r\n")
 	}
 	w.WriteString("\r\n")
-	w.Write(buf[h.n : h.n+h.clen])
+	w.Write(buf[h.N : h.N+h.ContentLength])
 	return w.Flush()
 }
 
 // readHead reads the upstream's response head into c.resp, passing 1xx
 // responses on to the client. The final head stays in u's buffer.
-func (c *frontConn) readHead(u *directConn) error {
+func (c *conn) readHead(u *upstream.Conn) error {
 	for {
-		b, err := c.peekHead(u)
+		b, err := u.PeekHead()
 		if err != nil {
 			return err
 		}
-		if err := parseResponse(b, &c.resp); err != nil {
+		if err := h1.ParseResponse(b, &c.resp); err != nil {
 			return err
 		}
-		if c.resp.code >= 200 {
+		if c.resp.Code >= 200 {
 			c.respN = len(b)
 			return nil
 		}
-		if c.resp.code == http.StatusSwitchingProtocols {
+		if c.resp.Code == http.StatusSwitchingProtocols {
 			return errors.New("upstream switched protocols, which the request did not ask for")
 		}
 		c.bw.Write(c.responseHead(b, -1, false))
 		if err := c.bw.Flush(); err != nil {
 			return err
 		}
-		u.br.Discard(len(b))
-	}
-}
-
-// peekHead returns the upstream's next head, up to its blank line, from
-// u's buffer (which grows to the transport's header bound).
-func (c *frontConn) peekHead(u *directConn) ([]byte, error) {
-	from := 0
-	for {
-		// Everything buffered (at least a byte): after the buffer grew,
-		// that is the whole head so far, and from stays within it.
-		if u.br.Buffered() == 0 {
-			if _, err := u.br.Peek(1); err != nil {
-				return nil, err
-			}
-		}
-		b, _ := u.br.Peek(u.br.Buffered())
-		for {
-			j := bytes.IndexByte(b[from:], '\n')
-			if j < 0 {
-				break
-			}
-			j += from
-			if j == 0 || j == 1 && b[0] == '\r' {
-				return nil, errBadResponse // a blank line where the status line goes
-			}
-			if b[j-1] == '\n' || b[j-1] == '\r' && j >= 2 && b[j-2] == '\n' {
-				return b[:j+1], nil
-			}
-			from = j + 1
-		}
-		if len(b) == u.br.Size() {
-			if int64(u.br.Size()) >= u.t.maxHeader {
-				return nil, errHeaderTooLarge
-			}
-			// Grow the buffer: a new reader over the same connection,
-			// primed with what the old one holds. The connection is not
-			// pooled again (see finish).
-			held := bytes.NewReader(append([]byte(nil), b...))
-			u.br = bufio.NewReaderSize(io.MultiReader(held, u), int(min(2*int64(u.br.Size()), u.t.maxHeader)))
-			u.grown = true
-			continue
-		}
-		if _, err := u.br.Peek(len(b) + 1); err != nil {
-			return nil, err
-		}
+		u.R.Discard(len(b))
 	}
 }
 
@@ -695,37 +692,37 @@ func (c *frontConn) peekHead(u *directConn) ([]byte, error) {
 // of the body the client will get: Content-Length clen (-1: none), or
 // chunked (a body the upstream ends by closing too, as net/http's server
 // sends it).
-func (c *frontConn) responseHead(b []byte, clen int64, closing bool) []byte {
+func (c *conn) responseHead(b []byte, clen int64, closing bool) []byte {
 	r := &c.resp
-	out := appendStatus(c.out[:0], r.code)
-	for _, s := range r.lines {
-		if r.dropped(b, s) {
+	out := h1.AppendStatus(c.out[:0], r.Code)
+	for _, s := range r.Lines {
+		if r.Dropped(b, s) {
 			continue
 		}
-		if r.trailer && !r.chunked && hasName(b[s.start:s.end], "trailer") {
+		if r.Trailer && !r.Chunked && h1.HasName(b[s.Start:s.End], "trailer") {
 			continue
 		}
-		if r.code == http.StatusNotModified && hasName(b[s.start:s.end], "content-type") {
+		if r.Code == http.StatusNotModified && h1.HasName(b[s.Start:s.End], "content-type") {
 			continue // net/http's server drops it from a 304
 		}
 		// Every line ends with CRLF, whatever the upstream ended it with.
-		out = append(append(out, bytesTrimEOL(b[s.start:s.end])...), "\r\n"...)
+		out = append(append(out, h1.TrimEOL(b[s.Start:s.End])...), "\r\n"...)
 	}
-	if r.code >= 200 {
-		out = appendHeaderMap(out, c.w.h)
-		if !r.hasDate {
+	if r.Code >= 200 {
+		out = h1.AppendHeaderMap(out, c.w.h)
+		if !r.HasDate {
 			out = c.f.appendDate(out)
 		}
 		if clen >= 0 {
 			out = append(out, "Content-Length: "...)
-			if clen == r.clen && r.clenV.end > 0 {
-				out = append(out, b[r.clenV.start:r.clenV.end]...) // as ReverseProxy copies it
+			if clen == r.ContentLength && r.ContentLengthSpan.End > 0 {
+				out = append(out, b[r.ContentLengthSpan.Start:r.ContentLengthSpan.End]...) // as ReverseProxy copies it
 			} else {
 				out = strconv.AppendInt(out, clen, 10)
 			}
 			out = append(out, "\r\n"...)
 		}
-		if (r.chunked || r.clen < 0) && !bodyless(c.head.method, r.code) {
+		if (r.Chunked || r.ContentLength < 0) && !h1.Bodyless(c.head.Method, r.Code) {
 			out = append(out, "Transfer-Encoding: chunked\r\n"...)
 		}
 		if closing {
@@ -737,50 +734,34 @@ func (c *frontConn) responseHead(b []byte, clen int64, closing bool) []byte {
 	return out
 }
 
-func hasName(line []byte, lower string) bool {
-	return len(line) > len(lower) && line[len(lower)] == ':' && equalFoldASCII(line[:len(lower)], lower)
-}
-
-func equalFoldASCII(b []byte, lower string) bool {
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != lower[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // relay sends the response whose head c.resp holds to the client, then its
 // body, and gives u back to the pool when it can serve again. keep reports
 // whether the client connection stays open; an error means the response
 // was cut short and both connections must close.
-func (c *frontConn) relay(u *directConn) (keep bool, err error) {
+func (c *conn) relay(u *upstream.Conn) (keep bool, err error) {
 	r := &c.resp
 	n := c.respN
-	head, _ := u.br.Peek(n)
-	closing := c.head.close || c.f.closing.Load()
+	head, _ := u.R.Peek(n)
+	closing := c.head.Close || c.f.closing.Load()
 	c.writeDeadline()
 	var clen int64 = -1
 	switch {
-	case bodyless(c.head.method, r.code):
-		if r.clen >= 0 && r.code >= 200 && r.code != http.StatusNoContent && r.code != http.StatusNotModified {
-			clen = r.clen // HEAD: the length a GET would have
+	case h1.Bodyless(c.head.Method, r.Code):
+		if r.ContentLength >= 0 && r.Code >= 200 && r.Code != http.StatusNoContent && r.Code != http.StatusNotModified {
+			clen = r.ContentLength // HEAD: the length a GET would have
 		}
-	case r.chunked:
-	case r.clen >= 0:
-		clen = r.clen
+	case r.Chunked:
+	case r.ContentLength >= 0:
+		clen = r.ContentLength
 	}
 	c.bw.Write(c.responseHead(head, clen, closing))
-	u.br.Discard(n)
+	u.R.Discard(n)
 	switch {
-	case bodyless(c.head.method, r.code):
-	case r.chunked:
+	case h1.Bodyless(c.head.Method, r.Code):
+	case r.Chunked:
 		err = c.copyChunked(u)
-	case r.clen >= 0:
-		err = c.copyN(u, r.clen)
+	case r.ContentLength >= 0:
+		err = c.copyN(u, r.ContentLength)
 	default:
 		err = c.copyToEOFChunked(u)
 	}
@@ -788,24 +769,20 @@ func (c *frontConn) relay(u *directConn) (keep bool, err error) {
 		return false, err
 	}
 	if err := c.bw.Flush(); err != nil {
-		c.finish(u, r.clen >= 0 || r.chunked || bodyless(c.head.method, r.code))
+		c.finish(u, r.ContentLength >= 0 || r.Chunked || h1.Bodyless(c.head.Method, r.Code))
 		return false, nil
 	}
-	c.finish(u, r.clen >= 0 || r.chunked || bodyless(c.head.method, r.code))
+	c.finish(u, r.ContentLength >= 0 || r.Chunked || h1.Bodyless(c.head.Method, r.Code))
 	return !closing, nil
 }
 
 // finish gives u back to the pool when its response ended where its
 // framing said and the upstream keeps it open.
-func (c *frontConn) finish(u *directConn, framed bool) {
+func (c *conn) finish(u *upstream.Conn, framed bool) {
 	// After HEAD (sent with Connection: close), an upstream that writes
 	// the body it declared anyway would answer the next request with it:
 	// the connection is not reused, even if the upstream keeps it open.
-	if framed && !c.resp.close && !u.grown && u.br.Buffered() == 0 && c.head.method != http.MethodHead {
-		c.f.up.put(u)
-		return
-	}
-	u.nc.Close()
+	u.Release(framed && !c.resp.Close && c.head.Method != http.MethodHead)
 }
 
 // writeDeadline bounds the writes to the client from now by write_timeout:
@@ -815,8 +792,8 @@ func (c *frontConn) finish(u *directConn, framed bool) {
 // The deadline moves only when it would move by an eighth of the timeout,
 // so that most requests on a busy connection set none: a stalled write is
 // still cut off within the timeout.
-func (c *frontConn) writeDeadline() {
-	if d := c.f.settings.writeTimeout; d > 0 {
+func (c *conn) writeDeadline() {
+	if d := c.f.settings.WriteTimeout; d > 0 {
 		if t := time.Now().Add(d); t.Sub(c.writeBy) > d/8 {
 			c.nc.SetWriteDeadline(t)
 			c.writeBy = t
@@ -827,20 +804,20 @@ func (c *frontConn) writeDeadline() {
 // fill returns what u has buffered, reading more (after flushing what the
 // client is owed, so that a stream reaches it as it comes) when there is
 // nothing.
-func (c *frontConn) fill(u *directConn) ([]byte, error) {
+func (c *conn) fill(u *upstream.Conn) ([]byte, error) {
 	c.writeDeadline()
-	if u.br.Buffered() == 0 {
+	if u.R.Buffered() == 0 {
 		if err := c.bw.Flush(); err != nil {
 			return nil, err
 		}
-		if _, err := u.br.Peek(1); err != nil {
+		if _, err := u.R.Peek(1); err != nil {
 			return nil, err
 		}
 	}
-	return u.br.Peek(u.br.Buffered())
+	return u.R.Peek(u.R.Buffered())
 }
 
-func (c *frontConn) copyN(u *directConn, n int64) error {
+func (c *conn) copyN(u *upstream.Conn, n int64) error {
 	for n > 0 {
 		b, err := c.fill(u)
 		if err != nil {
@@ -855,7 +832,7 @@ func (c *frontConn) copyN(u *directConn, n int64) error {
 		if _, err := c.bw.Write(b); err != nil {
 			return err
 		}
-		u.br.Discard(len(b))
+		u.R.Discard(len(b))
 		n -= int64(len(b))
 	}
 	return nil
@@ -863,7 +840,7 @@ func (c *frontConn) copyN(u *directConn, n int64) error {
 
 // copyToEOFChunked sends a body that ends when the upstream closes as a
 // chunked body, one chunk per read.
-func (c *frontConn) copyToEOFChunked(u *directConn) error {
+func (c *conn) copyToEOFChunked(u *upstream.Conn) error {
 	for {
 		b, err := c.fill(u)
 		if err == io.EOF {
@@ -880,20 +857,20 @@ func (c *frontConn) copyToEOFChunked(u *directConn) error {
 		if _, err := c.bw.WriteString("\r\n"); err != nil {
 			return err
 		}
-		u.br.Discard(len(b))
+		u.R.Discard(len(b))
 	}
 }
 
 // copyChunked passes a chunked body on as it is, checking its framing: each
 // chunk's size line, its data and CRLF, then the last chunk and the
 // trailer section up to its blank line.
-func (c *frontConn) copyChunked(u *directConn) error {
+func (c *conn) copyChunked(u *upstream.Conn) error {
 	for {
 		line, err := c.line(u)
 		if err != nil {
 			return err
 		}
-		size, digits, err := chunkSize(line)
+		size, digits, err := h1.ChunkSize(line)
 		if err != nil {
 			return err
 		}
@@ -910,7 +887,7 @@ func (c *frontConn) copyChunked(u *directConn) error {
 			return err
 		}
 		if string(crlf) != "\r\n" {
-			return errBadChunk // net/http's client wants exactly CRLF
+			return h1.ErrBadChunk // net/http's client wants exactly CRLF
 		}
 		c.bw.Write(crlf)
 	}
@@ -918,31 +895,31 @@ func (c *frontConn) copyChunked(u *directConn) error {
 	// or, once CRLF CRLF is in sight within the buffer (the client waits
 	// for that), field lines up to the first blank line. The lines are
 	// passed on with CRLF, as net/http's server writes trailers.
-	if u.br.Buffered() < 2 {
+	if u.R.Buffered() < 2 {
 		if err := c.bw.Flush(); err != nil {
 			return err
 		}
 	}
-	if b, err := u.br.Peek(2); err != nil {
+	if b, err := u.R.Peek(2); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
 		return err
 	} else if string(b) == "\r\n" {
 		c.bw.WriteString("\r\n")
-		u.br.Discard(2)
+		u.R.Discard(2)
 		return nil
 	}
 	if err := c.bw.Flush(); err != nil {
 		return err
 	}
 	for n := 4; ; n++ {
-		b, err := u.br.Peek(n)
+		b, err := u.R.Peek(n)
 		if len(b) == n && string(b[n-4:]) == "\r\n\r\n" {
 			break
 		}
 		if err != nil {
-			return errBadChunk
+			return h1.ErrBadChunk
 		}
 	}
 	for {
@@ -950,58 +927,20 @@ func (c *frontConn) copyChunked(u *directConn) error {
 		if err != nil {
 			return err
 		}
-		field := bytesTrimEOL(line)
+		field := h1.TrimEOL(line)
 		if len(field) == 0 {
 			c.bw.WriteString("\r\n")
 			return nil
 		}
-		ok, drop := trailerField(field)
+		ok, drop := h1.TrailerField(field)
 		if !ok {
-			return errBadChunk
+			return h1.ErrBadChunk
 		}
 		if !drop {
 			c.bw.Write(field)
 			c.bw.WriteString("\r\n")
 		}
 	}
-}
-
-// trailerField reports whether b is a field line: a token, a colon, and a
-// value of the bytes a header value may hold. A name with spaces in it (not
-// first) is one net/http's client takes and its server does not send: drop.
-func trailerField(b []byte) (ok, drop bool) {
-	colon := 0
-	for colon < len(b) && (tokenChar[b[colon]] || colon > 0 && b[colon] == ' ') {
-		drop = drop || b[colon] == ' '
-		colon++
-	}
-	if colon == 0 || colon == len(b) || b[colon] != ':' {
-		return false, false
-	}
-	for _, c := range b[colon+1:] {
-		if !fieldValueChar[c] {
-			return false, false
-		}
-	}
-	return true, drop
-}
-
-// line reads one line of a chunked body (at most the buffer's size), and
-// returns it with its line end; it stays valid until the next read of u.
-func (c *frontConn) line(u *directConn) ([]byte, error) {
-	if u.br.Buffered() == 0 {
-		if err := c.bw.Flush(); err != nil {
-			return nil, err
-		}
-	}
-	b, err := u.br.ReadSlice('\n')
-	if err == bufio.ErrBufferFull {
-		return nil, errBadChunk
-	}
-	if err == io.EOF {
-		err = io.ErrUnexpectedEOF
-	}
-	return b, err
 }
 
 func bytesTrimSpace(b []byte) []byte {
@@ -1014,103 +953,48 @@ func bytesTrimSpace(b []byte) []byte {
 	return b
 }
 
-func bytesTrimEOL(b []byte) []byte {
-	if len(b) > 0 && b[len(b)-1] == '\n' {
-		b = b[:len(b)-1]
-	}
-	if len(b) > 0 && b[len(b)-1] == '\r' {
-		b = b[:len(b)-1]
-	}
-	return b
-}
-
-// chunkSize reads a chunk-size line as net/http's client does: it ends
-// with CRLF and has no other CR (a bare LF there is refused: RFC 9112
-// errata 7633), trailing white space is trimmed, any extension (from ';')
-// ignored, and one to sixteen hex digits remain, which it returns for the
-// line passed on (without the extension, as ReverseProxy passes it).
-func chunkSize(line []byte) (int64, []byte, error) {
-	if len(line) < 2 || bytes.IndexByte(line, '\r') != len(line)-2 || line[len(line)-1] != '\n' {
-		return 0, nil, errBadChunk
-	}
-	b := line[:len(line)-2]
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\r' || b[len(b)-1] == '\n') {
-		b = b[:len(b)-1]
-	}
-	if i := bytes.IndexByte(b, ';'); i >= 0 {
-		b = b[:i]
-	}
-	if len(b) == 0 || len(b) > 16 {
-		return 0, nil, errBadChunk
-	}
-	var n uint64
-	for _, c := range b {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, nil, errBadChunk
+// line reads one line of a chunked body (at most the buffer's size), and
+// returns it with its line end; it stays valid until the next read of u.
+func (c *conn) line(u *upstream.Conn) ([]byte, error) {
+	if u.R.Buffered() == 0 {
+		if err := c.bw.Flush(); err != nil {
+			return nil, err
 		}
-		n = n<<4 | uint64(c)
 	}
-	if n > math.MaxInt64 {
-		return 0, nil, errBadChunk // a body no upstream can send
+	b, err := u.R.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		return nil, h1.ErrBadChunk
 	}
-	return int64(n), b, nil
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return b, err
 }
 
-// frontWriter collects the middleware's headers, and its answer when it
+// writer collects the middleware's headers, and its answer when it
 // answers itself.
-type frontWriter struct {
+type writer struct {
 	h      http.Header
 	status int
 	body   []byte
 }
 
-func (w *frontWriter) Header() http.Header { return w.h }
+func (w *writer) Header() http.Header { return w.h }
 
-func (w *frontWriter) WriteHeader(code int) {
+func (w *writer) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 	}
 }
 
-func (w *frontWriter) Write(p []byte) (int, error) {
+func (w *writer) Write(p []byte) (int, error) {
 	w.WriteHeader(http.StatusOK)
 	w.body = append(w.body, p...)
 	return len(p), nil
 }
 
-func appendStatus(b []byte, code int) []byte {
-	b = append(b, "HTTP/1.1 "...)
-	b = strconv.AppendInt(b, int64(code), 10)
-	b = append(b, ' ')
-	if text := http.StatusText(code); text != "" {
-		return append(append(b, text...), "\r\n"...)
-	}
-	b = append(b, "status code "...)
-	b = strconv.AppendInt(b, int64(code), 10)
-	return append(b, "\r\n"...)
-}
-
-func appendHeaderMap(b []byte, h http.Header) []byte {
-	for k, vs := range h {
-		for _, v := range vs {
-			b = append(b, k...)
-			b = append(b, ": "...)
-			b = append(b, v...)
-			b = append(b, "\r\n"...)
-		}
-	}
-	return b
-}
-
 // appendDate appends a Date header; the text is made once a second.
-func (f *front) appendDate(b []byte) []byte {
+func (f *Server) appendDate(b []byte) []byte {
 	now := time.Now()
 	d := f.date.Load()
 	if d == nil || d.sec != now.Unix() {
@@ -1123,66 +1007,4 @@ func (f *front) appendDate(b []byte) []byte {
 type cachedDate struct {
 	sec  int64
 	text string
-}
-
-// handoffListener is the net/http server's listener: the connections the
-// fast path hands it.
-type handoffListener struct {
-	addr net.Addr
-	c    chan net.Conn
-	done chan struct{}
-	once sync.Once
-}
-
-func newHandoffListener(addr net.Addr) *handoffListener {
-	return &handoffListener{addr: addr, c: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *handoffListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.c:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *handoffListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *handoffListener) Addr() net.Addr { return l.addr }
-
-// give hands c to the server; false (and c closed) once it has stopped.
-func (l *handoffListener) give(c net.Conn) bool {
-	select {
-	case l.c <- c:
-		return true
-	case <-l.done:
-		c.Close()
-		return true
-	}
-}
-
-// bufferedConn is a connection whose first bytes are in r's buffer. Its
-// first read deadline (net/http's header timeout for the request the fast
-// path began to read) is no later than headDeadline, so that a client
-// cannot get a second header timeout by forcing the hand-off.
-type bufferedConn struct {
-	net.Conn
-	r            *bufio.Reader
-	headDeadline time.Time
-}
-
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
-
-func (c *bufferedConn) SetReadDeadline(t time.Time) error {
-	if d := c.headDeadline; !d.IsZero() {
-		if t.IsZero() || t.After(d) {
-			t = d
-		}
-		c.headDeadline = time.Time{}
-	}
-	return c.Conn.SetReadDeadline(t)
 }

@@ -1,0 +1,71 @@
+package fastpath
+
+import (
+	"bufio"
+	"net"
+	"sync"
+	"time"
+)
+
+// handoffListener is the net/http server's listener: the connections the
+// fast path hands it.
+type handoffListener struct {
+	addr net.Addr
+	c    chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func newHandoffListener(addr net.Addr) *handoffListener {
+	return &handoffListener{addr: addr, c: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *handoffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.c:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *handoffListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *handoffListener) Addr() net.Addr { return l.addr }
+
+// give hands c to the server, or closes it once the server has stopped;
+// either way c is no longer the fast path's to close (true).
+func (l *handoffListener) give(c net.Conn) bool {
+	select {
+	case l.c <- c:
+		return true
+	case <-l.done:
+		c.Close()
+		return true
+	}
+}
+
+// bufferedConn is a connection whose first bytes are in r's buffer. Its
+// first read deadline (net/http's header timeout for the request the fast
+// path began to read) is no later than headDeadline, so that a client
+// cannot get a second header timeout by forcing the hand-off.
+type bufferedConn struct {
+	net.Conn
+	r            *bufio.Reader
+	headDeadline time.Time
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func (c *bufferedConn) SetReadDeadline(t time.Time) error {
+	if d := c.headDeadline; !d.IsZero() {
+		if t.IsZero() || t.After(d) {
+			t = d
+		}
+		c.headDeadline = time.Time{}
+	}
+	return c.Conn.SetReadDeadline(t)
+}
