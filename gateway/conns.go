@@ -7,9 +7,6 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/ratekeeper/ratekeeper/internal/metrics"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
 
@@ -23,13 +20,13 @@ type capListener struct {
 	net.Listener
 	max     int
 	rules   func() *rules.Set
-	refused prometheus.Counter // may be nil
+	refused interface{ Inc() } // may be nil
 
 	mu   sync.Mutex
 	open map[netip.Addr]int
 }
 
-func newCapListener(ln net.Listener, max int, rules func() *rules.Set, refused prometheus.Counter) *capListener {
+func newCapListener(ln net.Listener, max int, rules func() *rules.Set, refused interface{ Inc() }) *capListener {
 	return &capListener{Listener: ln, max: max, rules: rules, refused: refused, open: map[netip.Addr]int{}}
 }
 
@@ -53,7 +50,9 @@ func (l *capListener) Accept() (net.Conn, error) {
 		if l.open[key] >= l.max {
 			l.mu.Unlock()
 			nc.Close()
-			metrics.Inc(l.refused)
+			if l.refused != nil {
+				l.refused.Inc()
+			}
 			continue
 		}
 		l.open[key]++
