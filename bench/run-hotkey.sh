@@ -7,7 +7,8 @@
 # second (exact: one per decision, batched; sync and lease: syncs and
 # leases), Redis commands per second (those a script runs included) and
 # Redis CPU per decision, and in the windows where demand passed the limit
-# the most admitted past it (sync) and the most left unused (lease).
+# the most admitted past it (sync) and the most left unused (lease). Then
+# the same over 100,000 cold keys, where the local modes cannot help.
 # Raw output: results/hotkey.txt.
 # Environment: ROUNDS (default 3), DURATION (default 5s), PROCESSES (3),
 # CALLERS (64).
@@ -38,6 +39,12 @@ go build -o "$dir/hotkey" ./hotkey
     for m in "exact 100ms" "sync 10ms" "sync 100ms" "sync 1s" "lease 10ms" "lease 100ms" "lease 1s"; do
       set -- $m
       "$dir/hotkey" -redis "redis://127.0.0.1:$port/0" -mode "$1" -period "$2" \
+        -duration "${DURATION:-5s}" -processes "${PROCESSES:-3}" -callers "${CALLERS:-64}"
+    done
+    # The other end: 100,000 keys of 10 per second each, every decision on
+    # a key the process has hardly seen.
+    for m in exact sync lease; do
+      "$dir/hotkey" -redis "redis://127.0.0.1:$port/0" -mode "$m" -period 100ms -keys 100000 -rate 10 \
         -duration "${DURATION:-5s}" -processes "${PROCESSES:-3}" -callers "${CALLERS:-64}"
     done
   done

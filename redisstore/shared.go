@@ -68,8 +68,9 @@ func WithDenialCache(on bool) Option {
 type SharedStats struct {
 	// Syncs and SyncErrors count the calls that sent counts (sync mode).
 	Syncs, SyncErrors uint64
-	// Leases and LeaseErrors count the calls that leased quota.
-	Leases, LeaseErrors uint64
+	// Leases and LeaseErrors count the calls that leased quota;
+	// GiveBacks the calls that gave back quota unused.
+	Leases, LeaseErrors, GiveBacks uint64
 	// Dropped counts admitted requests whose count never reached Redis:
 	// their window ended while Redis did not answer.
 	Dropped uint64
@@ -82,7 +83,7 @@ type SharedStats struct {
 // SharedStats returns the counters of the store's local decisions.
 func (s *Store) SharedStats() SharedStats {
 	st := s.shared.Stats()
-	return SharedStats{Syncs: st.Syncs, SyncErrors: st.SyncErrors, Leases: st.Leases, LeaseErrors: st.LeaseErrors,
+	return SharedStats{Syncs: st.Syncs, SyncErrors: st.SyncErrors, Leases: st.Leases, LeaseErrors: st.LeaseErrors, GiveBacks: st.GiveBacks,
 		Dropped: st.Dropped, DenialHits: st.DenialHits, LocalDecisions: st.LocalDecisions}
 }
 

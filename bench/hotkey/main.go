@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"slices"
@@ -36,6 +37,7 @@ type job struct {
 	Period    time.Duration
 	Limit     ratekeeper.Limit
 	Key       string
+	Keys      int // > 1: each decision picks one of this many keys
 	Callers   int
 	Start     time.Time
 	Duration  time.Duration
@@ -61,6 +63,7 @@ func main() {
 		duration  = flag.Duration("duration", 5*time.Second, "how long to measure")
 		rate      = flag.Int("rate", 1_000_000, "the limit per window")
 		window    = flag.Duration("window", time.Second, "the fixed window")
+		keys      = flag.Int("keys", 1, "how many keys the decisions spread over (1: one hot key)")
 		worker    = flag.String("worker", "", "internal: run one process of this job (JSON)")
 	)
 	flag.Parse()
@@ -68,7 +71,7 @@ func main() {
 		runWorker(*worker)
 		return
 	}
-	j := job{URL: *url, Mode: *mode, Period: *period, Callers: *callers, Duration: *duration, Processes: *processes,
+	j := job{URL: *url, Mode: *mode, Period: *period, Callers: *callers, Duration: *duration, Processes: *processes, Keys: *keys,
 		Limit: ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: *rate, Period: *window},
 		Key:   fmt.Sprintf("hotkey:%d", time.Now().UnixNano()), Start: time.Now().Add(time.Second)}
 	opt, err := redis.ParseURL(j.URL)
@@ -115,6 +118,8 @@ func main() {
 		}
 		total.Shared.Syncs += r.Shared.Syncs
 		total.Shared.Leases += r.Shared.Leases
+		total.Shared.GiveBacks += r.Shared.GiveBacks
+		total.Shared.DenialHits += r.Shared.DenialHits
 	}
 	slices.Sort(total.Latencies)
 	pct := func(p float64) time.Duration {
@@ -128,6 +133,9 @@ func main() {
 	var over, under int64
 	ws := 0
 	for w, asked := range total.Demand {
+		if j.Keys > 1 {
+			break // a limit per key: the windows' totals say nothing
+		}
 		start := time.UnixMicro(w).Add(-j.Limit.Period)
 		if start.Before(j.Start) || time.UnixMicro(w).After(j.Start.Add(j.Duration)) || asked <= int64(j.Limit.Rate) {
 			continue
@@ -141,11 +149,11 @@ func main() {
 	if name != "exact" {
 		name += "/" + j.Period.String()
 	}
-	calls := float64(total.Shared.Syncs+total.Shared.Leases) / secs
+	calls := float64(total.Shared.Syncs+total.Shared.Leases+total.Shared.GiveBacks) / secs
 	if j.Mode == "exact" {
-		calls = float64(total.Decisions) / secs
+		calls = float64(total.Decisions-int64(total.Shared.DenialHits)) / secs
 	}
-	fmt.Printf("%-12s %9.0f decisions/s  p50 %-8v p99 %-9v  %7.0f store calls/s  redis %8.0f cmds/s  %7.4f µs redis CPU/decision  limit %d/%v: windows %d, most over %d, most under %d, errors %d\n",
+	fmt.Printf("%-22s %9.0f decisions/s  p50 %-8v p99 %-9v  %7.0f store calls/s  redis %8.0f cmds/s  %7.4f µs redis CPU/decision  limit %d/%v: windows %d, most over %d, most under %d, errors %d\n",
 		name, float64(total.Decisions)/secs, pct(0.5), pct(0.99), calls,
 		(cmds1-cmds0)/secs, (cpu1-cpu0)*1e6/float64(total.Decisions),
 		j.Limit.Rate, j.Limit.Period, ws, max(0, over), max(0, under), total.Errors)
@@ -197,12 +205,20 @@ func runWorker(spec string) {
 			admitted, demand := map[int64]int64{}, map[int64]int64{}
 			var n, errs int64
 			var lat []int64
+			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+			names := []string{j.Key}
+			if j.Keys > 1 {
+				names = make([]string, j.Keys)
+				for i := range names {
+					names[i] = j.Key + ":" + strconv.Itoa(i)
+				}
+			}
 			for {
 				t0 := time.Now()
 				if !t0.Before(end) {
 					break
 				}
-				d, err := s.Take(ctx, ratekeeper.Request{Key: j.Key, Limit: j.Limit, N: 1})
+				d, err := s.Take(ctx, ratekeeper.Request{Key: names[rng.IntN(len(names))], Limit: j.Limit, N: 1})
 				el := time.Since(t0)
 				n++
 				if n%64 == 0 {

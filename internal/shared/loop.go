@@ -36,7 +36,6 @@ func (s *Store) flush(final bool) {
 	var (
 		syncs []*entry
 		back  []Item
-		backE []*entry
 	)
 	lnow := s.localMicros()
 	now := s.now()
@@ -62,7 +61,6 @@ func (s *Store) flush(final bool) {
 				for _, g := range e.grants {
 					back = append(back, Item{Key: e.key, Limit: e.limit, N: -g.units, At: g.at})
 				}
-				backE = append(backE, e)
 				e.grants = nil
 			}
 			if len(e.grants) > 0 {
@@ -85,6 +83,7 @@ func (s *Store) flush(final bool) {
 		// Quota given back is quota others may use: best effort, since
 		// a lease not given back expires with its window anyway.
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		s.givebacks.Add(1)
 		_ = s.remote.Add(ctx, back)
 		cancel()
 	}

@@ -148,6 +148,7 @@ type Stats struct {
 	Syncs          uint64 // Add calls made
 	SyncErrors     uint64 // Add calls that failed
 	Leases         uint64 // Lease calls made
+	GiveBacks      uint64 // calls that gave back unused leases
 	LeaseErrors    uint64 // Lease calls that failed
 	Dropped        uint64 // requests admitted whose count was dropped: its window ended before the remote heard of it
 	DenialHits     uint64 // refusals answered by the denial cache
@@ -181,6 +182,7 @@ type Store struct {
 	once sync.Once
 
 	syncs, syncErrs, leases, leaseErrs, dropped, denials, locals atomic.Uint64
+	givebacks                                                    atomic.Uint64
 	maxRTT                                                       atomic.Int64
 }
 
@@ -216,7 +218,7 @@ func New(remote Remote, mode Mode, period time.Duration, opts ...Option) *Store 
 
 // Stats returns the counters.
 func (s *Store) Stats() Stats {
-	return Stats{Syncs: s.syncs.Load(), SyncErrors: s.syncErrs.Load(), Leases: s.leases.Load(), LeaseErrors: s.leaseErrs.Load(),
+	return Stats{Syncs: s.syncs.Load(), SyncErrors: s.syncErrs.Load(), Leases: s.leases.Load(), LeaseErrors: s.leaseErrs.Load(), GiveBacks: s.givebacks.Load(),
 		Dropped: s.dropped.Load(), DenialHits: s.denials.Load(), LocalDecisions: s.locals.Load(), MaxRoundTrip: s.maxRTT.Load()}
 }
 
