@@ -368,6 +368,7 @@ func (s *Store) takeLease(ctx context.Context, e *entry, req ratekeeper.Request)
 			if k := len(e.grants); k > 0 {
 				d.ResetAfter = time.Duration(e.grants[k-1].end-now) * time.Microsecond
 			}
+			s.refillEarly(e, req)
 			e.mu.Unlock()
 			s.locals.Add(1)
 			return d, nil
@@ -432,6 +433,50 @@ func (s *Store) takeLease(ctx context.Context, e *entry, req ratekeeper.Request)
 		e.mu.Unlock()
 		return d, nil
 	}
+}
+
+// refillEarly leases more in the background once the quota held falls
+// under half of what the instance uses in a sync period, so that its
+// callers seldom wait for a lease. e is locked.
+func (s *Store) refillEarly(e *entry, req ratekeeper.Request) {
+	if e.busy != nil {
+		return
+	}
+	want := e.want(s, 1)
+	if e.held() >= max(1, want/2) {
+		return
+	}
+	ch := make(chan struct{})
+	e.busy = ch
+	it := Item{Key: e.key, Limit: e.limit, N: want, Min: 1, Now: s.remoteNow(req)}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), max(s.period, time.Second))
+		defer cancel()
+		items := []Item{it}
+		sent := s.localMicros()
+		err := s.remote.Lease(ctx, items)
+		recv := s.localMicros()
+		s.leases.Add(1)
+		it := items[0]
+		if err == nil {
+			err = it.Err
+		}
+		e.mu.Lock()
+		defer func() {
+			e.busy = nil
+			e.mu.Unlock()
+			close(ch)
+		}()
+		if err != nil {
+			s.leaseErrs.Add(1)
+			return
+		}
+		s.roundTrip(sent, recv)
+		if it.Granted > 0 {
+			e.grants = append(e.grants, grant{units: it.Granted, end: e.validUntil(it.State), at: it.Now})
+			e.remaining = e.remainingAfter(it)
+		}
+	}()
 }
 
 // margin is how far ahead of its estimate of the remote's clock the
