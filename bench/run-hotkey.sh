@@ -15,23 +15,12 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 mkdir -p results
-if ! command -v redis-server >/dev/null 2>&1; then
-  ../scripts/test-deps.sh
-fi
-port=""
-for p in $(seq 16600 16700); do
-  if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then port=$p; break; fi
-done
-[ -n "$port" ] || { echo "run-hotkey: no free port" >&2; exit 1; }
+. ./lib.sh
 dir=$(mktemp -d)
-redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --save "" --appendonly no \
-  --daemonize no --logfile "$dir/redis.log" &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT
-for _ in $(seq 100); do
-  redis-cli -p "$port" ping >/dev/null 2>&1 && break
-  sleep 0.05
-done
+redis_pid=""
+trap 'kill $redis_pid 2>/dev/null; wait $redis_pid 2>/dev/null; rm -rf "$dir"' EXIT
+port=$(freeport 16600)
+start_redis "$port" "$dir"
 go build -o "$dir/hotkey" ./hotkey
 {
   echo "# $(date -u +%FT%TZ) $(redis-server --version | cut -d' ' -f1-3) on $(nproc) cores shared by redis-server and ${PROCESSES:-3} processes of ${CALLERS:-64} callers"

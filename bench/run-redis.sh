@@ -13,24 +13,13 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 mkdir -p results
-if ! command -v redis-server >/dev/null 2>&1; then
-  ../scripts/test-deps.sh
-fi
-port=""
-for p in $(seq 16379 16479); do
-  if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then port=$p; break; fi
-done
-[ -n "$port" ] || { echo "run-redis: no free port in 16379..16479" >&2; exit 1; }
+. ./lib.sh
 dir=$(mktemp -d)
-redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --save "" --appendonly no \
-  --daemonize no --logfile "$dir/redis.log" &
-pid=$!
+redis_pid=""
 cgpid=""
-trap 'kill $pid $cgpid 2>/dev/null; wait $pid $cgpid 2>/dev/null; rm -rf "$dir"' EXIT
-for _ in $(seq 100); do
-  redis-cli -p "$port" ping >/dev/null 2>&1 && break
-  sleep 0.05
-done
+trap 'kill $redis_pid $cgpid 2>/dev/null; wait $redis_pid $cgpid 2>/dev/null; rm -rf "$dir"' EXIT
+port=$(freeport 16379)
+start_redis "$port" "$dir"
 # One binary, run COUNT times: each round measures every implementation side
 # by side, so that the machine's load drifts over all of them alike.
 go test -c -o "$dir/bench.test" .
@@ -46,11 +35,7 @@ go tool -modfile=../tools/go.mod benchstat -col /impl results/redis.txt > result
 cat results/redis-benchstat.txt
 
 if [ "${CALLGRIND:-1}" != 0 ] && command -v valgrind >/dev/null 2>&1; then
-  cgport=""
-  for p in $(seq $((port + 1)) 16479); do
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then cgport=$p; break; fi
-  done
-  [ -n "$cgport" ] || { echo "run-redis: no free port for the callgrind server" >&2; exit 1; }
+  cgport=$(freeport $((port + 1)))
   valgrind --tool=callgrind --toggle-collect=evalShaCommand --callgrind-out-file="$dir/cg.out" \
     redis-server --port "$cgport" --bind 127.0.0.1 --dir "$dir" --save "" --appendonly no \
     --daemonize no --logfile "$dir/redis-cg.log" 2>"$dir/valgrind.log" &

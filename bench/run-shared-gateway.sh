@@ -14,7 +14,6 @@ set -euo pipefail
 cd "$(dirname "$0")"
 ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-10s} CONNS=${CONNS:-21}
 command -v wrk >/dev/null 2>&1 || { echo "run-shared-gateway: needs wrk (apt-get install wrk)" >&2; exit 1; }
-command -v redis-server >/dev/null 2>&1 || ../scripts/test-deps.sh
 mkdir -p results
 tmp=$(mktemp -d)
 pids=()
@@ -24,11 +23,9 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-rport=""
-for p in $(seq 16800 16900); do
-  if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then rport=$p; break; fi
-done
-redis-server --port "$rport" --bind 127.0.0.1 --dir "$tmp" --save "" --appendonly no --daemonize no --logfile "$tmp/redis.log" & pids+=($!)
+. ./lib.sh
+rport=$(freeport 16800)
+start_redis "$rport" "$tmp"; pids+=("$redis_pid")
 (cd .. && go build -o "$tmp/ratekeeper" ./cmd/ratekeeper)
 go build -o "$tmp/upstream" ./gateway/upstream
 "$tmp/upstream" -listen 127.0.0.1:18081 & pids+=($!)
