@@ -124,7 +124,9 @@ type stepClock struct{ t time.Time }
 func (c *stepClock) Now() time.Time { return c.t }
 
 // Without a loop, on a clock of its own far from the system's: the early
-// sync runs within the decision, and Close sends what is unsent.
+// sync runs within the decision, Close sends what is unsent, and a lease
+// given back is given back at the requests' instant, in their window, not
+// at the remote's clock.
 func TestWithoutLoop(t *testing.T) {
 	ctx := context.Background()
 	l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 16, Period: time.Second} // early sync at 2 unsent
@@ -152,6 +154,24 @@ func TestWithoutLoop(t *testing.T) {
 		s.Close()
 		if got := m.State("k", l).Window; got.Count != 3 || got.End != windowEnd {
 			t.Errorf("after Close the store holds %+v, want 3 in the window ending %d", got, windowEnd)
+		}
+	})
+
+	t.Run("lease", func(t *testing.T) {
+		m, c := NewModel(), &stepClock{start}
+		s := New(m, Lease, 100*time.Millisecond, WithoutLoop(), WithClock(c))
+		defer s.Close()
+		take(s, c)
+		take(s, c) // the second lease is sized to the use: more than it needs
+		leased := m.State("k", l).Window.Count
+		if leased <= 2 {
+			t.Fatalf("leased %d for 2 requests: nothing to give back", leased)
+		}
+		c.t = c.t.Add(100 * time.Millisecond)
+		s.Flush() // unused for a period: the rest goes back
+		if got := m.State("k", l).Window; got.Count != 2 || got.End != windowEnd || s.Stats().GiveBacks != 1 {
+			t.Errorf("leased %d, used 2, gave back (%d calls): the store holds %+v, want 2 in the window ending %d",
+				leased, s.Stats().GiveBacks, got, windowEnd)
 		}
 	})
 }
