@@ -217,7 +217,7 @@ func parseSimulate(args []string, stderr io.Writer) (simulateFlags, simulation, 
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&f.algorithms, "algorithms", "all", "comma-separated `list` of algorithms to compare: "+algorithmNames())
-	fs.IntVar(&f.rate, "rate", 0, "the limit's rate per period (default 1000; accuracy 100)")
+	fs.IntVar(&f.rate, "rate", 0, "the limit's rate per period (default 1000; accuracy and shared 100)")
 	fs.DurationVar(&f.period, "period", 0, "the limit's period (default 1s)")
 	fs.IntVar(&f.burst, "burst", 0, "the buckets' capacity (default: the rate)")
 	fs.IntVar(&f.items, "items", 0, "items the workers must do (default 10000; boundary: twice the rate)")
@@ -225,7 +225,7 @@ func parseSimulate(args []string, stderr io.Writer) (simulateFlags, simulation, 
 	fs.StringVar(&f.worker, "worker", "", "how workers pace themselves: ask (Allow until allowed, waiting RetryAfter) or wait (Reserve and wait out Delay, as Limiter.Wait) (default ask)")
 	fs.DurationVar(&f.tick, "tick", 0, "width of a bar: items are counted per tick (default 100ms)")
 	fs.Var(&f.pauses, "pause", "pause the workers: they do nothing from AT for FOR, written `AT+FOR` such as 4s+1s; repeatable (replaces the scenario's pauses)")
-	fs.DurationVar(&f.duration, "duration", 0, "how long traffic clients send requests (accuracy; default 30s)")
+	fs.DurationVar(&f.duration, "duration", 0, "how long traffic clients send requests (accuracy; default 30s), or requests arrive (shared: whole periods; default 10s)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the traffic generator: the same seed gives the same output")
 	fs.StringVar(&f.out, "out", "", "write NAME.csv, NAME.svg and NAME.png into `DIR`")
 	fs.StringVar(&f.name, "name", "", "base name of the output files and title of the charts (default: the scenario)")
