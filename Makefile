@@ -28,13 +28,16 @@ lint:
 bench:
 	cd bench && ./run.sh
 
-# make charts: regenerate docs/img: the charts in docs/algorithms.md from the
-# simulator itself (a test fails when the committed CSVs no longer match),
-# and those in docs/benchmarks.md from the results in bench/results.
+# make charts: regenerate docs/img: the charts in docs/algorithms.md and
+# docs/redis.md from the simulator itself (a test fails when the committed
+# CSVs no longer match), and those in docs/benchmarks.md from the results in
+# bench/results.
 charts: build
 	bin/ratekeeper simulate pacing --out docs/img
 	bin/ratekeeper simulate pacing-with-pauses --out docs/img
 	bin/ratekeeper simulate boundary --out docs/img
 	bin/ratekeeper simulate accuracy --out docs/img
 	bin/ratekeeper simulate custom --worker wait --name pacing-wait --out docs/img
+	bin/ratekeeper simulate shared-roundrobin --out docs/img
+	bin/ratekeeper simulate shared-skewed --out docs/img
 	bench/charts.sh

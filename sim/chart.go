@@ -82,14 +82,20 @@ func sans(size vg.Length, bold bool) text.Style {
 // WriteFiles writes DIR/NAME.csv, DIR/NAME.svg and DIR/NAME.png, creating
 // dir if need be.
 func (r *Result) WriteFiles(dir string) error {
+	return writeFiles(dir, r.Config.Name, r.WriteCSV, r.WriteSVG, r.WritePNG)
+}
+
+// writeFiles writes DIR/NAME.csv, DIR/NAME.svg and DIR/NAME.png with the
+// functions given, creating dir if need be.
+func writeFiles(dir, name string, csv, svg, png func(io.Writer) error) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	base := filepath.Join(dir, r.Config.Name)
+	base := filepath.Join(dir, name)
 	for _, f := range []struct {
 		ext   string
 		write func(io.Writer) error
-	}{{".csv", r.WriteCSV}, {".svg", r.WriteSVG}, {".png", r.WritePNG}} {
+	}{{".csv", csv}, {".svg", svg}, {".png", png}} {
 		if err := writeFile(base+f.ext, f.write); err != nil {
 			return err
 		}
@@ -122,8 +128,7 @@ func (r *Result) WriteSVG(w io.Writer) error {
 	if _, err := c.WriteTo(&b); err != nil {
 		return err
 	}
-	_, err := w.Write(bytes.ReplaceAll(b.Bytes(), []byte("font-family:Liberation Sans;"),
-		[]byte("font-family:'Liberation Sans',Arial,Helvetica,sans-serif;")))
+	_, err := w.Write(svgFonts(b.Bytes()))
 	return err
 }
 

@@ -1,5 +1,6 @@
 // Package sim runs ratekeeper's real limiter on a virtual clock to show how
-// each algorithm shapes a workload: the engine behind `ratekeeper simulate`.
+// each algorithm, or each mode of a shared store, shapes a workload: the
+// engine behind `ratekeeper simulate`.
 //
 // A simulation is a Config: a limit (rate, period, burst), the algorithms to
 // compare, and a workload. Workers (KindWorkers) have items to do and pace
@@ -15,4 +16,12 @@
 // ten simulated seconds take milliseconds, and the same Config gives the same
 // Result every time. Result writes the counts per tick as CSV, the summary as
 // a table or JSON, and the charts as SVG and PNG.
+//
+// A SharedConfig is one limit that instances behind a load balancer share
+// through one store (internal/shared's engine over its in-memory model of
+// the Redis scripts), run in exact mode and in sync and lease modes at each
+// sync period: the engines run without their loop and the simulator syncs
+// them every period of virtual time. RunShared returns a SharedResult, which
+// writes the requests admitted per window and the chart of them against the
+// limit and sync's bound.
 package sim

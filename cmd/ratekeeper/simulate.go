@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,10 +20,11 @@ import (
 
 const simulateUsage = `usage: ratekeeper simulate SCENARIO [flags]
 
-Runs the real limiter on a virtual clock and shows how each algorithm shapes
-the workload: a summary table (or --json), and with --out DIR the counts per
-tick (DIR/NAME.csv, header t_ms,algorithm,count) and the charts (DIR/NAME.svg,
-DIR/NAME.png).
+Runs the real limiter on a virtual clock and shows how each algorithm (or each
+shared store mode) shapes the workload: a summary table (or --json), and with
+--out DIR the counts (DIR/NAME.csv: per tick, header t_ms,algorithm,count; for
+the shared scenarios per window, header t_ms,mode,sync_period_ms,admitted,bound)
+and the charts (DIR/NAME.svg, DIR/NAME.png).
 
 scenarios:
   pacing              1 worker, 10,000 items at most 1,000/s (burst 1,000),
@@ -34,7 +37,17 @@ scenarios:
                       sliding window log
   custom              pacing, to change with the flags
 
-Every flag overrides the scenario's value.
+shared scenarios (one limit of 100/s, a fixed window, shared by 3 instances
+through a store that behaves as Redis, offered 250/s for 10s; exact, then
+sync and lease at sync periods of 10ms, 100ms and 1s; store calls take no
+time):
+  shared-roundrobin   the balancer deals the requests in turn
+  shared-skewed       it sends 70% of them to one instance, 20% and 10% to
+                      the others
+
+Every flag overrides the scenario's value. --rate, --period, --duration,
+--out, --name and --json apply to every scenario; --instances, --split, --load
+and --sync-periods to the shared ones only, the others not to them.
 
 flags:
 `
@@ -57,6 +70,36 @@ type simulateFlags struct {
 	name       string
 	json       bool
 	store      string
+
+	// The shared scenarios'.
+	instances   int
+	split       string
+	load        float64
+	syncPeriods string
+}
+
+// sharedOnly and algorithmsOnly are the flags that apply to one kind of
+// scenario alone.
+var (
+	sharedOnly     = []string{"instances", "split", "load", "sync-periods"}
+	algorithmsOnly = []string{"algorithms", "burst", "items", "clients", "worker", "tick", "pause", "seed", "store"}
+)
+
+// report is what a simulation gives: a sim.Result or a sim.SharedResult.
+type report interface {
+	WriteTable(io.Writer) error
+	WriteJSON(io.Writer) error
+	WriteCSV(io.Writer) error
+	WriteSVG(io.Writer) error
+	WritePNG(io.Writer) error
+	WriteFiles(dir string) error
+}
+
+// simulation is a parsed command line: the name of the files it writes,
+// and how to run it.
+type simulation struct {
+	name string
+	run  func(ctx context.Context, opts ...sim.Option) (report, error)
 }
 
 // pauseList is the repeatable --pause flag.
@@ -80,7 +123,7 @@ func (p *pauseList) Set(v string) error {
 }
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, cfg, err := parseSimulate(args, stderr)
+	f, s, err := parseSimulate(args, stderr)
 	if err != nil {
 		return err
 	}
@@ -105,7 +148,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		opts = append(opts, sim.WithStore(rs, ""), sim.WithStart(time.Now()))
 	}
 
-	res, err := sim.Run(ctx, cfg, opts...)
+	res, err := s.run(ctx, opts...)
 	if err != nil {
 		return err
 	}
@@ -121,7 +164,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err := res.WriteFiles(f.out); err != nil {
 			return err
 		}
-		base := filepath.Join(f.out, cfg.Name)
+		base := filepath.Join(f.out, s.name)
 		msg := fmt.Sprintf("\nwrote %[1]s.csv, %[1]s.svg and %[1]s.png\n", base)
 		if f.json {
 			fmt.Fprint(stderr, msg)
@@ -129,9 +172,11 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			fmt.Fprint(stdout, msg)
 		}
 	}
-	for _, s := range res.Summaries() {
-		if s.ItemsLost > 0 {
-			return fmt.Errorf("%s lost %d items", s.Algorithm, s.ItemsLost)
+	if r, ok := res.(*sim.Result); ok {
+		for _, s := range r.Summaries() {
+			if s.ItemsLost > 0 {
+				return fmt.Errorf("%s lost %d items", s.Algorithm, s.ItemsLost)
+			}
 		}
 	}
 	return nil
@@ -163,7 +208,7 @@ func parseAlgorithms(v string) ([]ratekeeper.Algorithm, error) {
 
 // parseSimulate reads the command line: the scenario it names, changed by
 // the flags.
-func parseSimulate(args []string, stderr io.Writer) (simulateFlags, sim.Config, error) {
+func parseSimulate(args []string, stderr io.Writer) (simulateFlags, simulation, error) {
 	var f simulateFlags
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -172,7 +217,7 @@ func parseSimulate(args []string, stderr io.Writer) (simulateFlags, sim.Config, 
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&f.algorithms, "algorithms", "all", "comma-separated `list` of algorithms to compare: "+algorithmNames())
-	fs.IntVar(&f.rate, "rate", 0, "the limit's rate per period (default 1000; accuracy 100)")
+	fs.IntVar(&f.rate, "rate", 0, "the limit's rate per period (default 1000; accuracy and shared 100)")
 	fs.DurationVar(&f.period, "period", 0, "the limit's period (default 1s)")
 	fs.IntVar(&f.burst, "burst", 0, "the buckets' capacity (default: the rate)")
 	fs.IntVar(&f.items, "items", 0, "items the workers must do (default 10000; boundary: twice the rate)")
@@ -180,21 +225,25 @@ func parseSimulate(args []string, stderr io.Writer) (simulateFlags, sim.Config, 
 	fs.StringVar(&f.worker, "worker", "", "how workers pace themselves: ask (Allow until allowed, waiting RetryAfter) or wait (Reserve and wait out Delay, as Limiter.Wait) (default ask)")
 	fs.DurationVar(&f.tick, "tick", 0, "width of a bar: items are counted per tick (default 100ms)")
 	fs.Var(&f.pauses, "pause", "pause the workers: they do nothing from AT for FOR, written `AT+FOR` such as 4s+1s; repeatable (replaces the scenario's pauses)")
-	fs.DurationVar(&f.duration, "duration", 0, "how long traffic clients send requests (accuracy; default 30s)")
+	fs.DurationVar(&f.duration, "duration", 0, "how long traffic clients send requests (accuracy; default 30s), or requests arrive (shared: whole periods; default 10s)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the traffic generator: the same seed gives the same output")
 	fs.StringVar(&f.out, "out", "", "write NAME.csv, NAME.svg and NAME.png into `DIR`")
 	fs.StringVar(&f.name, "name", "", "base name of the output files and title of the charts (default: the scenario)")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON (one object per algorithm) instead of a table")
 	fs.StringVar(&f.store, "store", storeconfig.DefaultURL, "store `URL`: memory:// or a Redis URL (redis://host:port/db), decided at the virtual clock's instants")
+	fs.IntVar(&f.instances, "instances", 0, "shared-roundrobin: how many instances share the limit (default 3)")
+	fs.StringVar(&f.split, "split", "", "shared: the balancer's `weights`, one per instance, such as 70,20,10 (default: 1,1,1 round-robin; 70,20,10 skewed)")
+	fs.Float64Var(&f.load, "load", 0, "shared: the requests offered, as a multiple of the limit (default 2.5)")
+	fs.StringVar(&f.syncPeriods, "sync-periods", "", "shared: the sync periods T of sync and lease modes, comma-separated `durations` (default 10ms,100ms,1s)")
 
 	// Flags may come before and after the scenario.
 	var positional []string
 	for rest := args; ; {
 		if err := fs.Parse(rest); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return f, sim.Config{}, err
+				return f, simulation{}, err
 			}
-			return f, sim.Config{}, usageError{err}
+			return f, simulation{}, usageError{err}
 		}
 		if fs.NArg() == 0 {
 			break
@@ -203,16 +252,31 @@ func parseSimulate(args []string, stderr io.Writer) (simulateFlags, sim.Config, 
 		rest = fs.Args()[1:]
 	}
 	if len(positional) != 1 {
-		return f, sim.Config{}, usageError{fmt.Errorf("want one scenario (%s), got %d arguments", strings.Join(sim.Scenarios, ", "), len(positional))}
+		return f, simulation{}, usageError{fmt.Errorf("want one scenario (%s), got %d arguments", strings.Join(slices.Concat(sim.Scenarios, sim.SharedScenarios), ", "), len(positional))}
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	name := positional[0]
+	shared := slices.Contains(sim.SharedScenarios, name)
+	notHere := algorithmsOnly
+	if !shared {
+		notHere = sharedOnly
+	}
+	for _, fl := range notHere {
+		if set[fl] {
+			return f, simulation{}, usageError{fmt.Errorf("--%s does not apply to the %s scenario", fl, name)}
+		}
+	}
+	if shared {
+		s, err := parseShared(name, f, set)
+		return f, s, err
+	}
 
 	algorithms, err := parseAlgorithms(f.algorithms)
 	if err != nil {
-		return f, sim.Config{}, usageError{err}
+		return f, simulation{}, usageError{err}
 	}
-	cfg, err := sim.Scenario(positional[0], func(c *sim.Config) {
+	cfg, err := sim.Scenario(name, func(c *sim.Config) {
 		c.Algorithms = algorithms
 		c.Seed = f.seed
 		if set["rate"] {
@@ -247,10 +311,82 @@ func parseSimulate(args []string, stderr io.Writer) (simulateFlags, sim.Config, 
 		}
 	})
 	if err != nil {
-		return f, sim.Config{}, usageError{err}
+		return f, simulation{}, usageError{err}
 	}
 	if err := cfg.Validate(); err != nil {
-		return f, sim.Config{}, usageError{err}
+		return f, simulation{}, usageError{err}
 	}
-	return f, cfg, nil
+	return f, simulation{name: cfg.Name, run: func(ctx context.Context, opts ...sim.Option) (report, error) {
+		r, err := sim.Run(ctx, cfg, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	}}, nil
+}
+
+// parseShared makes the shared scenario name, changed by the flags set.
+func parseShared(name string, f simulateFlags, set map[string]bool) (simulation, error) {
+	var split []int
+	if set["split"] {
+		for _, w := range strings.Split(f.split, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(w))
+			if err != nil {
+				return simulation{}, usageError{fmt.Errorf("--split: %q is not a whole number", w)}
+			}
+			split = append(split, n)
+		}
+	}
+	if set["instances"] {
+		if name != "shared-roundrobin" || set["split"] {
+			return simulation{}, usageError{errors.New("--instances is for shared-roundrobin; give the weights with --split")}
+		}
+		split = slices.Repeat([]int{1}, max(0, f.instances))
+	}
+	var periods []time.Duration
+	if set["sync-periods"] {
+		for _, p := range strings.Split(f.syncPeriods, ",") {
+			d, err := time.ParseDuration(strings.TrimSpace(p))
+			if err != nil {
+				return simulation{}, usageError{fmt.Errorf("--sync-periods: %w", err)}
+			}
+			periods = append(periods, d)
+		}
+	}
+	cfg, err := sim.SharedScenario(name, func(c *sim.SharedConfig) {
+		if split != nil {
+			c.Split = split
+		}
+		if periods != nil {
+			c.SyncPeriods = periods
+		}
+		if set["rate"] {
+			c.Rate = f.rate
+		}
+		if set["period"] {
+			c.Period = f.period
+		}
+		if set["load"] {
+			c.Load = f.load
+		}
+		if set["duration"] {
+			c.Duration = f.duration
+		}
+		if set["name"] {
+			c.Name = f.name
+		}
+	})
+	if err != nil {
+		return simulation{}, usageError{err}
+	}
+	if err := cfg.Validate(); err != nil {
+		return simulation{}, usageError{err}
+	}
+	return simulation{name: cfg.Name, run: func(ctx context.Context, _ ...sim.Option) (report, error) {
+		r, err := sim.RunShared(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	}}, nil
 }

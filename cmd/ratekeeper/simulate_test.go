@@ -13,11 +13,11 @@ import (
 	"testing"
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
-	"github.com/ratekeeper/ratekeeper/sim"
 )
 
-// simulateDocCharts are the charts docs/algorithms.md shows: `make charts`
-// runs `bin/ratekeeper simulate ARGS --out docs/img` for each.
+// simulateDocCharts are the charts docs/algorithms.md and docs/redis.md
+// show: `make charts` runs `bin/ratekeeper simulate ARGS --out docs/img`
+// for each.
 var simulateDocCharts = []struct {
 	name string
 	args []string
@@ -27,6 +27,8 @@ var simulateDocCharts = []struct {
 	{"boundary", []string{"boundary"}},
 	{"accuracy", []string{"accuracy"}},
 	{"pacing-wait", []string{"custom", "--worker", "wait", "--name", "pacing-wait"}},
+	{"shared-roundrobin", []string{"shared-roundrobin"}},
+	{"shared-skewed", []string{"shared-skewed"}},
 }
 
 // simulate runs the command and returns its stdout, stderr and error.
@@ -78,14 +80,14 @@ func TestSimulateCommittedCharts(t *testing.T) {
 		if !bytes.Contains(makefile, []byte(line)) {
 			t.Errorf("the Makefile's charts target does not run %q", line)
 		}
-		_, cfg, err := parseSimulate(append(c.args, "--out", "docs/img"), io.Discard)
+		_, s, err := parseSimulate(append(c.args, "--out", "docs/img"), io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cfg.Name != c.name {
-			t.Fatalf("simulate %v writes %s.csv, not %s.csv", c.args, cfg.Name, c.name)
+		if s.name != c.name {
+			t.Fatalf("simulate %v writes %s.csv, not %s.csv", c.args, s.name, c.name)
 		}
-		res, err := sim.Run(context.Background(), cfg)
+		res, err := s.run(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,27 +118,31 @@ func TestSimulateCommittedCharts(t *testing.T) {
 
 // The files the command writes are the ones the library writes.
 func TestSimulateWritesFiles(t *testing.T) {
-	dir := t.TempDir()
-	args := []string{"boundary", "--algorithms", "fixed_window,sliding_log"}
-	if _, errOut, err := simulate(t, append(args, "--out", dir)...); err != nil {
-		t.Fatalf("%v\n%s", err, errOut)
-	}
-	_, cfg, err := parseSimulate(args, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := sim.Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for ext, write := range map[string]func(io.Writer) error{".csv": res.WriteCSV, ".svg": res.WriteSVG, ".png": res.WritePNG} {
-		var want bytes.Buffer
-		if err := write(&want); err != nil {
+	for _, args := range [][]string{
+		{"boundary", "--algorithms", "fixed_window,sliding_log"},
+		{"shared-skewed", "--duration", "3s", "--sync-periods", "100ms"},
+	} {
+		dir := t.TempDir()
+		if _, errOut, err := simulate(t, append(args, "--out", dir)...); err != nil {
+			t.Fatalf("%v\n%s", err, errOut)
+		}
+		_, s, err := parseSimulate(args, io.Discard)
+		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := os.ReadFile(filepath.Join(dir, "boundary"+ext))
-		if err != nil || !bytes.Equal(got, want.Bytes()) {
-			t.Errorf("boundary%s: %d bytes written, want %d (%v)", ext, len(got), want.Len(), err)
+		res, err := s.run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ext, write := range map[string]func(io.Writer) error{".csv": res.WriteCSV, ".svg": res.WriteSVG, ".png": res.WritePNG} {
+			var want bytes.Buffer
+			if err := write(&want); err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(filepath.Join(dir, args[0]+ext))
+			if err != nil || !bytes.Equal(got, want.Bytes()) {
+				t.Errorf("%s%s: %d bytes written, want %d (%v)", args[0], ext, len(got), want.Len(), err)
+			}
 		}
 	}
 }
@@ -168,6 +174,31 @@ func TestSimulateCommandLine(t *testing.T) {
 	if !strings.Contains(out, "fixed_window") || !strings.Contains(out, "2000") || strings.Contains(out, "wrote ") {
 		t.Errorf("table:\n%s", out)
 	}
+	// The shared scenarios take their own flags.
+	var shared []struct {
+		Mode                string `json:"mode"`
+		SyncPeriod          string `json:"sync_period"`
+		Offered             int    `json:"offered"`
+		AdmittedPerInstance []int  `json:"admitted_per_instance"`
+		MaxPerWindow        int    `json:"max_per_window"`
+	}
+	out, errOut, err := simulate(t, "shared-roundrobin", "--instances", "4", "--rate", "40", "--period", "500ms", "--load", "2",
+		"--sync-periods", "50ms,1s", "--duration", "2s", "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	if err := json.Unmarshal([]byte(out), &shared); err != nil {
+		t.Fatal(err)
+	}
+	// 80 per 500ms for 2s: 320 requests, dealt to 4 instances.
+	if len(shared) != 5 || shared[0].Mode != "exact" || shared[0].MaxPerWindow != 40 || shared[0].Offered != 320 ||
+		len(shared[0].AdmittedPerInstance) != 4 || shared[2].SyncPeriod != "1s" || shared[3].Mode != "lease" {
+		t.Errorf("shared run: %+v", shared)
+	}
+	out, _, err = simulate(t, "shared-skewed", "--split", "3,1", "--duration", "2s")
+	if err != nil || !strings.Contains(out, "skewed 3:1 (188, 63/s)") || !strings.Contains(out, "lease 1s") {
+		t.Errorf("shared table (%v):\n%s", err, out)
+	}
 	// Accuracy reports the judge's verdicts.
 	s = simulateJSON(t, "accuracy", "--clients", "5", "--duration", "2s", "--seed", "7")
 	for _, x := range s {
@@ -191,6 +222,14 @@ func TestSimulateErrors(t *testing.T) {
 		{[]string{"pacing", "--rate", "-1"}, "rate"},
 		{[]string{"pacing", "--bogus"}, "bogus"},
 		{[]string{"pacing", "--store", "foo://x"}, "unknown scheme"},
+		{[]string{"pacing", "--load", "2"}, "--load does not apply to the pacing scenario"},
+		{[]string{"shared-skewed", "--algorithms", "token_bucket"}, "--algorithms does not apply"},
+		{[]string{"shared-skewed", "--store", "redis://localhost:6379"}, "--store does not apply"},
+		{[]string{"shared-skewed", "--instances", "4"}, "--split"},
+		{[]string{"shared-roundrobin", "--split", "1,x"}, "whole number"},
+		{[]string{"shared-roundrobin", "--sync-periods", "10ms,soon"}, "sync-periods"},
+		{[]string{"shared-roundrobin", "--duration", "1500ms"}, "duration"},
+		{[]string{"shared-roundrobin", "--instances", "0"}, "split"},
 	} {
 		_, _, err := simulate(t, tc.args...)
 		var u usageError

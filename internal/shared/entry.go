@@ -218,20 +218,32 @@ func (s *Store) takeSync(ctx context.Context, e *entry, req ratekeeper.Request) 
 	}
 	now := s.nowFor(req)
 	r := e.decide(now, n)
+	early := false
 	if r.Allowed {
 		e.addPending(now, n)
-		if e.pending() >= max(1, int64(req.Limit.Capacity())/8) {
-			select {
-			case s.kick <- struct{}{}:
-			default:
-			}
-		}
+		early = e.pending() >= max(1, int64(req.Limit.Capacity())/8)
 	}
 	e.touched, e.local = true, true
 	e.lastUse = s.localMicros()
 	e.mu.Unlock()
 	s.locals.Add(1)
+	if early {
+		s.syncSoon()
+	}
 	return algo.Decision(r), nil
+}
+
+// syncSoon asks for a sync before the period ends: the loop's next turn,
+// or without a loop, now.
+func (s *Store) syncSoon() {
+	if s.noLoop {
+		s.flush(false)
+		return
+	}
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
 }
 
 // refundSync takes back, locally and in what is sent next, what d took.

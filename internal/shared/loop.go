@@ -39,8 +39,11 @@ func (s *Store) flush(final bool) {
 	)
 	lnow := s.localMicros()
 	now := s.now()
-	if g := s.given.Load(); g != 0 {
-		now = g
+	// given, when requests carry their own instants, is the instant every
+	// call to the remote runs at, as the decisions' own calls do.
+	given := s.given.Load()
+	if given != 0 {
+		now = given
 	}
 	idle := idlePeriods * s.period.Microseconds()
 	s.each(func(e *entry) bool {
@@ -59,7 +62,7 @@ func (s *Store) flush(final bool) {
 			e.expire(now)
 			if giveBack(e.limit) && len(e.grants) > 0 && (final || lnow-e.lastUse >= s.period.Microseconds()) {
 				for _, g := range e.grants {
-					back = append(back, Item{Key: e.key, Limit: e.limit, N: -g.units, At: g.at})
+					back = append(back, Item{Key: e.key, Limit: e.limit, N: -g.units, At: g.at, Now: given})
 				}
 				e.grants = nil
 			}
@@ -76,7 +79,7 @@ func (s *Store) flush(final bool) {
 	timeout := max(s.period, time.Second)
 	if len(syncs) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		s.syncEntries(ctx, syncs, s.given.Load())
+		s.syncEntries(ctx, syncs, given)
 		cancel()
 	}
 	if len(back) > 0 {

@@ -167,6 +167,9 @@ type Store struct {
 	stale  time.Duration
 	// noDenials turns the denial cache off.
 	noDenials bool
+	// noLoop: no goroutine; the caller calls Flush every period, and an
+	// early sync runs in the decision that asks for it.
+	noLoop bool
 
 	entries sync.Map // entryKey → *entry; read without a lock on every decision
 	nkeys   atomic.Int64
@@ -200,8 +203,15 @@ func WithoutDenialCache() Option { return func(s *Store) { s.noDenials = true } 
 // WithClock reads local time from c (default: the system clock).
 func WithClock(c ratekeeper.Clock) Option { return func(s *Store) { s.clock = c } }
 
+// WithoutLoop starts no goroutine: the caller calls Flush once every
+// period, and a sync asked for early (a key's unsent count past an eighth
+// of its limit) runs within the decision that asks for it. It is how a
+// simulator on a virtual clock drives the store deterministically.
+func WithoutLoop() Option { return func(s *Store) { s.noLoop = true } }
+
 // New returns a Store deciding through remote in mode, syncing every period
-// (DefaultPeriod if zero or less). In Exact mode it runs no loop.
+// (DefaultPeriod if zero or less) from a goroutine of its own, unless
+// WithoutLoop. (In Exact mode the loop only forgets idle keys.)
 func New(remote Remote, mode Mode, period time.Duration, opts ...Option) *Store {
 	if period <= 0 {
 		period = DefaultPeriod
@@ -212,7 +222,9 @@ func New(remote Remote, mode Mode, period time.Duration, opts ...Option) *Store 
 	for _, o := range opts {
 		o(s)
 	}
-	go s.loop()
+	if !s.noLoop {
+		go s.loop()
+	}
 	return s
 }
 
@@ -230,11 +242,22 @@ func (s *Store) Mode() Mode { return s.mode }
 // open: it is the caller's.
 func (s *Store) Close() error {
 	s.once.Do(func() {
+		if s.noLoop {
+			s.flush(true)
+			return
+		}
 		close(s.stop)
 		<-s.done
 	})
 	return nil
 }
+
+// Flush does one sync period's work now, as the loop does every period:
+// in sync mode it sends each touched key's unsent count and reads back its
+// shared state; in lease mode it gives back the quota of keys unused for a
+// period; in every mode it forgets keys idle for long. A Store made
+// WithoutLoop needs its caller to call it.
+func (s *Store) Flush() { s.flush(false) }
 
 // localMicros is the local clock in µs.
 func (s *Store) localMicros() int64 {
