@@ -213,7 +213,8 @@ type SharedResult struct {
 
 // SharedOutcome is what one mode admitted.
 type SharedOutcome struct {
-	Mode       shared.Mode
+	// Mode is "exact", "sync" or "lease".
+	Mode       string
 	SyncPeriod time.Duration // zero for exact
 	// Admitted holds the requests admitted per window, by all instances.
 	Admitted []int
@@ -221,6 +222,8 @@ type SharedOutcome struct {
 	// SyncBound for sync.
 	Bound   float64
 	Summary SharedSummary
+
+	mode shared.Mode
 }
 
 // SharedSummary sums up a SharedOutcome. Its JSON form is part of the
@@ -246,10 +249,10 @@ type SharedSummary struct {
 
 // label names an outcome: "exact", "sync 100ms".
 func (o SharedOutcome) label() string {
-	if o.Mode == shared.Exact {
-		return o.Mode.String()
+	if o.mode == shared.Exact {
+		return o.mode.String()
 	}
-	return o.Mode.String() + " " + o.SyncPeriod.String()
+	return o.mode.String() + " " + o.SyncPeriod.String()
 }
 
 // RunShared simulates c in every mode, one after the other, each on a
@@ -283,7 +286,7 @@ func RunShared(ctx context.Context, c SharedConfig) (*SharedResult, error) {
 
 // runMode runs c's instances in mode m at sync period T.
 func runMode(ctx context.Context, c SharedConfig, m shared.Mode, T time.Duration) (SharedOutcome, error) {
-	o := SharedOutcome{Mode: m, SyncPeriod: T, Bound: float64(c.Rate)}
+	o := SharedOutcome{Mode: m.String(), mode: m, SyncPeriod: T, Bound: float64(c.Rate)}
 	if m == shared.Sync {
 		o.Bound = c.SyncBound(T)
 	}
@@ -416,12 +419,12 @@ func (r *SharedResult) WriteCSV(w io.Writer) error {
 	b.WriteString("t_ms,mode,sync_period_ms,admitted,bound\n")
 	for _, o := range r.Outcomes {
 		T := ""
-		if o.Mode != shared.Exact {
+		if o.mode != shared.Exact {
 			T = strconv.FormatFloat(float64(o.SyncPeriod)/float64(time.Millisecond), 'f', -1, 64)
 		}
 		for i, n := range o.Admitted {
 			ms := float64(time.Duration(i)*r.Config.Period) / float64(time.Millisecond)
-			fmt.Fprintf(b, "%s,%s,%s,%d,%s\n", strconv.FormatFloat(ms, 'f', -1, 64), o.Mode, T, n,
+			fmt.Fprintf(b, "%s,%s,%s,%d,%s\n", strconv.FormatFloat(ms, 'f', -1, 64), o.mode, T, n,
 				strconv.FormatFloat(round(o.Bound, 3), 'f', -1, 64))
 		}
 	}

@@ -46,7 +46,7 @@ func checkSharedBounds(t *testing.T, r *SharedResult) {
 		sum := 0
 		for w, a := range o.Admitted {
 			sum += a
-			switch o.Mode {
+			switch o.mode {
 			case shared.Exact:
 				if a > L || a < min(L, offered) {
 					t.Errorf("%+v: exact admitted %d in window %d, want %d", c, a, w, min(L, offered))
@@ -82,7 +82,7 @@ func TestSharedScenarios(t *testing.T) {
 			checkSharedBounds(t, r)
 			var syncMax []int
 			for _, o := range r.Outcomes {
-				if o.Mode == shared.Sync {
+				if o.mode == shared.Sync {
 					syncMax = append(syncMax, o.Summary.MaxPerWindow)
 				}
 				if o.Summary.Offered != int(c.Load*float64(c.Rate))*int(c.Duration/c.Period) {

@@ -132,7 +132,7 @@ func (r *SharedResult) drawPanels(c draw.Canvas) error {
 	for i, m := range []shared.Mode{shared.Exact, shared.Sync, shared.Lease} {
 		var group []SharedOutcome
 		for _, o := range r.Outcomes {
-			if o.Mode == m {
+			if o.mode == m {
 				group = append(group, o)
 			}
 		}
@@ -169,7 +169,7 @@ func (r *SharedResult) drawPanels(c draw.Canvas) error {
 
 // colorOf is an outcome's colour: its sync period's, or exact's.
 func (r *SharedResult) colorOf(o SharedOutcome) color.Color {
-	if i := slices.Index(r.Config.SyncPeriods, o.SyncPeriod); i >= 0 && o.Mode != shared.Exact {
+	if i := slices.Index(r.Config.SyncPeriods, o.SyncPeriod); i >= 0 && o.mode != shared.Exact {
 		return periodColors[i]
 	}
 	return exactColor

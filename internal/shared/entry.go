@@ -451,7 +451,11 @@ func (s *Store) takeLease(ctx context.Context, e *entry, req ratekeeper.Request)
 // under half of what the instance uses in a sync period, so that its
 // callers seldom wait for a lease. e is locked.
 func (s *Store) refillEarly(e *entry, req ratekeeper.Request) {
-	if e.busy != nil {
+	if e.busy != nil || s.noLoop {
+		// Without its loop the engine runs no goroutine of its own, so
+		// that a caller on a virtual clock drives it deterministically: a
+		// lease is taken when the quota runs out, by the request that
+		// needs it.
 		return
 	}
 	want := e.want(s, 1)

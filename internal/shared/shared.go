@@ -237,8 +237,8 @@ func (s *Store) Stats() Stats {
 // Mode is the store's mode.
 func (s *Store) Mode() Mode { return s.mode }
 
-// Close sends what is unsent and gives back unused leases, within ctx's
-// deadline if the remote answers, then stops the loop. The remote stays
+// Close sends what is unsent and gives back unused leases (each call
+// bounded by max(period, 1s)), then stops the loop. The remote stays
 // open: it is the caller's.
 func (s *Store) Close() error {
 	s.once.Do(func() {
