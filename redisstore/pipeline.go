@@ -111,6 +111,11 @@ type batcher struct {
 	// there each call is its own EVALSHA in the pipeline.
 	many *redis.Script
 
+	// calls recycles the calls whose callers took their reply; a call
+	// whose caller gave up is left to the garbage collector, as a flusher
+	// may still hold it.
+	calls sync.Pool
+
 	mu      sync.Mutex
 	closed  bool
 	callers int       // callers in run
@@ -130,10 +135,13 @@ type call struct {
 	done     chan struct{} // receives once reply or err is set (capacity 1)
 }
 
-// calls recycles the calls whose callers took their reply; a call whose
-// caller gave up is left to the garbage collector, as a flusher may still
-// hold it.
-var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+// getCall returns a recycled call or a new one.
+func (b *batcher) getCall() *call {
+	if c, ok := b.calls.Get().(*call); ok {
+		return c
+	}
+	return &call{done: make(chan struct{}, 1)}
+}
 
 // finish hands c its reply.
 func (c *call) finish() { c.done <- struct{}{} }
@@ -218,7 +226,7 @@ func (b *batcher) run(ctx context.Context, j job, deadline time.Time) (string, e
 		b.leave()
 		return reply, err
 	}
-	c := calls.Get().(*call)
+	c := b.getCall()
 	c.job, c.ctx, c.deadline = j, ctx, deadline
 	b.pending = append(b.pending, c)
 	b.dispatch()
@@ -227,7 +235,7 @@ func (b *batcher) run(ctx context.Context, j job, deadline time.Time) (string, e
 	case <-c.done:
 		reply, err := c.reply, c.err
 		*c = call{done: c.done}
-		calls.Put(c)
+		b.calls.Put(c)
 		b.leave()
 		return reply, err
 	case <-ctx.Done():
@@ -247,7 +255,7 @@ func (b *batcher) runAll(ctx context.Context, jobs []job) ([]string, []error, er
 	b.callers += len(jobs)
 	cs := make([]*call, len(jobs))
 	for i := range jobs {
-		c := calls.Get().(*call)
+		c := b.getCall()
 		c.job, c.ctx = jobs[i], ctx
 		cs[i] = c
 		b.pending = append(b.pending, c)
@@ -261,7 +269,7 @@ func (b *batcher) runAll(ctx context.Context, jobs []job) ([]string, []error, er
 		case <-c.done:
 			replies[i], errs[i] = c.reply, c.err
 			*c = call{done: c.done}
-			calls.Put(c)
+			b.calls.Put(c)
 			b.leave()
 		case <-ctx.Done():
 			for range cs[i:] {
