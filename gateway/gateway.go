@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -129,6 +130,10 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 	g.cfg.Store(cfg)
 	store, err := proc.OpenStore(ctx, cfg.Store)
 	if err != nil {
+		return nil, err
+	}
+	if err := proc.SetLimitModes(set.StoreModes()); err != nil {
+		proc.Close()
 		return nil, err
 	}
 	g.mw, err = httplimit.New(store, set, httplimit.WithLogger(g.logger), httplimit.WithMetrics(g.metrics))
@@ -370,6 +375,7 @@ func (g *Gateway) reload() (int, []any, error) {
 		{"client_transport", was.client, now.client},
 		{"store", was.store, now.store},
 		{"paths, client or upstream_timeouts", was.bounds, now.bounds},
+		{"rules' store_mode", was.modes, now.modes},
 	} {
 		if f.was != f.now {
 			g.logger.Warn("config change needs a restart to take effect; keeping the old value", "field", f.name, "old", f.was, "new", f.now)
@@ -395,9 +401,15 @@ func (b bufferPool) Get() []byte    { return b.p.Get().(*[32 << 10]byte)[:] }
 func (b bufferPool) Put(buf []byte) { b.p.Put((*[32 << 10]byte)(buf[:32<<10])) }
 
 // startFields are the fields read at start only.
-type startFields struct{ listen, admin, upstream, transport, client, store, bounds string }
+type startFields struct{ listen, admin, upstream, transport, client, store, bounds, modes string }
 
 func startOnly(c *Config) startFields {
+	var modes []string
+	for _, r := range c.Rules {
+		if r.StoreMode != "" {
+			modes = append(modes, r.Name+"="+r.StoreMode)
+		}
+	}
 	return startFields{c.Listen, c.AdminListen, c.Upstream, c.UpstreamTransport, c.ClientTransport, c.Store.String(),
-		fmt.Sprintf("%+v %+v %+v", c.Paths, c.Client, c.UpstreamTimeouts)}
+		fmt.Sprintf("%+v %+v %+v", c.Paths, c.Client, c.UpstreamTimeouts), strings.Join(modes, " ")}
 }

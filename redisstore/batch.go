@@ -11,7 +11,6 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/algo"
-	"github.com/ratekeeper/ratekeeper/internal/shared"
 )
 
 // Interface guard.
@@ -32,7 +31,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ra
 		d, err := s.Take(ctx, reqs[0])
 		out[0] = d
 		return err == nil && d.Allowed, err
-	case !s.oneSlot(reqs) || s.shared.Mode() != shared.Exact:
+	case !s.oneSlot(reqs) || s.decidesAny(reqs):
 		// Locally decided requests are taken one by one and refunded
 		// locally, which is exact.
 		return ratekeeper.TakeAll(ctx, single{s}, reqs, out)
@@ -147,4 +146,15 @@ func decision(req ratekeeper.Request, v string) ratekeeper.Decision {
 		Delay:      int64(float(v, 4)),
 		At:         int64(float(v, 5)),
 	})
+}
+
+// decidesAny reports whether the shared engine decides any of reqs
+// locally.
+func (s *Store) decidesAny(reqs []ratekeeper.Request) bool {
+	for _, req := range reqs {
+		if s.shared.Decides(req) {
+			return true
+		}
+	}
+	return false
 }

@@ -298,7 +298,7 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 // TakeBy's bound is that read timeout. The failsafe store, which the
 // gateway and the decision service use, bounds every call it makes.
 func (s *Store) TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
-	if s.shared.Mode() != shared.Exact {
+	if s.shared.Decides(req) {
 		if !deadline.IsZero() {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadline(ctx, deadline)

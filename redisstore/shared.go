@@ -64,6 +64,23 @@ func WithDenialCache(on bool) Option {
 	return optionFunc(func(c *config) { c.noDenialCache = !on })
 }
 
+// SetLimitModes decides each limit in m in its own mode instead of the
+// store's (WithMode): a global limit in Lease, say, beside per-client
+// limits in Exact. A key keeps the mode it was first decided in until it
+// has been idle for ten sync periods.
+func (s *Store) SetLimitModes(m map[ratekeeper.Limit]Mode) error {
+	modes := make(map[ratekeeper.Limit]shared.Mode, len(m))
+	for l, mode := range m {
+		sm, err := shared.ParseMode(string(mode))
+		if err != nil {
+			return fmt.Errorf("redisstore: limit %s: mode %q %w", l, mode, err)
+		}
+		modes[l] = sm
+	}
+	s.shared.SetLimitModes(modes)
+	return nil
+}
+
 // SharedStats are the counters of a store's local decisions.
 type SharedStats struct {
 	// Syncs and SyncErrors count the calls that sent counts (sync mode).

@@ -64,6 +64,7 @@ func (c *Config) build() (*Set, []*Error) {
 	s.deny = parse("access.deny", c.Access.Deny)
 
 	names := map[string]int{}
+	storeModes := map[ratekeeper.Limit]struct{ rule, mode string }{}
 	for i := range c.Rules {
 		rc := c.Rules[i]
 		at := fmt.Sprintf("rules[%d]", i)
@@ -107,6 +108,21 @@ func (c *Config) build() (*Set, []*Error) {
 			fail(at+".max_delay", "only queue mode waits; set mode: queue or remove max_delay")
 		}
 		rl.MaxDelay = time.Duration(rc.MaxDelay)
+		switch rc.StoreMode {
+		case "", "exact", "sync", "lease":
+			rl.StoreMode = rc.StoreMode
+			// The store tells limits apart by their value: two rules with
+			// the same limit are decided in one mode.
+			if rc.StoreMode != "" {
+				if other, ok := storeModes[l]; ok && other.mode != rc.StoreMode {
+					fail(at+".store_mode", "%q, but rule %q has the same limit with store_mode %q: give the two the same mode", rc.StoreMode, other.rule, other.mode)
+				} else if !ok {
+					storeModes[l] = struct{ rule, mode string }{rc.Name, rc.StoreMode}
+				}
+			}
+		default:
+			fail(at+".store_mode", "%q is not exact, sync or lease", rc.StoreMode)
+		}
 
 		var missing Missing
 		switch rc.OnMissingKey {

@@ -77,6 +77,10 @@ type RuleConfig struct {
 	// MaxDelay bounds a queued request's wait (queue mode only); zero
 	// leaves only the bucket's burst as the bound.
 	MaxDelay Duration `yaml:"max_delay"`
+	// StoreMode overrides the shared store's mode for this rule's limit:
+	// "exact", "sync" or "lease" (empty: the store's own). It matters
+	// only on a Redis store, and is read at start.
+	StoreMode string `yaml:"store_mode"`
 }
 
 // MatchConfig selects requests. All given conditions must hold.

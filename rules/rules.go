@@ -97,6 +97,9 @@ type Rule struct {
 	Mode Mode
 	// MaxDelay bounds a queued request's wait (0: the bucket's burst alone).
 	MaxDelay time.Duration
+	// StoreMode is the shared store's mode for this rule's limit, or empty
+	// for the store's own.
+	StoreMode string
 	// Config is the rule as written.
 	Config RuleConfig
 
@@ -371,6 +374,18 @@ func (c *Config) Problems() []*Error {
 
 // ClientIP returns the resolver of client addresses.
 func (s *Set) ClientIP() ClientIP { return s.clientIP }
+
+// StoreModes is the store mode ("exact", "sync" or "lease") each limit
+// asks for through a rule's store_mode; limits without one are missing.
+func (s *Set) StoreModes() map[ratekeeper.Limit]string {
+	m := map[ratekeeper.Limit]string{}
+	for _, r := range s.Rules {
+		if r.StoreMode != "" {
+			m[r.Limit] = r.StoreMode
+		}
+	}
+	return m
+}
 
 // Access says whether ip is denied (403) or exempt (on the allow list).
 func (s *Set) Access(ip netip.Addr) (denied, exempt bool) {

@@ -95,3 +95,50 @@ func TestOpenRedisDown(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // the next poll
 	}
 }
+
+// A store opened in exact mode decides a limit given lease mode locally,
+// the others in Redis, and the metrics count both.
+func TestSetLimitModes(t *testing.T) {
+	in := redistest.Start(t)
+	s, closer, err := Open(context.Background(), Config{URL: in.URL(), Timeout: time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	global := ratekeeper.Limit{Algorithm: ratekeeper.TokenBucket, Rate: 1000, Period: time.Second}
+	perClient := ratekeeper.Limit{Algorithm: ratekeeper.TokenBucket, Rate: 5, Period: time.Second}
+	if err := SetLimitModes(s, map[ratekeeper.Limit]string{global: "lease"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetLimitModes(s, map[ratekeeper.Limit]string{global: "eventual"}); err == nil {
+		t.Error("an unknown mode was accepted")
+	}
+	ctx := context.Background()
+	for range 50 {
+		s.Take(ctx, ratekeeper.Request{Key: "all", Limit: global, N: 1})
+		s.Take(ctx, ratekeeper.Request{Key: "client", Limit: perClient, N: 1})
+	}
+	reg := prometheus.NewRegistry()
+	metrics.New(reg).CollectStoreFallback(s)
+	local := testutil.ToFloat64(collectorOf(t, reg, "ratekeeper_store_local_decisions_total"))
+	if local < 40 || local > 50 {
+		t.Errorf("%v local decisions, want the global limit's (nearly 50) and none of the per-client one's", local)
+	}
+}
+
+// collectorOf gathers reg and returns the named counter as a collector
+// that testutil can read.
+func collectorOf(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: "x"}, func() float64 { return mf.GetMetric()[0].GetCounter().GetValue() })
+		}
+	}
+	t.Fatalf("no %s", name)
+	return nil
+}

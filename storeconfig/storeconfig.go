@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/failsafe"
 	"github.com/ratekeeper/ratekeeper/memstore"
+	"github.com/ratekeeper/ratekeeper/redisstore"
 )
 
 // Defaults for the fields of Config left zero.
@@ -154,6 +156,24 @@ func Open(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.Store,
 		return s, s, nil
 	}
 	return openRedis(ctx, c, logger)
+}
+
+// SetLimitModes gives the limits in modes a mode of their own ("exact",
+// "sync" or "lease") on a Redis store that Open opened; on the memory
+// store, where every decision is local and exact, it does nothing.
+func SetLimitModes(s ratekeeper.Store, modes map[ratekeeper.Limit]string) error {
+	if fs, ok := s.(*failsafe.Store); ok {
+		s = fs.Primary()
+	}
+	rs, ok := s.(*redisstore.Store)
+	if !ok || len(modes) == 0 {
+		return nil
+	}
+	m := make(map[ratekeeper.Limit]redisstore.Mode, len(modes))
+	for l, mode := range modes {
+		m[l] = redisstore.Mode(mode)
+	}
+	return rs.SetLimitModes(m)
 }
 
 // RegisterFlags defines the shared store flags on fs, writing into c:

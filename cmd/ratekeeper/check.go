@@ -81,8 +81,17 @@ func printConfig(w io.Writer, c *gateway.Config, set *rules.Set) {
 	shared := c.Store.WithDefaults()
 	for i, r := range set.Rules {
 		fmt.Fprintf(w, "  %d. %s\n", i+1, r.Describe())
-		if !shared.IsMemory() && shared.Mode != "exact" && !localIn(r) {
-			fmt.Fprintf(w, "     decided in Redis on every request: the %s stays exact in %s mode\n", what(r), shared.Mode)
+		mode := shared.Mode
+		switch {
+		case r.StoreMode != "" && shared.IsMemory():
+			fmt.Fprintf(w, "     store_mode %s has no effect: the memory store decides every request exactly\n", r.StoreMode)
+			continue
+		case r.StoreMode != "":
+			mode = r.StoreMode
+			fmt.Fprintf(w, "     store mode %s (the store's: %s)\n", mode, shared.Mode)
+		}
+		if !shared.IsMemory() && mode != "exact" && !localIn(r) {
+			fmt.Fprintf(w, "     decided in Redis on every request: the %s stays exact in %s mode\n", what(r), mode)
 		}
 	}
 }

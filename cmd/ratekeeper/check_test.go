@@ -46,3 +46,35 @@ func TestCheckSharedModes(t *testing.T) {
 		t.Errorf("the error does not name the field and value: %s", errOut.String())
 	}
 }
+
+// A rule's store_mode is shown, checked against the other rules with the
+// same limit, and said to do nothing on the memory store.
+func TestCheckRuleStoreMode(t *testing.T) {
+	dir := t.TempDir()
+	run := func(store, rules string) (string, string, error) {
+		path := filepath.Join(dir, "c.yaml")
+		if err := os.WriteFile(path, []byte("upstream: builtin:demo\nstore: "+store+"\nrules:\n"+rules), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out, errOut bytes.Buffer
+		err := runCheck(context.Background(), []string{"--config", path}, &out, &errOut)
+		return out.String(), errOut.String(), err
+	}
+	global := "  - name: global\n    key: [global]\n    store_mode: lease\n    limit: {algorithm: fixed_window, rate: 1000, period: 1s}\n"
+	out, _, err := run("{url: 'redis://127.0.0.1:6379'}", global+
+		"  - name: per-ip\n    limit: {algorithm: fixed_window, rate: 5, period: 1s}\n")
+	if err != nil || !strings.Contains(out, "store mode lease (the store's: exact)") {
+		t.Errorf("check: %v\n%s", err, out)
+	}
+	if out, _, _ := run("{url: 'memory://'}", global); !strings.Contains(out, "store_mode lease has no effect") {
+		t.Errorf("the memory store's check does not say store_mode does nothing:\n%s", out)
+	}
+	_, errOut, err := run("{url: 'redis://127.0.0.1:6379'}", global+
+		"  - name: again\n    key: [ip]\n    store_mode: sync\n    limit: {algorithm: fixed_window, rate: 1000, period: 1s}\n")
+	if err == nil || !strings.Contains(errOut, "rules[1].store_mode") || !strings.Contains(errOut, `rule "global" has the same limit`) {
+		t.Errorf("two modes for one limit: %v\n%s", err, errOut)
+	}
+	if _, errOut, err := run("{url: 'redis://127.0.0.1:6379'}", strings.Replace(global, "lease", "eventual", 1)); err == nil || !strings.Contains(errOut, "store_mode") {
+		t.Errorf("store_mode: eventual: %v\n%s", err, errOut)
+	}
+}

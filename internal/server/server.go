@@ -52,6 +52,7 @@ type Process struct {
 	path      string
 	watcher   *watch.Watcher
 	store     io.Closer
+	raw       ratekeeper.Store // as opened, before instrumentation
 	closeOnce sync.Once
 	mu        sync.Mutex // serialises reloads
 	ready     atomic.Bool
@@ -75,9 +76,15 @@ func (p *Process) OpenStore(ctx context.Context, c storeconfig.Config) (ratekeep
 	if err != nil {
 		return nil, err
 	}
-	p.store = closer
+	p.store, p.raw = closer, store
 	p.Metrics.CollectStoreFallback(store)
 	return p.Metrics.InstrumentStore(store), nil
+}
+
+// SetLimitModes gives the limits in modes a store mode of their own (see
+// storeconfig.SetLimitModes).
+func (p *Process) SetLimitModes(modes map[ratekeeper.Limit]string) error {
+	return storeconfig.SetLimitModes(p.raw, modes)
 }
 
 // Close closes the store, for a server that fails before Run; a second

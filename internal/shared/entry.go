@@ -14,6 +14,7 @@ type entry struct {
 	key   string
 	mu    sync.Mutex
 	dead  bool // dropped from the store: takers start a new entry
+	mode  Mode // how the key is decided, fixed when the entry is made
 	limit ratekeeper.Limit
 	p     algo.Limit
 	local bool // decisions were made locally

@@ -52,7 +52,7 @@ func (s *Store) flush(final bool) {
 		if e.busy != nil {
 			return false
 		}
-		switch s.mode {
+		switch e.mode {
 		case Sync:
 			if len(e.pend) > 0 || e.touched {
 				syncs = append(syncs, e)

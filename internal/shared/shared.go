@@ -178,6 +178,8 @@ type Store struct {
 	// given is the last instant a request carried (a Limiter on a fake
 	// clock): the loop's syncs then run at it, not at the remote's clock.
 	given atomic.Int64
+	// modes holds the limits decided in a mode other than the store's.
+	modes atomic.Pointer[map[ratekeeper.Limit]Mode]
 
 	kick chan struct{}
 	stop chan struct{}
@@ -236,6 +238,36 @@ func (s *Store) Stats() Stats {
 
 // Mode is the store's mode.
 func (s *Store) Mode() Mode { return s.mode }
+
+// SetLimitModes decides the limits in m in their own mode rather than the
+// store's. A key keeps the mode it was first decided in while its entry
+// lives (until it has been idle for ten periods), so a change applies to
+// keys as they go idle; the commands read rules' store modes at start.
+func (s *Store) SetLimitModes(m map[ratekeeper.Limit]Mode) {
+	c := make(map[ratekeeper.Limit]Mode, len(m))
+	for l, mode := range m {
+		c[l] = mode
+	}
+	s.modes.Store(&c)
+}
+
+// Decides reports whether the store decides req locally (a sync or lease
+// mode and an algorithm those modes decide), rather than asking the
+// remote through the denial cache.
+func (s *Store) Decides(req ratekeeper.Request) bool {
+	mode := s.modeFor(req.Limit)
+	return mode != Exact && Local(req.Limit, req.Reserve) && !(mode == Lease && req.N == 0)
+}
+
+// modeFor is the mode limit l is decided in.
+func (s *Store) modeFor(l ratekeeper.Limit) Mode {
+	if m := s.modes.Load(); m != nil {
+		if mode, ok := (*m)[l]; ok {
+			return mode
+		}
+	}
+	return s.mode
+}
 
 // Close sends what is unsent and gives back unused leases (each call
 // bounded by max(period, 1s)), then stops the loop. The remote stays
@@ -297,17 +329,22 @@ var errFull = errors.New("shared store: too many keys held locally")
 // Take decides req: locally when the mode and the limit allow, else by the
 // remote, answering refusals from the denial cache when it can.
 func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
-	if s.mode == Exact || !Local(req.Limit, req.Reserve) || (s.mode == Lease && req.N == 0) {
+	mode := s.modeFor(req.Limit)
+	if mode == Exact || !Local(req.Limit, req.Reserve) || (mode == Lease && req.N == 0) {
 		return s.exact(ctx, req)
 	}
-	e, err := s.locked(req)
+	e, err := s.locked(req, mode)
 	if err != nil {
 		return s.exact(ctx, req)
 	}
-	if s.mode == Sync {
+	switch e.mode {
+	case Sync:
 		return s.takeSync(ctx, e, req)
+	case Lease:
+		return s.takeLease(ctx, e, req)
 	}
-	return s.takeLease(ctx, e, req)
+	e.mu.Unlock() // cannot happen: an exact entry takes the mode it is asked for
+	return s.exact(ctx, req)
 }
 
 // exact asks the remote, through the denial cache.
@@ -341,7 +378,7 @@ func (s *Store) Denied(req ratekeeper.Request, at int64) (ratekeeper.Decision, b
 	if req.Reserve || req.N <= 0 || s.noDenials {
 		return ratekeeper.Decision{}, false
 	}
-	e, _ := s.entry(req, false)
+	e, _ := s.entry(req, false, Exact)
 	if e == nil {
 		return ratekeeper.Decision{}, false
 	}
@@ -362,7 +399,7 @@ func (s *Store) Decided(req ratekeeper.Request, d ratekeeper.Decision, at int64)
 		return
 	}
 	if d.Allowed {
-		if e, _ := s.entry(req, false); e != nil {
+		if e, _ := s.entry(req, false, Exact); e != nil {
 			e.mu.Lock()
 			e.deniedUntil = 0
 			e.mu.Unlock()
@@ -374,7 +411,7 @@ func (s *Store) Decided(req ratekeeper.Request, d ratekeeper.Decision, at int64)
 		// to its latest entry after the clock went back) is not cached.
 		return
 	}
-	if e, _ := s.entry(req, true); e != nil {
+	if e, _ := s.entry(req, true, Exact); e != nil {
 		e.mu.Lock()
 		e.deny(req, d, at)
 		e.mu.Unlock()
@@ -384,13 +421,13 @@ func (s *Store) Decided(req ratekeeper.Request, d ratekeeper.Decision, at int64)
 // Refund gives back what d took: locally for a local decision, else
 // through the remote. Either clears the key's denial cache.
 func (s *Store) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper.Decision) error {
-	e, _ := s.entry(req, false)
+	e, _ := s.entry(req, false, Exact)
 	if e != nil {
 		e.mu.Lock()
 		e.deniedUntil = 0
-		local := e.local && s.mode != Exact && Local(req.Limit, req.Reserve)
+		local := e.local && e.mode != Exact && Local(req.Limit, req.Reserve)
 		if local {
-			switch s.mode {
+			switch e.mode {
 			case Sync:
 				e.refundSync(req, d)
 			case Lease:
@@ -406,7 +443,7 @@ func (s *Store) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper
 }
 
 // entry finds the key's entry, creating it if create and there is room.
-func (s *Store) entry(req ratekeeper.Request, create bool) (*entry, error) {
+func (s *Store) entry(req ratekeeper.Request, create bool, mode Mode) (*entry, error) {
 	k := entryKey{req.Key, req.Limit.Algorithm}
 	if v, ok := s.entries.Load(k); ok {
 		return v.(*entry), nil
@@ -417,7 +454,7 @@ func (s *Store) entry(req ratekeeper.Request, create bool) (*entry, error) {
 	if s.nkeys.Load() >= maxKeys {
 		return nil, errFull
 	}
-	e := &entry{key: req.Key}
+	e := &entry{key: req.Key, mode: mode}
 	e.setLimit(req.Limit)
 	if v, loaded := s.entries.LoadOrStore(k, e); loaded {
 		return v.(*entry), nil
@@ -428,14 +465,17 @@ func (s *Store) entry(req ratekeeper.Request, create bool) (*entry, error) {
 
 // locked returns the key's live entry, locked: one the loop has not
 // dropped meanwhile (what is added to a dropped entry would be lost).
-func (s *Store) locked(req ratekeeper.Request) (*entry, error) {
+func (s *Store) locked(req ratekeeper.Request, mode Mode) (*entry, error) {
 	for {
-		e, err := s.entry(req, true)
+		e, err := s.entry(req, true, mode)
 		if err != nil {
 			return nil, err
 		}
 		e.mu.Lock()
 		if !e.dead {
+			if e.mode != mode && !e.local {
+				e.mode = mode // made by the denial cache, or before a change of mode
+			}
 			return e, nil
 		}
 		e.mu.Unlock()

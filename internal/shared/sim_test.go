@@ -296,3 +296,31 @@ func TestDenialCache(t *testing.T) {
 		}
 	})
 }
+
+// A limit given its own mode is decided in it, the others in the store's.
+func TestLimitModes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := NewModel()
+		s := New(m, Exact, 100*time.Millisecond)
+		defer s.Close()
+		global := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1000, Period: time.Second}
+		perClient := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 5, Period: time.Second}
+		s.SetLimitModes(map[ratekeeper.Limit]Mode{global: Lease})
+		ctx := context.Background()
+		for i := range 100 {
+			if d, err := s.Take(ctx, ratekeeper.Request{Key: "all", Limit: global, N: 1}); err != nil || !d.Allowed {
+				t.Fatalf("global request %d: %+v, %v", i, d, err)
+			}
+		}
+		before := m.Calls()
+		for range 3 {
+			s.Take(ctx, ratekeeper.Request{Key: "client", Limit: perClient, N: 1})
+		}
+		if got := m.Calls() - before; got != 3 {
+			t.Errorf("the per-client limit made %d store calls for 3 requests, want 3 (exact)", got)
+		}
+		if st := s.Stats(); st.Leases == 0 || st.LocalDecisions < 90 {
+			t.Errorf("the global limit was not leased: %+v", st)
+		}
+	})
+}
