@@ -47,18 +47,18 @@ func (st *state) take(k kind, l Limit, now, n int64) Result {
 	var r Result
 	switch k {
 	case meter:
-		// Every metered step also checks the stores' fast path against
-		// Meter, the reference.
+		// Every metered step also checks Apply's way for one request, on
+		// the figures Params precomputes, against the general meter.
 		b, p := st.b, l.prepared()
-		fast := b.Apply(&p, Metered, now, n)
-		st.b, r = st.b.Meter(l, now, n)
-		if fast != r || b != st.b {
-			panic(fmt.Sprintf("Apply(%+v, %d, %d) on %+v = %+v, %+v; Meter says %+v, %+v", l, now, n, st.b, fast, b, r, st.b))
+		r = b.Apply(&p, Metered, now, n)
+		was := st.b
+		if want := st.b.meter(&p, now, n); r != want || b != st.b {
+			panic(fmt.Sprintf("Apply(%+v, Metered, %d, %d) on %+v = %+v, %+v; the general meter says %+v, %+v", l, now, n, was, r, b, want, st.b))
 		}
 	case debt:
-		st.b, r = st.b.Debt(l, now, n)
+		r = st.b.Apply(&l, Debited, now, n)
 	case queue:
-		st.b, r = st.b.Queue(l, now, n)
+		r = st.b.Apply(&l, Queued, now, n)
 	case fixed:
 		st.w, r = st.w.Fixed(l, now, n)
 	case sliding:
@@ -80,13 +80,12 @@ func capacity(k kind, l Limit) int64 {
 // jumping exactly by RetryAfter after each refusal: integer arithmetic must
 // admit exactly what the rate allows, to the request.
 func TestNoDriftOverLongRuns(t *testing.T) {
-	l := Limit{Rate: 3, Period: second, Burst: 3} // a token every 333333⅓ µs
+	l := Limit{Rate: 3, Period: second, Burst: 3}.prepared() // a token every 333333⅓ µs
 	var b Bucket
-	var r Result
 	admitted := int64(0)
 	const horizon = 1_000_000 * second
 	for now := int64(0); now <= horizon; {
-		b, r = b.Meter(l, now, 1)
+		r := b.Apply(&l, Metered, now, 1)
 		if r.Allowed {
 			admitted++
 			continue
@@ -293,9 +292,9 @@ func checkBound(t *testing.T, k kind, l Limit, ev []event) {
 	}
 }
 
-// TestApplyMatchesMeter compares the stores' fast path for one metered
-// request with Meter over random limits and states, many of them at the
-// edge of refusal.
+// TestApplyMatchesMeter compares Apply's way to meter one request, on
+// the figures Params precomputes, with the general meter over random limits
+// and states, many of them at the edge of refusal.
 func TestApplyMatchesMeter(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < 200_000; i++ {
@@ -311,11 +310,11 @@ func TestApplyMatchesMeter(t *testing.T) {
 			b.Tail = now + rng.Int64N(1<<40) // a clock that went far back
 		}
 		p := l.prepared()
-		got := b
+		got, want := b, b
 		r := got.Apply(&p, Metered, now, 1)
-		want, wr := b.Meter(l, now, 1)
+		wr := want.meter(&p, now, 1)
 		if r != wr || got != want {
-			t.Fatalf("limit %+v, bucket %+v: Apply gives %+v, %+v; Meter %+v, %+v", l, b, got, r, want, wr)
+			t.Fatalf("limit %+v, bucket %+v: Apply gives %+v, %+v; the general meter %+v, %+v", l, b, got, r, want, wr)
 		}
 	}
 }
