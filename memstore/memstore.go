@@ -567,7 +567,7 @@ func (sh *shard) take(s *Store, h id, k kind, lp *algo.Limit, now, n int64, comm
 				undo.existed, undo.w = true, st
 			}
 		}
-		st, r := st.Fixed(*lp, now, n)
+		st, r := st.Fixed(lp, now, n)
 		if commit && r.Allowed {
 			if w == nil {
 				sh.insert(s, now)
@@ -585,7 +585,7 @@ func (sh *shard) take(s *Store, h id, k kind, lp *algo.Limit, now, n int64, comm
 				undo.existed, undo.e = true, *e
 			}
 		}
-		st, r := st.SlidingWindow(*lp, now, n)
+		st, r := st.SlidingWindow(lp, now, n)
 		if commit && r.Allowed {
 			if e == nil {
 				sh.insert(s, now)
@@ -600,16 +600,16 @@ func (sh *shard) take(s *Store, h id, k kind, lp *algo.Limit, now, n int64, comm
 	e := sh.logs.get(h)
 	if !commit {
 		if e == nil {
-			return new(algo.Log).Check(*lp, now, n)
+			return new(algo.Log).Check(lp, now, n)
 		}
-		return e.g.Check(*lp, now, n)
+		return e.g.Check(lp, now, n)
 	}
 	if e == nil {
 		sh.insert(s, now)
 		e = sh.logs.put(h)
 	}
-	r := e.g.SlidingLog(*lp, now, n)
-	e.idle = e.g.IdleAt(*lp)
+	r := e.g.SlidingLog(lp, now, n)
+	e.idle = e.g.IdleAt(lp)
 	return r
 }
 
@@ -693,20 +693,20 @@ func (s *Store) Refund(_ context.Context, req ratekeeper.Request, d ratekeeper.D
 	case ratekeeper.TokenBucket, ratekeeper.LeakyBucket:
 		if b := sh.buckets.get(h); b != nil {
 			queue := req.Reserve && req.Limit.Algorithm == ratekeeper.LeakyBucket
-			*b = b.Refund(p, n, queue, at+int64(d.Delay/time.Microsecond))
+			*b = b.Refund(&p, n, queue, at+int64(d.Delay/time.Microsecond))
 		}
 	case ratekeeper.FixedWindow:
 		if w := sh.fixed.get(h); w != nil {
-			*w = w.Refund(p, n, at)
+			*w = w.Refund(&p, n, at)
 		}
 	case ratekeeper.SlidingWindow:
 		if e := sh.sliding.get(h); e != nil {
-			e.s = e.s.Refund(p, n, at)
+			e.s = e.s.Refund(&p, n, at)
 		}
 	case ratekeeper.SlidingLog:
 		if e := sh.logs.get(h); e != nil {
 			e.g.Refund(n, at)
-			e.idle = e.g.IdleAt(p)
+			e.idle = e.g.IdleAt(&p)
 		}
 	}
 	return nil

@@ -60,11 +60,11 @@ func (st *state) take(k kind, l Limit, now, n int64) Result {
 	case queue:
 		r = st.b.Apply(&l, Queued, now, n)
 	case fixed:
-		st.w, r = st.w.Fixed(l, now, n)
+		st.w, r = st.w.Fixed(&l, now, n)
 	case sliding:
-		st.s, r = st.s.SlidingWindow(l, now, n)
+		st.s, r = st.s.SlidingWindow(&l, now, n)
 	case slog:
-		r = st.g.SlidingLog(l, now, n)
+		r = st.g.SlidingLog(&l, now, n)
 	}
 	return r
 }
@@ -105,14 +105,14 @@ func TestNoDriftOverLongRuns(t *testing.T) {
 func TestStaggerMovesWindows(t *testing.T) {
 	l := Limit{Rate: 1, Period: 60 * second, Offset: 15 * second}
 	var w Window
-	w, r := w.Fixed(l, 10*second, 1)
+	w, r := w.Fixed(&l, 10*second, 1)
 	if !r.Allowed || r.ResetAfter != 5*second {
 		t.Fatalf("first: %+v, want allowed with reset 5s (window ends at 15s)", r)
 	}
-	if _, r = w.Fixed(l, 15*second-1, 1); r.Allowed || r.RetryAfter != 1 {
+	if _, r = w.Fixed(&l, 15*second-1, 1); r.Allowed || r.RetryAfter != 1 {
 		t.Fatalf("at 15s-1µs: %+v, want refused for 1µs", r)
 	}
-	if _, r = w.Fixed(l, 15*second, 1); !r.Allowed {
+	if _, r = w.Fixed(&l, 15*second, 1); !r.Allowed {
 		t.Fatalf("at 15s: %+v, want allowed (new window)", r)
 	}
 	if Offset("client-a", 60*second) == Offset("client-b", 60*second) {
@@ -262,7 +262,7 @@ func checkBound(t *testing.T, k kind, l Limit, ev []event) {
 					t.Fatalf("%s %+v: %d units proceeded in [%d, %d], faster than the rate", k, l, sum, a.proceed, b.proceed)
 				}
 			case fixed, sliding:
-				if windowEnd(l, a.at) == windowEnd(l, b.at) && sum > l.Rate {
+				if windowEnd(&l, a.at) == windowEnd(&l, b.at) && sum > l.Rate {
 					t.Fatalf("%s %+v: %d admitted in one window (%d..%d, events %+v), at most %d", k, l, sum, a.at, b.at, ev[i:j+1], l.Rate)
 				}
 				if k == sliding && b.at-a.at < l.Period && sum > 2*l.Rate {

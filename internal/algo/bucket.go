@@ -220,7 +220,7 @@ func (b *Bucket) queue(l *Limit, now, n int64) Result {
 // only if no later request queued behind them (slot is the instant, at+delay,
 // the refunded request was to proceed); otherwise the slots stay as a gap, so
 // that the queue never sends two requests in one slot.
-func (b Bucket) Refund(l Limit, n int64, queue bool, slot int64) Bucket {
+func (b Bucket) Refund(l *Limit, n int64, queue bool, slot int64) Bucket {
 	f := b.Frac - n*l.Period
 	back := Bucket{Tail: b.Tail + floorDiv(f, l.Rate)}
 	back.Frac = f - floorDiv(f, l.Rate)*l.Rate
