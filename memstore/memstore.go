@@ -350,11 +350,12 @@ func (b *bound) Take(_ context.Context, req ratekeeper.BoundRequest) (ratekeeper
 	h := s.hash(req.Key)
 	sh := &s.shards[s.shardIndex(h)]
 	sh.mu.Lock()
-	var at time.Time // read under the lock, as in Take
+	var now int64 // read under the lock, as in Take
 	if b.clock != nil {
-		at = b.clock.Now()
+		now = s.now(b.clock.Now())
+	} else {
+		now = s.now(time.Time{})
 	}
-	now := s.now(at)
 	var st *algo.Bucket
 	if k <= kindQueue && n > 0 {
 		st = sh.buckets.get(h)
