@@ -80,22 +80,38 @@ type BatchStore interface {
 	TakeAll(ctx context.Context, reqs []Request, out []Decision) (bool, error)
 }
 
-// Binder is a Store that can bind itself to one limit ahead of time, so that
-// each decision skips what depends only on the limit (converting it,
-// choosing the algorithm) and crosses no Request. New binds the Limiter to
-// its store when the store is a Binder; a store need not be one. A bound
-// store decides exactly as its Take would for the same request.
+// Binder is the interface for store authors whose store decides faster when
+// it knows the limit ahead of time; a store need not implement it. When the
+// store is a Binder, New binds the Limiter to it once, and the Limiter then
+// asks the bound store instead of Store.Take: each decision passes only a
+// key, a cost and whether to reserve, and skips whatever the store does once
+// per limit (the memory store converts the limit and picks the algorithm at
+// Bind). Callers other than a Limiter use Store.Take, so a Binder still
+// decides everything there too.
 type Binder interface {
 	Store
-	// Bind returns the store bound to l, which New has validated.
-	Bind(l Limit) Bound
+	// Bind returns the store bound to l, which New has validated, deciding at
+	// clock's time, or at the store's own when clock is nil.
+	Bind(l Limit, clock Clock) BoundStore
 }
 
-// Bound is a Store bound to one limit (see Binder). Its Take is Store.Take
-// for Request{Key: key, Limit: the bound limit, N: n, Reserve: reserve, Now:
-// now}; implementations are safe for concurrent use.
-type Bound interface {
-	Take(ctx context.Context, key string, n int, reserve bool, now time.Time) (Decision, error)
+// BoundStore is a store bound to one limit l and one clock by Binder.Bind.
+// Take(ctx, r) decides exactly as the store's Take would decide
+// Request{Key: r.Key, Limit: l, N: r.N, Reserve: r.Reserve, Now:
+// clock.Now()} (Now zero when clock is nil); it may read the clock as late as
+// it likes (the memory store reads it under the key's lock). storetest.Run
+// runs every timeline through both. Implementations are safe for concurrent
+// use.
+type BoundStore interface {
+	Take(ctx context.Context, r BoundRequest) (Decision, error)
+}
+
+// BoundRequest is what a Limiter asks a BoundStore: a Request without the
+// limit and the instant, which the bound store holds.
+type BoundRequest struct {
+	Key     string // as Request.Key
+	N       int    // as Request.N
+	Reserve bool   // as Request.Reserve
 }
 
 // TakeAll decides reqs together on s: it reports true only if every request

@@ -30,8 +30,9 @@
 //
 // A Store needs only Take and Refund. It may offer more, which the package
 // uses when present: BatchStore decides several requests all or nothing (the
-// gateway's rules), and Binder lets New bind a Limiter to its store once, so
-// that each decision passes only a key, a cost and a time.
+// gateway's rules), and Binder lets New bind a Limiter to its store once, to
+// its limit and clock, so that each decision passes only a key, a cost and
+// whether to reserve (BoundRequest).
 //
 // The root package holds only this contract and imports nothing outside the
 // standard library; stores, middleware and servers live in subpackages.

@@ -15,7 +15,7 @@ var ErrCost = errors.New("cost out of range")
 // It is safe for concurrent use; its zero value is not usable: call New.
 type Limiter struct {
 	store    Store
-	bound    Bound // store bound to limit when it is a Binder, else nil
+	bound    BoundStore // store bound to limit and clock: every decision goes here
 	limit    Limit
 	capacity int   // limit.Capacity(), computed once
 	clock    Clock // nil: the store's clock
@@ -51,9 +51,31 @@ func New(store Store, limit Limit, opts ...Option) (*Limiter, error) {
 		o.apply(l)
 	}
 	if b, ok := store.(Binder); ok {
-		l.bound = b.Bind(limit)
+		l.bound = b.Bind(limit, l.clock)
+	} else {
+		l.bound = unbound{store, limit, l.clock}
 	}
 	return l, nil
+}
+
+// unbound is a store that is not a Binder bound to a limit and a clock:
+// every decision goes to its Take.
+type unbound struct {
+	store Store
+	limit Limit
+	clock Clock
+}
+
+func (u unbound) Take(ctx context.Context, r BoundRequest) (Decision, error) {
+	return u.store.Take(ctx, Request{Key: r.Key, Limit: u.limit, N: r.N, Reserve: r.Reserve, Now: now(u.clock)})
+}
+
+// now is c's time, or zero (the store's clock) when c is nil.
+func now(c Clock) time.Time {
+	if c == nil {
+		return time.Time{}
+	}
+	return c.Now()
 }
 
 // Limit is the limit l applies.
@@ -64,20 +86,17 @@ func (l *Limiter) costError(n int) error {
 		n, l.limit, l.capacity, ErrCost)
 }
 
-func (l *Limiter) request(key string, n int, reserve bool) (Request, error) {
+// check refuses a cost that can never pass: every call of l starts here.
+func (l *Limiter) check(n int) error {
 	if uint(n) > uint(l.capacity) {
-		return Request{}, l.costError(n)
+		return l.costError(n)
 	}
-	r := Request{Key: key, Limit: l.limit, N: n, Reserve: reserve}
-	if l.clock != nil {
-		r.Now = l.clock.Now()
-	}
-	return r, nil
+	return nil
 }
 
 // Allow is AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
-	return l.AllowN(ctx, key, 1)
+	return l.take(ctx, key, 1, false)
 }
 
 // AllowN decides now whether n requests for key may pass, and takes them if
@@ -85,29 +104,20 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // state without taking anything; n above the limit's capacity is an error
 // wrapping ErrCost.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Decision, error) {
-	if l.bound != nil && l.clock == nil && uint(n) <= uint(l.capacity) {
-		// The common case, one call shorter.
-		return l.bound.Take(ctx, key, n, false, time.Time{})
-	}
 	return l.take(ctx, key, n, false)
 }
 
-// take is AllowN and ReserveN when the shortest path does not apply: a
-// cost to check, an injected clock, or a store not bound.
+// take is every decision of l: AllowN and ReserveN.
 func (l *Limiter) take(ctx context.Context, key string, n int, reserve bool) (Decision, error) {
-	req, err := l.request(key, n, reserve)
-	if err != nil {
+	if err := l.check(n); err != nil {
 		return Decision{}, err
 	}
-	if l.bound != nil {
-		return l.bound.Take(ctx, key, n, reserve, req.Now)
-	}
-	return l.store.Take(ctx, req)
+	return l.bound.Take(ctx, BoundRequest{Key: key, N: n, Reserve: reserve})
 }
 
 // Reserve is ReserveN(ctx, key, 1).
 func (l *Limiter) Reserve(ctx context.Context, key string) (Decision, error) {
-	return l.ReserveN(ctx, key, 1)
+	return l.take(ctx, key, 1, true)
 }
 
 // ReserveN takes a place for n requests now and says in Decision.Delay how
@@ -124,9 +134,6 @@ func (l *Limiter) Reserve(ctx context.Context, key string) (Decision, error) {
 //
 // A caller that does not proceed should give its place back with Cancel.
 func (l *Limiter) ReserveN(ctx context.Context, key string, n int) (Decision, error) {
-	if l.bound != nil && l.clock == nil && uint(n) <= uint(l.capacity) {
-		return l.bound.Take(ctx, key, n, true, time.Time{})
-	}
 	return l.take(ctx, key, n, true)
 }
 
@@ -151,11 +158,10 @@ func (l *Limiter) refund(ctx context.Context, key string, n int, d Decision, res
 	if !d.Allowed || n == 0 {
 		return nil
 	}
-	req, err := l.request(key, n, reserved)
-	if err != nil {
+	if err := l.check(n); err != nil {
 		return err
 	}
-	return l.store.Refund(ctx, req, d)
+	return l.store.Refund(ctx, Request{Key: key, Limit: l.limit, N: n, Reserve: reserved, Now: now(l.clock)}, d)
 }
 
 // Wait is WaitN(ctx, key, 1).

@@ -10,13 +10,16 @@
 // (except the sliding log's entries). Two keys share a state only if both
 // hashes collide: among a million keys, a chance of about 2^-88. A token
 // or leaky bucket takes about 44 bytes per key, a sliding window counter
-// about 55. A decision on an existing key allocates nothing, and a Limiter bound to the store
-// (see ratekeeper.Binder) finds its limit's parameters ready and meters a
-// token or leaky bucket in place. TakeAll decides a batch all or nothing
-// under the locks of every key involved: each request once, undone if
-// another is refused. One janitor goroutine, stopped by
-// Close, sweeps out keys whose state is back to fresh (a full bucket, a
-// window that has passed), so idle clients cost no memory.
+// about 55. A decision on an existing key allocates nothing.
+//
+// Every decision takes one path, however it arrives (Take, a Limiter bound
+// to the store through ratekeeper.Binder, TakeAll): the limit prepared once
+// (converted, its algorithm chosen) and cached, then the key's state decided
+// under its shard's lock by the same code, an existing bucket in place.
+// TakeAll decides a batch all or nothing under the locks of every key
+// involved: each request once, undone if another is refused. One janitor
+// goroutine, stopped by Close, sweeps out keys whose state is back to fresh
+// (a full bucket, a window that has passed), so idle clients cost no memory.
 //
 // The number of keys is capped (DefaultMaxKeys unless WithMaxKeys says
 // otherwise), so that a flood of distinct keys cannot grow memory without

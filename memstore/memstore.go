@@ -307,6 +307,9 @@ func (s *Store) reanchor() {
 
 // Take decides req under its shard's lock.
 func (s *Store) Take(_ context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
+	pl := s.prepare(&req.Limit)
+	var buf algo.Limit
+	lp := pl.params(req.Key, &buf)
 	h := s.hash(req.Key)
 	sh := &s.shards[s.shardIndex(h)]
 	sh.mu.Lock()
@@ -314,88 +317,54 @@ func (s *Store) Take(_ context.Context, req ratekeeper.Request) (ratekeeper.Deci
 	// would otherwise decide at an instant older than the state it finds,
 	// and be refused for a wait that has already passed.
 	now := s.now(req.Now)
-	pl := s.prepare(&req.Limit)
-	var buf algo.Limit
-	r := sh.take(s, h, pl.kind(req.Reserve), pl.params(req.Key, &buf), now, int64(req.N), true, nil)
+	r := sh.take(s, h, pl.kind(req.Reserve), lp, now, int64(req.N), true, nil)
 	sh.mu.Unlock()
 	return algo.Decision(r), nil
 }
 
-// Bind returns the store bound to l: a Limiter's decisions then skip
-// converting the limit.
-func (s *Store) Bind(l ratekeeper.Limit) ratekeeper.Bound {
-	b := bound{s: s, limit: l, p: algo.Params("", l),
-		kinds: [2]kind{kindOf(l.Algorithm, false), kindOf(l.Algorithm, true)}}
-	if b.kinds[0] == kindMeter {
-		return &meterBound{b}
-	}
-	return &b
+// Bind returns the store bound to l and clock, which a Limiter asks instead
+// of Take: it finds the limit prepared rather than looking it up on every
+// call.
+func (s *Store) Bind(l ratekeeper.Limit, clock ratekeeper.Clock) ratekeeper.BoundStore {
+	return &bound{s: s, pl: s.prepare(&l), clock: clock}
 }
 
-// meterBound is a store bound to a token or leaky bucket limit, with a
-// decision on an existing key written out as the shortest path there is.
-type meterBound struct{ bound }
-
-func (b *meterBound) Take(ctx context.Context, key string, n int, reserve bool, at time.Time) (ratekeeper.Decision, error) {
-	if n <= 0 {
-		return b.bound.Take(ctx, key, n, reserve, at)
-	}
-	mode := algo.Metered
-	if reserve {
-		mode = algo.Debited
-		if b.kinds[1] == kindQueue {
-			mode = algo.Queued
-		}
-	}
-	s := b.s
-	k := s.hash(key)
-	sh := &s.shards[s.shardIndex(k)]
-	sh.mu.Lock()
-	now := s.now(at) // under the lock, as in Take
-	var r algo.Result
-	if st := sh.buckets.get(k); st != nil {
-		r = st.Apply(&b.p, mode, now, int64(n))
-	} else {
-		r = sh.takeBucket(s, k, mode, &b.p, now, int64(n), true, nil)
-	}
-	sh.mu.Unlock()
-	return algo.Decision(r), nil
-}
-
-// bound is a Store bound to one limit.
+// bound is the store bound to a prepared limit and a clock (nil: the
+// store's).
 type bound struct {
 	s     *Store
-	limit ratekeeper.Limit
-	p     algo.Limit // the parameters, unless limit.Stagger makes them the key's
-	kinds [2]kind    // for Allow and for Reserve
+	pl    *prepared
+	clock ratekeeper.Clock
 }
 
-func (b *bound) Take(_ context.Context, key string, n int, reserve bool, at time.Time) (ratekeeper.Decision, error) {
-	s := b.s
-	p := &b.p
-	if b.limit.Stagger {
-		kp := algo.Params(key, b.limit)
-		p = &kp
-	}
-	h := s.hash(key)
+// Take decides as Store.Take does under the bound limit and clock, through
+// the same sh.take, with one shortcut inside: a decision that takes from an
+// existing bucket, a Limiter's common case, is applied here in place as
+// sh.take would apply it, one call shorter (8% fewer instructions for a
+// Limiter's Allow on a bucket).
+func (b *bound) Take(_ context.Context, req ratekeeper.BoundRequest) (ratekeeper.Decision, error) {
+	s, pl := b.s, b.pl
+	var buf algo.Limit
+	lp := pl.params(req.Key, &buf)
+	k, n := pl.kind(req.Reserve), int64(req.N)
+	h := s.hash(req.Key)
 	sh := &s.shards[s.shardIndex(h)]
 	sh.mu.Lock()
-	now := s.now(at) // under the lock, as in Take
-	k := b.kinds[0]
-	if reserve {
-		k = b.kinds[1]
+	var now int64 // read under the lock, as in Take
+	if b.clock != nil {
+		now = s.now(b.clock.Now())
+	} else {
+		now = s.now(time.Time{})
 	}
-	commit := n > 0
+	var st *algo.Bucket
+	if k <= kindQueue && n > 0 {
+		st = sh.buckets.get(h)
+	}
 	var r algo.Result
-	switch k { // as sh.take, one call shorter (meterBound has the buckets' Allow)
-	case kindFixed:
-		r = sh.takeFixed(s, h, p, now, int64(n), commit, nil)
-	case kindSliding:
-		r = sh.takeSliding(s, h, p, now, int64(n), commit, nil)
-	case kindLog:
-		r = sh.takeLog(s, h, p, now, int64(n), commit)
-	default:
-		r = sh.take(s, h, k, p, now, int64(n), true, nil)
+	if st != nil {
+		r = st.Apply(lp, algo.Mode(k), now, n)
+	} else {
+		r = sh.take(s, h, k, lp, now, n, true, nil)
 	}
 	sh.mu.Unlock()
 	return algo.Decision(r), nil
@@ -469,7 +438,7 @@ func (s *Store) TakeAll(_ context.Context, reqs []ratekeeper.Request, out []rate
 			sh := &s.shards[s.shardIndex(hs[i])]
 			var buf algo.Limit
 			p := s.prepare(&req.Limit).params(req.Key, &buf)
-			out[i] = algo.Decision(sh.takeLog(s, hs[i], p, at(req), int64(req.N), true))
+			out[i] = algo.Decision(sh.take(s, hs[i], kindLog, p, at(req), int64(req.N), true, nil))
 		}
 	}
 	return true, nil
@@ -536,13 +505,17 @@ func (v *saved) restore(sh *shard) {
 // buckets, which of their decisions.
 type kind uint8
 
+// A bucket's kind is its decision's algo.Mode.
 const (
-	kindMeter   kind = iota // token bucket or leaky bucket, Allow
-	kindDebt                // token bucket, Reserve
-	kindQueue               // leaky bucket, Reserve
-	kindFixed               // fixed window
-	kindSliding             // sliding window counter
-	kindLog                 // sliding log
+	kindMeter = kind(algo.Metered) // token bucket or leaky bucket, Allow
+	kindDebt  = kind(algo.Debited) // token bucket, Reserve
+	kindQueue = kind(algo.Queued)  // leaky bucket, Reserve
+)
+
+const (
+	kindFixed   kind = kindQueue + 1 + iota // fixed window
+	kindSliding                             // sliding window counter
+	kindLog                                 // sliding log
 )
 
 func kindOf(alg ratekeeper.Algorithm, reserve bool) kind {
@@ -566,104 +539,86 @@ func kindOf(alg ratekeeper.Algorithm, reserve bool) kind {
 }
 
 // take decides n for key, as k says, with parameters lp at now, on the
-// shard, which the caller has locked. With commit false it only says what
-// it would decide. undo, if not nil, receives the state the key had. Each
-// kind has its own small function, so that a bound store can call it
-// directly.
+// shard, which the caller has locked: every decision of the store comes
+// here or, for an existing bucket, to the same Apply in bound.Take. With
+// commit false it only says what it would decide. undo, if not nil, receives
+// the state the key had. A refused request leaves the state as it was.
 func (sh *shard) take(s *Store, h id, k kind, lp *algo.Limit, now, n int64, commit bool, undo *saved) algo.Result {
 	commit = commit && n > 0
+	if k <= kindQueue {
+		b := sh.buckets.get(h)
+		if b != nil {
+			if undo != nil {
+				undo.existed, undo.b = true, *b
+			}
+			if commit {
+				return b.Apply(lp, algo.Mode(k), now, n) // in place
+			}
+		}
+		var st algo.Bucket
+		if b != nil {
+			st = *b
+		}
+		r := st.Apply(lp, algo.Mode(k), now, n)
+		if commit && r.Allowed {
+			sh.insert(s, now)
+			*sh.buckets.put(h) = st
+		}
+		return r
+	}
 	switch k {
-	case kindMeter:
-		return sh.takeBucket(s, h, algo.Metered, lp, now, n, commit, undo)
-	case kindDebt:
-		return sh.takeBucket(s, h, algo.Debited, lp, now, n, commit, undo)
-	case kindQueue:
-		return sh.takeBucket(s, h, algo.Queued, lp, now, n, commit, undo)
 	case kindFixed:
-		return sh.takeFixed(s, h, lp, now, n, commit, undo)
+		w := sh.fixed.get(h)
+		var st algo.Window
+		if w != nil {
+			st = *w
+			if undo != nil {
+				undo.existed, undo.w = true, st
+			}
+		}
+		st, r := st.Fixed(lp, now, n)
+		if commit && r.Allowed {
+			if w == nil {
+				sh.insert(s, now)
+				w = sh.fixed.put(h)
+			}
+			*w = st
+		}
+		return r
 	case kindSliding:
-		return sh.takeSliding(s, h, lp, now, n, commit, undo)
-	}
-	return sh.takeLog(s, h, lp, now, n, commit)
-}
-
-func (sh *shard) takeBucket(s *Store, h id, mode algo.Mode, lp *algo.Limit, now, n int64, commit bool, undo *saved) algo.Result {
-	b := sh.buckets.get(h)
-	if undo != nil && b != nil {
-		undo.existed, undo.b = true, *b
-	}
-	if b != nil && commit {
-		// Refused requests leave the state as it was, so the update can
-		// happen in place.
-		return b.Apply(lp, mode, now, n)
-	}
-	var st algo.Bucket
-	if b != nil {
-		st = *b
-	}
-	r := st.Apply(lp, mode, now, n)
-	if commit && r.Allowed {
-		sh.insert(s, now)
-		*sh.buckets.put(h) = st
-	}
-	return r
-}
-
-func (sh *shard) takeFixed(s *Store, h id, lp *algo.Limit, now, n int64, commit bool, undo *saved) algo.Result {
-	w := sh.fixed.get(h)
-	var st algo.Window
-	if w != nil {
-		st = *w
-		if undo != nil {
-			undo.existed, undo.w = true, st
+		e := sh.sliding.get(h)
+		var st algo.Sliding
+		if e != nil {
+			st = e.s
+			if undo != nil {
+				undo.existed, undo.e = true, *e
+			}
 		}
-	}
-	st, r := st.Fixed(*lp, now, n)
-	if commit && r.Allowed {
-		if w == nil {
-			sh.insert(s, now)
-			w = sh.fixed.put(h)
+		st, r := st.SlidingWindow(lp, now, n)
+		if commit && r.Allowed {
+			if e == nil {
+				sh.insert(s, now)
+				e = sh.sliding.put(h)
+			}
+			// Fresh once the estimate is zero: no later decision differs.
+			e.s, e.idle = st, r.At+r.ResetAfter
 		}
-		*w = st
+		return r
 	}
-	return r
-}
-
-func (sh *shard) takeSliding(s *Store, h id, lp *algo.Limit, now, n int64, commit bool, undo *saved) algo.Result {
-	e := sh.sliding.get(h)
-	var st algo.Sliding
-	if e != nil {
-		st = e.s
-		if undo != nil {
-			undo.existed, undo.e = true, *e
-		}
-	}
-	st, r := st.SlidingWindow(*lp, now, n)
-	if commit && r.Allowed {
-		if e == nil {
-			sh.insert(s, now)
-			e = sh.sliding.put(h)
-		}
-		// Fresh once the estimate is zero: no later decision differs.
-		e.s, e.idle = st, r.At+r.ResetAfter
-	}
-	return r
-}
-
-func (sh *shard) takeLog(s *Store, h id, lp *algo.Limit, now, n int64, commit bool) algo.Result {
+	// A sliding log, too large to copy: without commit it is only checked.
 	e := sh.logs.get(h)
 	if !commit {
 		if e == nil {
-			return new(algo.Log).Check(*lp, now, n)
+			return new(algo.Log).Check(lp, now, n)
 		}
-		return e.g.Check(*lp, now, n)
+		return e.g.Check(lp, now, n)
 	}
 	if e == nil {
 		sh.insert(s, now)
 		e = sh.logs.put(h)
 	}
-	r := e.g.SlidingLog(*lp, now, n)
-	e.idle = e.g.IdleAt(*lp)
+	r := e.g.SlidingLog(lp, now, n)
+	e.idle = e.g.IdleAt(lp)
 	return r
 }
 
@@ -747,20 +702,20 @@ func (s *Store) Refund(_ context.Context, req ratekeeper.Request, d ratekeeper.D
 	case ratekeeper.TokenBucket, ratekeeper.LeakyBucket:
 		if b := sh.buckets.get(h); b != nil {
 			queue := req.Reserve && req.Limit.Algorithm == ratekeeper.LeakyBucket
-			*b = b.Refund(p, n, queue, at+int64(d.Delay/time.Microsecond))
+			*b = b.Refund(&p, n, queue, at+int64(d.Delay/time.Microsecond))
 		}
 	case ratekeeper.FixedWindow:
 		if w := sh.fixed.get(h); w != nil {
-			*w = w.Refund(p, n, at)
+			*w = w.Refund(&p, n, at)
 		}
 	case ratekeeper.SlidingWindow:
 		if e := sh.sliding.get(h); e != nil {
-			e.s = e.s.Refund(p, n, at)
+			e.s = e.s.Refund(&p, n, at)
 		}
 	case ratekeeper.SlidingLog:
 		if e := sh.logs.get(h); e != nil {
 			e.g.Refund(n, at)
-			e.idle = e.g.IdleAt(p)
+			e.idle = e.g.IdleAt(&p)
 		}
 	}
 	return nil

@@ -15,7 +15,7 @@ import "math"
 // A request from a window later than now's (a sender whose clock runs
 // ahead) rolls the state to that window, as a decision at that instant
 // would.
-func (w Window) Add(l Limit, now, at, n int64) (Window, bool) {
+func (w Window) Add(l *Limit, now, at, n int64) (Window, bool) {
 	w = w.roll(l, now)
 	end := windowEnd(l, at)
 	switch {
@@ -31,7 +31,7 @@ func (w Window) Add(l Limit, now, at, n int64) (Window, bool) {
 // Add counts n requests admitted at instant at into whichever of the two
 // windows holds at: the current one, or the previous, whose weight still
 // counts.
-func (s Sliding) Add(l Limit, now, at, n int64) (Sliding, bool) {
+func (s Sliding) Add(l *Limit, now, at, n int64) (Sliding, bool) {
 	s = s.roll(l, now)
 	end := windowEnd(l, at)
 	if end > s.End {
@@ -57,8 +57,9 @@ func addCount(c int32, n int64) int32 {
 // than now) on the bucket, past its capacity if need be. Water poured at an
 // earlier instant has drained since as it would have; a negative n takes
 // water out, as Refund does.
-func (b Bucket) Add(l Limit, now, at, n int64) (Bucket, bool) {
-	l = l.prepared()
+func (b Bucket) Add(lim *Limit, now, at, n int64) (Bucket, bool) {
+	p := lim.prepared()
+	l := &p
 	if n == 0 {
 		return b, true
 	}
@@ -71,4 +72,4 @@ func (b Bucket) Add(l Limit, now, at, n int64) (Bucket, bool) {
 
 // WindowEnd is the end of the window holding at: windows are
 // [k·Period+Offset, (k+1)·Period+Offset).
-func WindowEnd(l Limit, at int64) int64 { return windowEnd(l, at) }
+func WindowEnd(l *Limit, at int64) int64 { return windowEnd(l, at) }

@@ -16,6 +16,7 @@ func TestAddRebuildsTheDecidedState(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			l.Offset = rng.Int64N(l.Period)
 		}
+		p := l.prepared()
 		var (
 			w, wa Window
 			s, sa Sliding
@@ -26,24 +27,24 @@ func TestAddRebuildsTheDecidedState(t *testing.T) {
 			now += rng.Int64N(l.Period/l.Rate*2 + 1)
 			n := 1 + rng.Int64N(min(3, l.Rate)) // a cost above the limit is refused before the algorithms
 			var r Result
-			if w, r = w.Fixed(l, now, n); r.Allowed {
+			if w, r = w.Fixed(&l, now, n); r.Allowed {
 				var ok bool
-				if wa, ok = wa.Add(l, now, now, n); !ok {
+				if wa, ok = wa.Add(&l, now, now, n); !ok {
 					t.Fatalf("run %d: Add dropped a request of the current window", run)
 				}
 			}
-			if s, r = s.SlidingWindow(l, now, n); r.Allowed {
-				sa, _ = sa.Add(l, now, now, n)
+			if s, r = s.SlidingWindow(&l, now, n); r.Allowed {
+				sa, _ = sa.Add(&l, now, now, n)
 			}
-			if b, r = b.Meter(l, now, n); r.Allowed {
-				ba, _ = ba.Add(l, now, now, n)
+			if r = b.Apply(&p, Metered, now, n); r.Allowed {
+				ba, _ = ba.Add(&l, now, now, n)
 			}
 			// The states may differ while one is merely unrolled: compare
 			// what each would decide for no request now.
-			if _, x := w.Fixed(l, now, 0); x != func() Result { _, y := wa.Fixed(l, now, 0); return y }() {
+			if _, x := w.Fixed(&l, now, 0); x != func() Result { _, y := wa.Fixed(&l, now, 0); return y }() {
 				t.Fatalf("run %d at %d: fixed window %+v, rebuilt %+v", run, now, w, wa)
 			}
-			if _, x := s.SlidingWindow(l, now, 0); x != func() Result { _, y := sa.SlidingWindow(l, now, 0); return y }() {
+			if _, x := s.SlidingWindow(&l, now, 0); x != func() Result { _, y := sa.SlidingWindow(&l, now, 0); return y }() {
 				t.Fatalf("run %d at %d: sliding window %+v, rebuilt %+v", run, now, s, sa)
 			}
 			if b != ba {
@@ -56,7 +57,7 @@ func TestAddRebuildsTheDecidedState(t *testing.T) {
 // Add counts past the limit, drops what an ended window counted, and
 // takes back a negative count.
 func TestAddEdges(t *testing.T) {
-	l := Limit{Rate: 10, Period: second}
+	l := &Limit{Rate: 10, Period: second}
 	w, ok := Window{}.Add(l, 0, 0, 25)
 	if !ok || w.Count != 25 {
 		t.Fatalf("25 into an empty window: %+v, %v", w, ok)
@@ -81,7 +82,8 @@ func TestAddEdges(t *testing.T) {
 	}
 
 	b, _ := Bucket{}.Add(l, 0, 0, 25)
-	if _, r := b.Meter(l, 0, 0); r.Remaining != 0 {
+	p := l.prepared()
+	if r := b.Apply(&p, Metered, 0, 0); r.Remaining != 0 {
 		t.Errorf("a bucket over capacity reports %d remaining", r.Remaining)
 	}
 	if b2, _ := (Bucket{}).Add(l, 10*second, 0, 5); b2.Tail >= 10*second {

@@ -47,24 +47,24 @@ func (st *state) take(k kind, l Limit, now, n int64) Result {
 	var r Result
 	switch k {
 	case meter:
-		// Every metered step also checks the stores' fast path against
-		// Meter, the reference.
+		// Every metered step also checks Apply's way for one request, on
+		// the figures Params precomputes, against the general meter.
 		b, p := st.b, l.prepared()
-		fast := b.Apply(&p, Metered, now, n)
-		st.b, r = st.b.Meter(l, now, n)
-		if fast != r || b != st.b {
-			panic(fmt.Sprintf("Apply(%+v, %d, %d) on %+v = %+v, %+v; Meter says %+v, %+v", l, now, n, st.b, fast, b, r, st.b))
+		r = b.Apply(&p, Metered, now, n)
+		was := st.b
+		if want := st.b.meter(&p, now, n); r != want || b != st.b {
+			panic(fmt.Sprintf("Apply(%+v, Metered, %d, %d) on %+v = %+v, %+v; the general meter says %+v, %+v", l, now, n, was, r, b, want, st.b))
 		}
 	case debt:
-		st.b, r = st.b.Debt(l, now, n)
+		r = st.b.Apply(&l, Debited, now, n)
 	case queue:
-		st.b, r = st.b.Queue(l, now, n)
+		r = st.b.Apply(&l, Queued, now, n)
 	case fixed:
-		st.w, r = st.w.Fixed(l, now, n)
+		st.w, r = st.w.Fixed(&l, now, n)
 	case sliding:
-		st.s, r = st.s.SlidingWindow(l, now, n)
+		st.s, r = st.s.SlidingWindow(&l, now, n)
 	case slog:
-		r = st.g.SlidingLog(l, now, n)
+		r = st.g.SlidingLog(&l, now, n)
 	}
 	return r
 }
@@ -80,13 +80,12 @@ func capacity(k kind, l Limit) int64 {
 // jumping exactly by RetryAfter after each refusal: integer arithmetic must
 // admit exactly what the rate allows, to the request.
 func TestNoDriftOverLongRuns(t *testing.T) {
-	l := Limit{Rate: 3, Period: second, Burst: 3} // a token every 333333⅓ µs
+	l := Limit{Rate: 3, Period: second, Burst: 3}.prepared() // a token every 333333⅓ µs
 	var b Bucket
-	var r Result
 	admitted := int64(0)
 	const horizon = 1_000_000 * second
 	for now := int64(0); now <= horizon; {
-		b, r = b.Meter(l, now, 1)
+		r := b.Apply(&l, Metered, now, 1)
 		if r.Allowed {
 			admitted++
 			continue
@@ -106,14 +105,14 @@ func TestNoDriftOverLongRuns(t *testing.T) {
 func TestStaggerMovesWindows(t *testing.T) {
 	l := Limit{Rate: 1, Period: 60 * second, Offset: 15 * second}
 	var w Window
-	w, r := w.Fixed(l, 10*second, 1)
+	w, r := w.Fixed(&l, 10*second, 1)
 	if !r.Allowed || r.ResetAfter != 5*second {
 		t.Fatalf("first: %+v, want allowed with reset 5s (window ends at 15s)", r)
 	}
-	if _, r = w.Fixed(l, 15*second-1, 1); r.Allowed || r.RetryAfter != 1 {
+	if _, r = w.Fixed(&l, 15*second-1, 1); r.Allowed || r.RetryAfter != 1 {
 		t.Fatalf("at 15s-1µs: %+v, want refused for 1µs", r)
 	}
-	if _, r = w.Fixed(l, 15*second, 1); !r.Allowed {
+	if _, r = w.Fixed(&l, 15*second, 1); !r.Allowed {
 		t.Fatalf("at 15s: %+v, want allowed (new window)", r)
 	}
 	if Offset("client-a", 60*second) == Offset("client-b", 60*second) {
@@ -263,7 +262,7 @@ func checkBound(t *testing.T, k kind, l Limit, ev []event) {
 					t.Fatalf("%s %+v: %d units proceeded in [%d, %d], faster than the rate", k, l, sum, a.proceed, b.proceed)
 				}
 			case fixed, sliding:
-				if windowEnd(l, a.at) == windowEnd(l, b.at) && sum > l.Rate {
+				if windowEnd(&l, a.at) == windowEnd(&l, b.at) && sum > l.Rate {
 					t.Fatalf("%s %+v: %d admitted in one window (%d..%d, events %+v), at most %d", k, l, sum, a.at, b.at, ev[i:j+1], l.Rate)
 				}
 				if k == sliding && b.at-a.at < l.Period && sum > 2*l.Rate {
@@ -293,9 +292,9 @@ func checkBound(t *testing.T, k kind, l Limit, ev []event) {
 	}
 }
 
-// TestApplyMatchesMeter compares the stores' fast path for one metered
-// request with Meter over random limits and states, many of them at the
-// edge of refusal.
+// TestApplyMatchesMeter compares Apply's way to meter one request, on
+// the figures Params precomputes, with the general meter over random limits
+// and states, many of them at the edge of refusal.
 func TestApplyMatchesMeter(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < 200_000; i++ {
@@ -311,11 +310,11 @@ func TestApplyMatchesMeter(t *testing.T) {
 			b.Tail = now + rng.Int64N(1<<40) // a clock that went far back
 		}
 		p := l.prepared()
-		got := b
+		got, want := b, b
 		r := got.Apply(&p, Metered, now, 1)
-		want, wr := b.Meter(l, now, 1)
+		wr := want.meter(&p, now, 1)
 		if r != wr || got != want {
-			t.Fatalf("limit %+v, bucket %+v: Apply gives %+v, %+v; Meter %+v, %+v", l, b, got, r, want, wr)
+			t.Fatalf("limit %+v, bucket %+v: Apply gives %+v, %+v; the general meter %+v, %+v", l, b, got, r, want, wr)
 		}
 	}
 }

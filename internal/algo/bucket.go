@@ -8,8 +8,9 @@ package algo
 //
 // The zero Bucket is full of tokens and empty of water. 0 <= Frac < Rate.
 //
-// One state serves three decisions: Meter (token bucket Allow, leaky bucket
-// Allow), Debt (token bucket Reserve) and Queue (leaky bucket Reserve).
+// One state serves three decisions, which Apply makes as its Mode says:
+// Metered (token bucket Allow, leaky bucket Allow), Debited (token bucket
+// Reserve) and Queued (leaky bucket Reserve).
 type Bucket struct {
 	Tail int64
 	Frac int64
@@ -18,7 +19,7 @@ type Bucket struct {
 // level is the water in the bucket at now, in ticks of 1/Rate µs (one request
 // is Period ticks). It saturates just above capacity when a clock that went
 // backwards leaves Tail far ahead, so that nothing overflows.
-func (b Bucket) level(l Limit, now int64) int64 {
+func (b Bucket) level(l *Limit, now int64) int64 {
 	if b.Tail < now {
 		return 0
 	}
@@ -52,7 +53,7 @@ func (b Bucket) start(now int64) Bucket {
 }
 
 // add pours n requests' worth of water on top of b.
-func (b Bucket) add(l Limit, n int64) Bucket {
+func (b Bucket) add(l *Limit, n int64) Bucket {
 	f := b.Frac + n*l.Period
 	q := f / l.Rate // one division serves both parts
 	return Bucket{Tail: b.Tail + q, Frac: f - q*l.Rate}
@@ -61,12 +62,12 @@ func (b Bucket) add(l Limit, n int64) Bucket {
 // fits reports how far in the future the tail may lie for n more requests to
 // leave at most room·Period ticks of water: the request fits iff Tail-now is
 // at most the returned gap.
-func (b Bucket) fits(l Limit, n, room int64) int64 {
+func (b Bucket) fits(l *Limit, n, room int64) int64 {
 	return floorDiv((room-n)*l.Period-b.Frac, l.Rate)
 }
 
 // remaining is how many more single requests fit under room·Period ticks.
-func remaining(level int64, l Limit, room int64) int64 {
+func remaining(level int64, l *Limit, room int64) int64 {
 	r := floorDiv(room*l.Period-level, l.Period)
 	return clamp(r, 0, l.Burst)
 }
@@ -81,56 +82,47 @@ func clamp(v, lo, hi int64) int64 {
 	return v
 }
 
-// Meter decides now whether n requests fit in a bucket of capacity Burst that
-// drains (refills) at Rate per Period: the token bucket's Allow and the leaky
-// bucket's meter. n == 0 asks without taking.
-func (b Bucket) Meter(l Limit, now, n int64) (Bucket, Result) {
-	l = l.prepared()
-	r := Result{Limit: l.Burst, At: now}
-	if n == 0 {
-		r.Allowed = true
-		r.Remaining = remaining(b.level(l, now), l, l.Burst)
-		r.ResetAfter = b.untilEmpty(now)
-		return b, r
-	}
-	if q := b.fits(l, n, l.Burst); b.Tail-now > q {
-		r.RetryAfter = b.Tail - now - q
-		r.Remaining = remaining(b.level(l, now), l, l.Burst)
-		r.ResetAfter = b.untilEmpty(now)
-		return b, r
-	}
-	b = b.start(now).add(l, n)
-	r.Allowed = true
-	r.Remaining = remaining(b.level(l, now), l, l.Burst)
-	r.ResetAfter = b.untilEmpty(now)
-	return b, r
-}
-
 // Mode is which of a bucket's three decisions Apply makes.
 type Mode uint8
 
 const (
-	Metered Mode = iota // Meter
-	Debited             // Debt
-	Queued              // Queue
+	// Metered decides now whether n requests fit in a bucket of capacity
+	// Burst that drains (refills) at Rate per Period, and takes them if so:
+	// the token bucket's Allow and the leaky bucket's meter.
+	Metered Mode = iota
+	// Debited takes n tokens now even if the bucket does not hold them yet,
+	// and says in Delay how long until it would have: the token bucket's
+	// Reserve. It never refuses; a waiter bounds it with its deadline.
+	Debited
+	// Queued gives n requests the next free slots of a FIFO queue drained
+	// at Rate per Period, and says in Delay how long to wait for the first
+	// of them: the leaky bucket's Reserve. The request whose slot is now
+	// proceeds at once and is not waiting; it is refused iff more than Burst
+	// requests would be waiting.
+	Queued
 )
 
-// Apply is Meter, Debt or Queue as mode says, with b updated in place: the
-// stores' hot path. Metering one request, the common case, is written out
-// on scalars, with at most one division (when it is allowed); it decides
-// exactly as Meter does, which TestApplyMatchesMeter checks.
+// Apply makes the decision mode says for n requests at now, and changes b
+// in place only if it takes something. n == 0 asks without taking.
+//
+// Metering one request, the stores' common case, is decided right here on
+// scalars, with at most one division (when it is allowed) and none when
+// refused, from the figures Params precomputes; every other decision goes
+// through the bucket's level (meter, debt, queue). The two ways of metering
+// agree exactly: TestApplyMatchesMeter and every fuzzed step check it.
 func (b *Bucket) Apply(l *Limit, mode Mode, now, n int64) Result {
 	if mode != Metered || n != 1 || l.FullGap == 0 {
-		var r Result
+		if l.FullGap == 0 { // built by hand rather than by Params
+			p := l.prepared()
+			l = &p
+		}
 		switch mode {
 		case Debited:
-			*b, r = b.Debt(*l, now, n)
+			return b.debt(l, now, n)
 		case Queued:
-			*b, r = b.Queue(*l, now, n)
-		default:
-			*b, r = b.Meter(*l, now, n)
+			return b.queue(l, now, n)
 		}
-		return r
+		return b.meter(l, now, n)
 	}
 	rate, period, burst := l.Rate, l.Period, l.Burst
 	tail, frac := b.Tail, b.Frac
@@ -171,15 +163,29 @@ func (b *Bucket) Apply(l *Limit, mode Mode, now, n int64) Result {
 	return r
 }
 
-// Debt takes n tokens now even if the bucket does not hold them yet, and says
-// in Delay how long until it would have: the token bucket's Reserve. It never
-// refuses; a waiter bounds it with its deadline.
-func (b Bucket) Debt(l Limit, now, n int64) (Bucket, Result) {
-	l = l.prepared()
-	if n == 0 {
-		return b.Meter(l, now, 0)
+// meter is Apply's Metered for any cost, computed from the bucket's level:
+// the reference its one-request case is checked against. l is prepared.
+func (b *Bucket) meter(l *Limit, now, n int64) Result {
+	r := Result{Allowed: true, Limit: l.Burst, At: now}
+	if n > 0 {
+		if q := b.fits(l, n, l.Burst); b.Tail-now > q {
+			r.Allowed = false
+			r.RetryAfter = b.Tail - now - q
+		} else {
+			*b = b.start(now).add(l, n)
+		}
 	}
-	b = b.start(now).add(l, n)
+	r.Remaining = remaining(b.level(l, now), l, l.Burst)
+	r.ResetAfter = b.untilEmpty(now)
+	return r
+}
+
+// debt is Apply's Debited. l is prepared.
+func (b *Bucket) debt(l *Limit, now, n int64) Result {
+	if n == 0 {
+		return b.meter(l, now, 0)
+	}
+	*b = b.start(now).add(l, n)
 	r := Result{Allowed: true, Limit: l.Burst, At: now}
 	// The request may proceed once the water is back under capacity.
 	if d := b.Tail - now - b.fits(l, 0, l.Burst); d > 0 {
@@ -187,34 +193,26 @@ func (b Bucket) Debt(l Limit, now, n int64) (Bucket, Result) {
 	}
 	r.Remaining = remaining(b.level(l, now), l, l.Burst)
 	r.ResetAfter = b.untilEmpty(now)
-	return b, r
+	return r
 }
 
-// Queue gives n requests the next free slots of a FIFO queue drained at Rate
-// per Period, and says in Delay how long to wait for the first of them: the
-// leaky bucket's Reserve. The request whose slot is now proceeds at once and
-// is not waiting; it is refused iff more than Burst requests would be waiting.
-func (b Bucket) Queue(l Limit, now, n int64) (Bucket, Result) {
-	l = l.prepared()
-	if n == 0 {
-		r := Result{Allowed: true, Limit: l.Burst, At: now}
-		r.Remaining = remaining(b.level(l, now), l, l.Burst+1)
-		r.ResetAfter = b.untilEmpty(now)
-		return b, r
+// queue is Apply's Queued. l is prepared.
+func (b *Bucket) queue(l *Limit, now, n int64) Result {
+	r := Result{Allowed: true, Limit: l.Burst, At: now}
+	if n > 0 {
+		if q := b.fits(l, n, l.Burst+1); b.Tail-now > q {
+			r.Allowed = false
+			r.RetryAfter = b.Tail - now - q
+			r.ResetAfter = b.untilEmpty(now)
+			return r
+		}
+		s := b.start(now)
+		r.Delay = s.untilEmpty(now)
+		*b = s.add(l, n)
 	}
-	r := Result{Limit: l.Burst, At: now}
-	if q := b.fits(l, n, l.Burst+1); b.Tail-now > q {
-		r.RetryAfter = b.Tail - now - q
-		r.ResetAfter = b.untilEmpty(now)
-		return b, r
-	}
-	s := b.start(now)
-	r.Allowed = true
-	r.Delay = s.untilEmpty(now)
-	b = s.add(l, n)
 	r.Remaining = remaining(b.level(l, now), l, l.Burst+1)
 	r.ResetAfter = b.untilEmpty(now)
-	return b, r
+	return r
 }
 
 // Refund gives back n requests taken by an earlier decision. A token (or
@@ -222,7 +220,7 @@ func (b Bucket) Queue(l Limit, now, n int64) (Bucket, Result) {
 // only if no later request queued behind them (slot is the instant, at+delay,
 // the refunded request was to proceed); otherwise the slots stay as a gap, so
 // that the queue never sends two requests in one slot.
-func (b Bucket) Refund(l Limit, n int64, queue bool, slot int64) Bucket {
+func (b Bucket) Refund(l *Limit, n int64, queue bool, slot int64) Bucket {
 	f := b.Frac - n*l.Period
 	back := Bucket{Tail: b.Tail + floorDiv(f, l.Rate)}
 	back.Frac = f - floorDiv(f, l.Rate)*l.Rate

@@ -26,7 +26,7 @@ func (g *Log) Newest() int64 {
 
 // expire drops the entries that have left the window [now-Period, now): an
 // entry stamped exactly now-Period still counts.
-func (g *Log) expire(l Limit, now int64) {
+func (g *Log) expire(l *Limit, now int64) {
 	for g.size > 0 && g.buf[g.head] < now-l.Period {
 		g.head = (g.head + 1) % len(g.buf)
 		g.size--
@@ -68,7 +68,7 @@ func (g *Log) push(capacity int, n int64, t int64) {
 // Only a request that is logged drops expired entries: its stamp then
 // becomes the newest, which later requests are held to, so an entry dropped
 // at t can never be needed by a request stamped before t.
-func (g *Log) SlidingLog(l Limit, now, n int64) Result {
+func (g *Log) SlidingLog(l *Limit, now, n int64) Result {
 	if n > 0 && l.LogRejected {
 		t := max(now, g.Newest())
 		allowed := g.count(l, t)+n <= l.Rate
@@ -85,7 +85,7 @@ func (g *Log) SlidingLog(l Limit, now, n int64) Result {
 }
 
 // count is how many entries lie in the window ending at t.
-func (g *Log) count(l Limit, t int64) int64 {
+func (g *Log) count(l *Limit, t int64) int64 {
 	return int64(g.size - g.firstFrom(t-l.Period))
 }
 
@@ -104,7 +104,7 @@ func (g *Log) firstFrom(cutoff int64) int {
 }
 
 // Check is SlidingLog without changing the log: what it would decide.
-func (g *Log) Check(l Limit, now, n int64) Result {
+func (g *Log) Check(l *Limit, now, n int64) Result {
 	t := max(now, g.Newest())
 	if n > 0 && l.LogRejected {
 		// The penalty entries push out the oldest: decide on a copy (this
@@ -121,7 +121,7 @@ func (g *Log) Check(l Limit, now, n int64) Result {
 
 // result reports a decision at t on the log as it stands plus pending
 // entries about to be stamped t.
-func (g *Log) result(l Limit, now, t, n int64, allowed bool, pending int64) Result {
+func (g *Log) result(l *Limit, now, t, n int64, allowed bool, pending int64) Result {
 	i := g.firstFrom(t - l.Period)
 	count := int64(g.size-i) + pending
 	r := Result{Limit: l.Rate, At: t, Allowed: allowed}
@@ -170,7 +170,7 @@ func (g *Log) Refund(n, at int64) {
 }
 
 // IdleAt is when every entry has left the window.
-func (g *Log) IdleAt(l Limit) int64 {
+func (g *Log) IdleAt(l *Limit) int64 {
 	if g.size == 0 {
 		return 0
 	}

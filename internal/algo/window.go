@@ -2,7 +2,7 @@ package algo
 
 // windowEnd is the end of the window holding now: windows are
 // [k·Period+Offset, (k+1)·Period+Offset).
-func windowEnd(l Limit, now int64) int64 {
+func windowEnd(l *Limit, now int64) int64 {
 	return floorDiv(now-l.Offset, l.Period)*l.Period + l.Offset + l.Period
 }
 
@@ -16,7 +16,7 @@ type Window struct {
 
 // roll moves w to the window holding now. A clock that went back into an
 // earlier window keeps counting in the latest one, so it mints nothing.
-func (w Window) roll(l Limit, now int64) Window {
+func (w Window) roll(l *Limit, now int64) Window {
 	if end := windowEnd(l, now); end > w.End {
 		return Window{End: end}
 	}
@@ -25,7 +25,7 @@ func (w Window) roll(l Limit, now int64) Window {
 
 // Fixed decides n requests against a fixed window counter: they pass iff the
 // window's count plus n is at most Rate. n == 0 asks without taking.
-func (w Window) Fixed(l Limit, now, n int64) (Window, Result) {
+func (w Window) Fixed(l *Limit, now, n int64) (Window, Result) {
 	w = w.roll(l, now)
 	r := Result{Limit: l.Rate, At: now}
 	if w.Count+n <= l.Rate {
@@ -43,7 +43,7 @@ func (w Window) Fixed(l Limit, now, n int64) (Window, Result) {
 
 // Refund gives back n requests counted at instant at, if their window is
 // still the one counting.
-func (w Window) Refund(l Limit, n, at int64) Window {
+func (w Window) Refund(l *Limit, n, at int64) Window {
 	if windowEnd(l, at) == w.End {
 		w.Count = max(0, w.Count-n)
 	}
@@ -61,7 +61,7 @@ type Sliding struct {
 	Cur  int32
 }
 
-func (s Sliding) roll(l Limit, now int64) Sliding {
+func (s Sliding) roll(l *Limit, now int64) Sliding {
 	end := windowEnd(l, now)
 	switch {
 	case end <= s.End:
@@ -75,7 +75,7 @@ func (s Sliding) roll(l Limit, now int64) Sliding {
 
 // elapsed is how far into its current window now is; zero if the clock is
 // behind the window, which weighs the previous window fully.
-func (s Sliding) elapsed(l Limit, now int64) int64 {
+func (s Sliding) elapsed(l *Limit, now int64) int64 {
 	return clamp(now-(s.End-l.Period), 0, l.Period-1)
 }
 
@@ -87,7 +87,7 @@ func estimate(prev, cur, e, period int64) int64 {
 // SlidingWindow decides n requests against a sliding window counter: at
 // elapsed fraction f of the current window the estimate is
 // floor(prev·(1-f)) + cur, and n pass iff estimate + n <= Rate.
-func (s Sliding) SlidingWindow(l Limit, now, n int64) (Sliding, Result) {
+func (s Sliding) SlidingWindow(l *Limit, now, n int64) (Sliding, Result) {
 	s = s.roll(l, now)
 	e := s.elapsed(l, now)
 	lag := max(0, s.End-l.Period-now) // a clock behind the window waits for it
@@ -137,7 +137,7 @@ func slidingWait(prev, cur, e, period, a int64) int64 {
 
 // Refund gives back n requests counted at instant at, in whichever of the two
 // windows counted them.
-func (s Sliding) Refund(l Limit, n, at int64) Sliding {
+func (s Sliding) Refund(l *Limit, n, at int64) Sliding {
 	switch windowEnd(l, at) {
 	case s.End:
 		s.Cur = int32(max(0, int64(s.Cur)-n))
@@ -149,7 +149,7 @@ func (s Sliding) Refund(l Limit, n, at int64) Sliding {
 
 // IdleAt is when both counts are zero. The counter behaves as fresh
 // earlier, once its estimate reaches zero (a decision's At + ResetAfter).
-func (s Sliding) IdleAt(l Limit) int64 {
+func (s Sliding) IdleAt(l *Limit) int64 {
 	switch {
 	case s.Cur > 0:
 		return s.End + l.Period

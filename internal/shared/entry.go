@@ -74,27 +74,13 @@ func (e *entry) sameLimit(l ratekeeper.Limit) {
 // decide applies the algorithm to the local state.
 func (e *entry) decide(now, n int64) algo.Result {
 	var r algo.Result
-	switch e.limit.Algorithm {
-	case ratekeeper.FixedWindow:
-		e.state.Window, r = e.state.Window.Fixed(e.p, now, n)
-	case ratekeeper.SlidingWindow:
-		e.state.Sliding, r = e.state.Sliding.SlidingWindow(e.p, now, n)
-	default:
-		e.state.Bucket, r = e.state.Bucket.Meter(e.p, now, n)
-	}
+	e.state, r = Decide(e.state, e.limit, &e.p, now, n)
 	return r
 }
 
 // add counts n admitted at instant at into the local state as of now.
 func (e *entry) add(now, at, n int64) {
-	switch e.limit.Algorithm {
-	case ratekeeper.FixedWindow:
-		e.state.Window, _ = e.state.Window.Add(e.p, now, at, n)
-	case ratekeeper.SlidingWindow:
-		e.state.Sliding, _ = e.state.Sliding.Add(e.p, now, at, n)
-	default:
-		e.state.Bucket, _ = e.state.Bucket.Add(e.p, now, at, n)
-	}
+	e.state, _ = AddTo(e.state, e.limit, &e.p, now, at, n)
 }
 
 // ended reports whether a count admitted at instant at no longer counts at
@@ -103,9 +89,9 @@ func (e *entry) add(now, at, n int64) {
 func (e *entry) ended(now, at int64) bool {
 	switch e.limit.Algorithm {
 	case ratekeeper.FixedWindow:
-		return algo.WindowEnd(e.p, at) < algo.WindowEnd(e.p, now)
+		return algo.WindowEnd(&e.p, at) < algo.WindowEnd(&e.p, now)
 	case ratekeeper.SlidingWindow:
-		return algo.WindowEnd(e.p, at) < algo.WindowEnd(e.p, now)-e.p.Period
+		return algo.WindowEnd(&e.p, at) < algo.WindowEnd(&e.p, now)-e.p.Period
 	}
 	return false
 }
@@ -125,7 +111,7 @@ func (e *entry) addPending(at, n int64) {
 func (e *entry) sameWindow(a, b int64) bool {
 	switch e.limit.Algorithm {
 	case ratekeeper.FixedWindow, ratekeeper.SlidingWindow:
-		return algo.WindowEnd(e.p, a) == algo.WindowEnd(e.p, b)
+		return algo.WindowEnd(&e.p, a) == algo.WindowEnd(&e.p, b)
 	}
 	return true
 }
@@ -252,11 +238,11 @@ func (e *entry) refundSync(req ratekeeper.Request, d ratekeeper.Decision) {
 	at := d.At.UnixMicro()
 	switch e.limit.Algorithm {
 	case ratekeeper.FixedWindow:
-		e.state.Window = e.state.Window.Refund(e.p, int64(req.N), at)
+		e.state.Window = e.state.Window.Refund(&e.p, int64(req.N), at)
 	case ratekeeper.SlidingWindow:
-		e.state.Sliding = e.state.Sliding.Refund(e.p, int64(req.N), at)
+		e.state.Sliding = e.state.Sliding.Refund(&e.p, int64(req.N), at)
 	default:
-		e.state.Bucket = e.state.Bucket.Refund(e.p, int64(req.N), false, 0)
+		e.state.Bucket = e.state.Bucket.Refund(&e.p, int64(req.N), false, 0)
 	}
 	e.addPending(at, -int64(req.N))
 }
@@ -518,16 +504,7 @@ func (e *entry) validUntil(st State) int64 {
 // remainingAfter is what the remote had left after a grant, for the
 // decisions' Remaining.
 func (e *entry) remainingAfter(it Item) int64 {
-	p, st := e.p, it.State
-	var r algo.Result
-	switch e.limit.Algorithm {
-	case ratekeeper.FixedWindow:
-		_, r = st.Window.Fixed(p, it.Now, 0)
-	case ratekeeper.SlidingWindow:
-		_, r = st.Sliding.SlidingWindow(p, it.Now, 0)
-	default:
-		_, r = st.Bucket.Meter(p, it.Now, 0)
-	}
+	_, r := Decide(it.State, e.limit, &e.p, it.Now, 0)
 	return r.Remaining
 }
 

@@ -73,7 +73,7 @@ func modelNow(given int64) int64 {
 }
 
 // Decide applies a decision of n at now to st: the algorithms' Allow.
-func Decide(st State, l ratekeeper.Limit, p algo.Limit, now, n int64) (State, algo.Result) {
+func Decide(st State, l ratekeeper.Limit, p *algo.Limit, now, n int64) (State, algo.Result) {
 	var r algo.Result
 	switch l.Algorithm {
 	case ratekeeper.FixedWindow:
@@ -81,13 +81,13 @@ func Decide(st State, l ratekeeper.Limit, p algo.Limit, now, n int64) (State, al
 	case ratekeeper.SlidingWindow:
 		st.Sliding, r = st.Sliding.SlidingWindow(p, now, n)
 	default:
-		st.Bucket, r = st.Bucket.Meter(p, now, n)
+		r = st.Bucket.Apply(p, algo.Metered, now, n)
 	}
 	return st, r
 }
 
 // AddTo is the remote's Add on one state.
-func AddTo(st State, l ratekeeper.Limit, p algo.Limit, now, at, n int64) (State, bool) {
+func AddTo(st State, l ratekeeper.Limit, p *algo.Limit, now, at, n int64) (State, bool) {
 	var ok bool
 	switch l.Algorithm {
 	case ratekeeper.FixedWindow:
@@ -104,7 +104,7 @@ func AddTo(st State, l ratekeeper.Limit, p algo.Limit, now, at, n int64) (State,
 // most of want, what remains and half of what remains (rounded up) that
 // fit, unless that is fewer than least; then nothing, and how long until
 // least would fit.
-func LeaseFrom(st State, l ratekeeper.Limit, p algo.Limit, now, want, least int64) (State, int64, int64) {
+func LeaseFrom(st State, l ratekeeper.Limit, p *algo.Limit, now, want, least int64) (State, int64, int64) {
 	rolled, peek := Decide(st, l, p, now, 0)
 	rem := peek.Remaining
 	g := min(want, rem, max(least, (rem+1)/2))
@@ -127,7 +127,7 @@ func (m *Model) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 		if !req.Now.IsZero() {
 			given = req.Now.UnixMicro()
 		}
-		st, r = Decide(st, req.Limit, algo.Params(req.Key, req.Limit), modelNow(given), int64(req.N))
+		st, r = Decide(st, req.Limit, params(req.Key, req.Limit), modelNow(given), int64(req.N))
 		m.states[k] = st
 	})
 	if err != nil {
@@ -140,7 +140,7 @@ func (m *Model) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 func (m *Model) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper.Decision) error {
 	return m.call(ctx, func() {
 		k := entryKey{req.Key, req.Limit.Algorithm}
-		p := algo.Params(req.Key, req.Limit)
+		p := params(req.Key, req.Limit)
 		st := m.states[k]
 		at := d.At.UnixMicro()
 		switch req.Limit.Algorithm {
@@ -166,7 +166,7 @@ func (m *Model) Add(ctx context.Context, items []Item) error {
 			if it.N == 0 {
 				at = now // a read
 			}
-			st, ok := AddTo(m.states[k], it.Limit, algo.Params(it.Key, it.Limit), now, at, it.N)
+			st, ok := AddTo(m.states[k], it.Limit, params(it.Key, it.Limit), now, at, it.N)
 			m.states[k] = st
 			it.Now, it.State, it.Dropped = now, st, !ok
 		}
@@ -180,7 +180,7 @@ func (m *Model) Lease(ctx context.Context, items []Item) error {
 			it := &items[i]
 			k := entryKey{it.Key, it.Limit.Algorithm}
 			now := modelNow(it.Now)
-			st, g, retry := LeaseFrom(m.states[k], it.Limit, algo.Params(it.Key, it.Limit), now, it.N, it.Min)
+			st, g, retry := LeaseFrom(m.states[k], it.Limit, params(it.Key, it.Limit), now, it.N, it.Min)
 			m.states[k] = st
 			it.Now, it.State, it.Granted, it.Retry = now, st, g, retry
 		}
@@ -206,7 +206,7 @@ func OverBy(l ratekeeper.Limit, x int, ats []int64) int {
 	default:
 		l.Burst = l.Capacity() + x
 	}
-	p := algo.Params("", l)
+	p := params("", l)
 	var st State
 	for i, at := range ats {
 		var r algo.Result
@@ -230,4 +230,10 @@ func Excess(l ratekeeper.Limit, ats []int64) int {
 		}
 	}
 	return lo
+}
+
+// params is algo.Params by pointer, for the algorithms' methods.
+func params(key string, l ratekeeper.Limit) *algo.Limit {
+	p := algo.Params(key, l)
+	return &p
 }
