@@ -14,28 +14,33 @@ var ErrCost = errors.New("cost out of range")
 // Limiter applies one Limit to many keys, keeping their state in a Store.
 // It is safe for concurrent use; its zero value is not usable: call New.
 type Limiter struct {
+	config
 	store    Store
 	bound    BoundStore // store bound to limit and clock: every decision goes here
 	limit    Limit
-	capacity int   // limit.Capacity(), computed once
-	clock    Clock // nil: the store's clock
+	capacity int // limit.Capacity(), computed once
+}
+
+// config is what the options set.
+type config struct {
+	clock Clock // nil: the store's clock
 }
 
 // Option configures a Limiter.
 type Option interface {
-	apply(*Limiter)
+	apply(*config)
 }
 
-type optionFunc func(*Limiter)
+type optionFunc func(*config)
 
-func (f optionFunc) apply(l *Limiter) { f(l) }
+func (f optionFunc) apply(c *config) { f(c) }
 
 // WithClock makes the Limiter decide at c.Now() instead of at the store's
 // own clock. Tests use it to run timelines on a fake clock; in production the
 // default is better for the Redis store, whose server clock all instances
 // share.
 func WithClock(c Clock) Option {
-	return optionFunc(func(l *Limiter) { l.clock = c })
+	return optionFunc(func(cf *config) { cf.clock = c })
 }
 
 // New returns a Limiter that applies limit to keys kept in store.
@@ -46,10 +51,11 @@ func New(store Store, limit Limit, opts ...Option) (*Limiter, error) {
 	if err := limit.Validate(); err != nil {
 		return nil, fmt.Errorf("ratekeeper: %w", err)
 	}
-	l := &Limiter{store: store, limit: limit, capacity: limit.Capacity()}
+	var c config // every default is the zero value
 	for _, o := range opts {
-		o.apply(l)
+		o.apply(&c)
 	}
+	l := &Limiter{config: c, store: store, limit: limit, capacity: limit.Capacity()}
 	if b, ok := store.(Binder); ok {
 		l.bound = b.Bind(limit, l.clock)
 	} else {
