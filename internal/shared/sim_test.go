@@ -186,12 +186,11 @@ func TestLeaseNeverOverAdmits(t *testing.T) {
 				if out.errors > 0 {
 					t.Errorf("%d errors with the store up, first %v", out.errors, out.firstErr)
 				}
-				demand := 0.0
-				for _, r := range sc.rates {
-					demand += r
-				}
 				if len(out.admitted) == 0 {
 					t.Fatalf("nothing admitted")
+				}
+				if l.Algorithm == ratekeeper.FixedWindow {
+					sc.checkUnderAdmission(t, out)
 				}
 			})
 		}
@@ -323,4 +322,52 @@ func TestLimitModes(t *testing.T) {
 			t.Errorf("the global limit was not leased: %+v", st)
 		}
 	})
+}
+
+// checkUnderAdmission holds lease mode's shortfall to the quota the
+// instances can hold unused: in a window whose demand passed the limit,
+// what was not admitted is at most what each instance leases at once (its
+// use over a sync period, estimated over at least a quarter of one: at
+// most 4·r·T, plus one).
+func (sc scenario) checkUnderAdmission(t *testing.T, out outcome) {
+	t.Helper()
+	p := sc.limit.Period.Microseconds()
+	perWindow := map[int64]int{}
+	for _, a := range out.admitted {
+		perWindow[a.at/p]++
+	}
+	demand := 0.0
+	held := 0.0
+	for _, r := range sc.rates {
+		demand += r
+		held += 4*r*sc.period.Seconds() + 1
+	}
+	if demand*sc.limit.Period.Seconds() < 1.5*float64(sc.limit.Rate) {
+		return // not enough demand to fill every window
+	}
+	first, last := out.admitted[0].at/p, out.admitted[len(out.admitted)-1].at/p
+	for w := first + 1; w < last; w++ { // whole windows only
+		if short := sc.limit.Rate - perWindow[w]; float64(short) > held {
+			t.Errorf("window %d admitted %d of %d with demand %.0f/s: %d short, more than the %.0f the instances can hold", w, perWindow[w], sc.limit.Rate, demand, short, held)
+		}
+	}
+}
+
+// Lease mode, when the store fails, admits from what it holds and then
+// fails (the failure policy decides); it never goes over, before, during
+// or after.
+func TestLeaseWhenTheStoreFails(t *testing.T) {
+	l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1000, Period: time.Minute}
+	sc := scenario{mode: Lease, limit: l, period: 100 * time.Millisecond, latency: time.Millisecond,
+		rates: []float64{50, 30, 20}, duration: 6 * time.Second, downFrom: time.Second, downTo: 4 * time.Second}
+	out := sc.run(t, 1)
+	if out.errors == 0 {
+		t.Error("three seconds without the store and no decision failed")
+	}
+	if a, over := overBy(l, 0, out.admitted); over {
+		t.Errorf("admitted past the limit at %d", a.at)
+	}
+	if got := out.model.State("k", l).Window.Count; got < int64(len(out.admitted)) {
+		t.Errorf("the store counts %d, fewer than the %d admitted", got, len(out.admitted))
+	}
 }
