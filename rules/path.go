@@ -29,7 +29,7 @@ var (
 	ErrEncodedSlash = errors.New("the path has an encoded slash or backslash (%2F, %5C)")
 	ErrBadEscape    = errors.New("the path has a % that starts no escape")
 	ErrNUL          = errors.New("the path has an encoded NUL (%00) or control character")
-	ErrAboveRoot    = errors.New("the path climbs above the root with ..")
+	ErrAboveRoot    = errors.New("the path climbs above the root with a .. segment")
 	ErrDotParams    = errors.New("the path has a dot segment with ;params (..;)")
 	ErrAmbiguous    = errors.New("the path decodes to empty or dot segments")
 )
