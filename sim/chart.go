@@ -120,8 +120,20 @@ func writeFile(name string, write func(io.Writer) error) error {
 // Helvetica for viewers without it.
 func (r *Result) WriteSVG(w io.Writer) error {
 	width, height := r.chartSize()
+	return writeSVG(w, width, height, r.draw)
+}
+
+// WritePNG draws the chart as PNG.
+func (r *Result) WritePNG(w io.Writer) error {
+	width, height := r.chartSize()
+	return writePNG(w, width, height, r.draw)
+}
+
+// writeSVG draws a chart of the given size with drawChart as SVG, naming
+// the fonts (svgFonts).
+func writeSVG(w io.Writer, width, height vg.Length, drawChart func(draw.Canvas) error) error {
 	c := vgsvg.New(width, height)
-	if err := r.draw(draw.New(c)); err != nil {
+	if err := drawChart(draw.New(c)); err != nil {
 		return err
 	}
 	var b bytes.Buffer
@@ -132,11 +144,10 @@ func (r *Result) WriteSVG(w io.Writer) error {
 	return err
 }
 
-// WritePNG draws the chart as PNG.
-func (r *Result) WritePNG(w io.Writer) error {
-	width, height := r.chartSize()
+// writePNG draws a chart of the given size with drawChart as PNG.
+func writePNG(w io.Writer, width, height vg.Length, drawChart func(draw.Canvas) error) error {
 	c := vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(chartDPI), vgimg.UseBackgroundColor(color.White))
-	if err := r.draw(draw.New(c)); err != nil {
+	if err := drawChart(draw.New(c)); err != nil {
 		return err
 	}
 	_, err := vgimg.PngCanvas{Canvas: c}.WriteTo(w)

@@ -12,8 +12,6 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/ratekeeper/ratekeeper/internal/shared"
 )
@@ -54,27 +52,13 @@ func (r *SharedResult) WriteFiles(dir string) error {
 // does.
 func (r *SharedResult) WriteSVG(w io.Writer) error {
 	width, height := r.chartSize()
-	c := vgsvg.New(width, height)
-	if err := r.draw(draw.New(c)); err != nil {
-		return err
-	}
-	var b bytes.Buffer
-	if _, err := c.WriteTo(&b); err != nil {
-		return err
-	}
-	_, err := w.Write(svgFonts(b.Bytes()))
-	return err
+	return writeSVG(w, width, height, r.draw)
 }
 
 // WritePNG draws the chart as PNG.
 func (r *SharedResult) WritePNG(w io.Writer) error {
 	width, height := r.chartSize()
-	c := vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(chartDPI), vgimg.UseBackgroundColor(color.White))
-	if err := r.draw(draw.New(c)); err != nil {
-		return err
-	}
-	_, err := vgimg.PngCanvas{Canvas: c}.WriteTo(w)
-	return err
+	return writePNG(w, width, height, r.draw)
 }
 
 func (r *SharedResult) chartSize() (vg.Length, vg.Length) {
