@@ -221,8 +221,20 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 					t.Fatal("no decisions during the outages")
 				}
 				tt.ok(t, allowed, refused)
-				if st.BreakerOpens < 2 || st.Breaker != failsafe.Closed {
-					t.Errorf("breaker: %+v", st)
+				if st.BreakerOpens < 2 {
+					t.Errorf("breaker opened %d times over two outages: %+v", st.BreakerOpens, st)
+				}
+				// With Redis healthy the breaker closes at its next probe. A
+				// call slowed past the timeout by a loaded machine after
+				// the last recovery may have opened it again meanwhile, so
+				// ask until it closes rather than reading it once.
+				closeBy := time.Now().Add(5 * time.Second)
+				for fs.Stats().Breaker != failsafe.Closed {
+					if time.Now().After(closeBy) {
+						t.Fatalf("the breaker stays open with Redis back: %+v", fs.Stats())
+					}
+					lim.Allow(ctx, "client")
+					time.Sleep(10 * time.Millisecond)
 				}
 
 				fs.Close()

@@ -180,10 +180,22 @@ func (s *Store) takeSync(ctx context.Context, e *entry, req ratekeeper.Request) 
 	n := int64(req.N)
 	fresh := 2 * s.period.Microseconds()
 	e.sameLimit(req.Limit) // e is locked
-	for tried := false; ; tried = true {
+	for tried := false; ; {
 		lnow := s.localMicros()
 		if e.loaded && lnow-e.syncedAt <= fresh {
 			break
+		}
+		if ch := e.busy; ch != nil {
+			// A sync of this key is in flight (the loop's, or another
+			// caller's): its answer is what this decision needs.
+			e.mu.Unlock()
+			if err := wait(ctx, ch); err != nil {
+				return ratekeeper.Decision{}, err
+			}
+			e.mu.Lock()
+			if tried || (e.loaded && s.localMicros()-e.syncedAt <= fresh) {
+				continue
+			}
 		}
 		if tried {
 			if e.loaded && lnow-e.syncedAt <= s.stale.Microseconds() {
@@ -192,15 +204,9 @@ func (s *Store) takeSync(ctx context.Context, e *entry, req ratekeeper.Request) 
 			e.mu.Unlock()
 			return ratekeeper.Decision{}, errStale
 		}
-		if ch := e.busy; ch != nil {
-			e.mu.Unlock()
-			if err := wait(ctx, ch); err != nil {
-				return ratekeeper.Decision{}, err
-			}
-		} else {
-			e.mu.Unlock()
-			s.syncEntries(ctx, []*entry{e}, s.remoteNow(req))
-		}
+		tried = true
+		e.mu.Unlock()
+		s.syncEntries(ctx, []*entry{e}, s.remoteNow(req))
 		e.mu.Lock()
 	}
 	now := s.nowFor(req)
