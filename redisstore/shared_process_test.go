@@ -142,6 +142,21 @@ func TestSharedModesAcrossProcesses(t *testing.T) {
 					t.Fatal("nothing admitted")
 				}
 				excess := shared.Excess(l, all)
+				if l.Algorithm == ratekeeper.FixedWindow {
+					// Each process's own count per window, by the
+					// decisions' instants: what its accounting allows.
+					for pi, r := range results {
+						per := map[int64]int{}
+						for _, at := range r.Admitted {
+							per[at/l.Period.Microseconds()]++
+						}
+						for w, c := range per {
+							if c > l.Rate {
+								t.Logf("process %d admitted %d in window %d", pi, c, w)
+							}
+						}
+					}
+				}
 				switch mode {
 				case Lease:
 					if excess > 0 {

@@ -53,9 +53,11 @@ type entry struct {
 // delta is a count admitted at instant at (remote µs) not yet sent.
 type delta struct{ at, n int64 }
 
-// grant is leased quota: units usable until end (remote µs, exclusive),
-// granted at instant at.
-type grant struct{ units, end, at int64 }
+// grant is leased quota granted at instant at: units usable until end
+// (remote µs, exclusive) for the window counters; for the buckets, no
+// more units than the bucket left by the grant (tail, frac) still holds
+// above the instant of use (usable).
+type grant struct{ units, end, at, tail, frac int64 }
 
 func (e *entry) setLimit(l ratekeeper.Limit) {
 	e.limit = l
@@ -71,10 +73,26 @@ func (e *entry) sameLimit(l ratekeeper.Limit) {
 	}
 }
 
-// decide applies the algorithm to the local state.
+// decide applies the algorithm to the local state. A window counter whose
+// state is in a later window than now (the estimate of the remote's clock
+// stepped back across a window's end when it was learned again) counts the
+// request in that window, and the decision says so: its instant is that
+// window's start.
 func (e *entry) decide(now, n int64) algo.Result {
 	var r algo.Result
 	e.state, r = Decide(e.state, e.limit, &e.p, now, n)
+	var end int64
+	switch e.limit.Algorithm {
+	case ratekeeper.FixedWindow:
+		end = e.state.Window.End
+	case ratekeeper.SlidingWindow:
+		end = e.state.Sliding.End
+	default:
+		return r
+	}
+	if start := end - e.p.Period; start > r.At {
+		r.At = start
+	}
 	return r
 }
 
@@ -213,7 +231,7 @@ func (s *Store) takeSync(ctx context.Context, e *entry, req ratekeeper.Request) 
 	r := e.decide(now, n)
 	early := false
 	if r.Allowed {
-		e.addPending(now, n)
+		e.addPending(r.At, n) // the instant it counts at, which a clock that stepped back moved
 		early = e.pending() >= max(1, int64(req.Limit.Capacity())/8)
 	}
 	e.touched, e.local = true, true
@@ -355,17 +373,18 @@ func (s *Store) takeLease(ctx context.Context, e *entry, req ratekeeper.Request)
 	n := int64(req.N)
 	e.sameLimit(req.Limit) // e is locked
 	for {
-		now := s.nowFor(req)
-		e.expire(now + s.margin())
+		// A request counts no earlier than the quota it uses was granted,
+		// whatever the estimate of the remote's clock says.
+		now := max(s.nowFor(req), e.latestGrant())
+		e.expire(now, s.margin())
 		if d, hit := e.denied(req, s.CacheNow(req)); hit {
 			e.mu.Unlock()
 			s.denials.Add(1)
 			return d, nil
 		}
 		if held := e.held(); held >= n {
-			// A request counts no earlier than the quota it uses was
-			// granted, whatever the estimate of the remote's clock says.
-			at := max(now, e.consume(n))
+			e.consume(n)
+			at := now
 			e.local = true
 			e.useLease(s, n)
 			d := ratekeeper.Decision{Allowed: true, Limit: req.Limit.Capacity(),
@@ -421,22 +440,25 @@ func (s *Store) takeLease(ctx context.Context, e *entry, req ratekeeper.Request)
 			e.mu.Unlock()
 			return d, nil
 		}
-		// The request that asked is admitted at the grant's instant, as the
-		// remote's own decision would be; the rest is held until it ends.
+		// Quota held from before that ended while the lease was asked for
+		// goes; the request is admitted at the grant's instant, as the
+		// remote's own decision would be, if what is held now covers it.
+		e.grants = append(e.grants, e.grantOf(it))
+		e.expire(it.Now, 0)
 		e.remaining = e.remainingAfter(it)
-		if rest := it.Granted - need; rest > 0 {
-			e.grants = append(e.grants, grant{units: rest, end: e.validUntil(it.State), at: it.Now})
+		if held := e.held(); held >= n {
+			e.consume(n)
+			at := it.Now
+			e.local = true
+			e.useLease(s, n)
+			d := ratekeeper.Decision{Allowed: true, Limit: req.Limit.Capacity(),
+				Remaining: int(min(int64(req.Limit.Capacity()), held-n+e.remaining)), At: time.UnixMicro(at)}
+			if k := len(e.grants); k > 0 {
+				d.ResetAfter = time.Duration(e.grants[k-1].end-at) * time.Microsecond
+			}
+			e.mu.Unlock()
+			return d, nil
 		}
-		e.consume(n - need)
-		e.local = true
-		e.useLease(s, n)
-		d := ratekeeper.Decision{Allowed: true, Limit: req.Limit.Capacity(),
-			Remaining: int(min(int64(req.Limit.Capacity()), e.held()+e.remaining)), At: time.UnixMicro(it.Now)}
-		if k := len(e.grants); k > 0 {
-			d.ResetAfter = time.Duration(e.grants[k-1].end-it.Now) * time.Microsecond
-		}
-		e.mu.Unlock()
-		return d, nil
 	}
 }
 
@@ -482,7 +504,7 @@ func (s *Store) refillEarly(e *entry, req ratekeeper.Request) {
 		}
 		s.roundTrip(sent, recv)
 		if it.Granted > 0 {
-			e.grants = append(e.grants, grant{units: it.Granted, end: e.validUntil(it.State), at: it.Now})
+			e.grants = append(e.grants, e.grantOf(it))
 			e.remaining = e.remainingAfter(it)
 		}
 	}()
@@ -514,15 +536,53 @@ func (e *entry) remainingAfter(it Item) int64 {
 	return r.Remaining
 }
 
-// expire drops the grants that end by now.
-func (e *entry) expire(now int64) {
-	k := 0
-	for k < len(e.grants) && e.grants[k].end <= now {
-		k++
+// grantOf is the quota a lease call granted.
+func (e *entry) grantOf(it Item) grant {
+	return grant{units: it.Granted, end: e.validUntil(it.State), at: it.Now, tail: it.State.Bucket.Tail, frac: it.State.Bucket.Frac}
+}
+
+// latestGrant is the instant of the latest grant held, or 0.
+func (e *entry) latestGrant() int64 {
+	if k := len(e.grants); k > 0 {
+		return e.grants[k-1].at
 	}
-	if k > 0 {
-		e.grants = append(e.grants[:0], e.grants[k:]...)
+	return 0
+}
+
+// usable is how many of g's units may be admitted at instant u. A window's
+// quota counts in its window: all of it, until the window ends. A bucket's
+// quota is the water the grant poured: a unit used at u must still be
+// above u's water line, or a request would be admitted where the bucket,
+// had the quota been taken at u, would have refilled and overflowed (one
+// token leased from a full bucket is usable only at once). So at most the
+// post-grant bucket's level at u, in requests.
+func (e *entry) usable(g grant, u int64) int64 {
+	switch e.limit.Algorithm {
+	case ratekeeper.FixedWindow, ratekeeper.SlidingWindow:
+		if u < g.end {
+			return g.units
+		}
+		return 0
 	}
+	level := (g.tail-u)*e.p.Rate + g.frac
+	if level <= 0 {
+		return 0
+	}
+	return min(g.units, level/e.p.Period)
+}
+
+// expire cuts every grant to what is usable at u (margin µs later, for the
+// error of the remote clock's estimate) and drops those left empty: what is
+// not usable now never will be.
+func (e *entry) expire(u, margin int64) {
+	kept := e.grants[:0]
+	for _, g := range e.grants {
+		if g.units = e.usable(g, u+margin); g.units > 0 {
+			kept = append(kept, g)
+		}
+	}
+	clear(e.grants[len(kept):])
+	e.grants = kept
 }
 
 func (e *entry) held() (n int64) {
@@ -532,12 +592,10 @@ func (e *entry) held() (n int64) {
 	return n
 }
 
-// consume takes n units from the grants that expire first, and returns
-// the latest instant at which one of them was granted.
-func (e *entry) consume(n int64) (at int64) {
+// consume takes n units from the grants made first.
+func (e *entry) consume(n int64) {
 	for n > 0 {
 		g := &e.grants[0]
-		at = max(at, g.at)
 		take := min(n, g.units)
 		g.units -= take
 		n -= take
@@ -545,7 +603,6 @@ func (e *entry) consume(n int64) (at int64) {
 			e.grants = e.grants[1:]
 		}
 	}
-	return at
 }
 
 // useLease counts n units used, for the next lease's size.

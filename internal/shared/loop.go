@@ -59,7 +59,7 @@ func (s *Store) flush(final bool) {
 				return false
 			}
 		case Lease:
-			e.expire(now)
+			e.expire(now, 0)
 			if giveBack(e.limit) && len(e.grants) > 0 && (final || lnow-e.lastUse >= s.period.Microseconds()) {
 				for _, g := range e.grants {
 					back = append(back, Item{Key: e.key, Limit: e.limit, N: -g.units, At: g.at, Now: given})
