@@ -515,10 +515,9 @@ func (s *Store) refillEarly(e *entry, req ratekeeper.Request) {
 // estimate's error.
 func (s *Store) margin() int64 { return s.rtt.Load() }
 
-// validUntil is when quota leased from state expires (exclusive): the end
-// of its window, or for a bucket the instant it would be full again, after
-// which quota taken early could add to what the bucket refills
-// (docs/redis.md proves that before it, it cannot).
+// validUntil is when a window's leased quota expires (exclusive): the end
+// of its window. (A bucket's quota is bounded by usable instead; the value
+// here, the instant the bucket is next full, only reports ResetAfter.)
 func (e *entry) validUntil(st State) int64 {
 	switch e.limit.Algorithm {
 	case ratekeeper.FixedWindow:

@@ -95,8 +95,8 @@ func (s *Store) flush(final bool) {
 // giveBack reports whether unused leased quota of limit l is given back:
 // for the window counters, where giving back within the window is exactly
 // as if it had never been taken. A bucket's quota is not: returned late,
-// it could add to what the bucket refilled meanwhile (docs/redis.md); it
-// expires when the bucket would be full again.
+// it could add to what the bucket refilled meanwhile; it drains away as
+// the water it was would (entry.usable).
 func giveBack(l ratekeeper.Limit) bool {
 	return l.Algorithm == ratekeeper.FixedWindow || l.Algorithm == ratekeeper.SlidingWindow
 }
