@@ -74,13 +74,18 @@ func (e *entry) sameLimit(l ratekeeper.Limit) {
 }
 
 // decide applies the algorithm to the local state. A window counter whose
-// state is in a later window than now (the estimate of the remote's clock
-// stepped back across a window's end when it was learned again) counts the
-// request in that window, and the decision says so: its instant is that
-// window's start.
-func (e *entry) decide(now, n int64) algo.Result {
+// state is in a later window than now counts the request in that window.
+// When now is the instance's estimate of the remote's clock (estimated,
+// not a request's own instant), that happens when the estimate stepped
+// back across a window's end as it was learned again, and the decision
+// says where it counted: its instant is that window's start. (With a
+// request's own instant, as the stores do, At stays that instant.)
+func (e *entry) decide(now, n int64, estimated bool) algo.Result {
 	var r algo.Result
 	e.state, r = Decide(e.state, e.limit, &e.p, now, n)
+	if !estimated {
+		return r
+	}
 	var end int64
 	switch e.limit.Algorithm {
 	case ratekeeper.FixedWindow:
@@ -94,6 +99,21 @@ func (e *entry) decide(now, n int64) algo.Result {
 		r.At = start
 	}
 	return r
+}
+
+// countedAt is at, or the start of the state's window if that is later:
+// the instant a request decided at at was counted at.
+func (e *entry) countedAt(at int64) int64 {
+	var end int64
+	switch e.limit.Algorithm {
+	case ratekeeper.FixedWindow:
+		end = e.state.Window.End
+	case ratekeeper.SlidingWindow:
+		end = e.state.Sliding.End
+	default:
+		return at
+	}
+	return max(at, end-e.p.Period)
 }
 
 // add counts n admitted at instant at into the local state as of now.
@@ -228,10 +248,13 @@ func (s *Store) takeSync(ctx context.Context, e *entry, req ratekeeper.Request) 
 		e.mu.Lock()
 	}
 	now := s.nowFor(req)
-	r := e.decide(now, n)
+	r := e.decide(now, n, req.Now.IsZero())
 	early := false
 	if r.Allowed {
-		e.addPending(r.At, n) // the instant it counts at, which a clock that stepped back moved
+		// Sent at an instant of the window it counted in: a state ahead
+		// of now counts it in its own window, which Redis would not if
+		// told now.
+		e.addPending(e.countedAt(r.At), n)
 		early = e.pending() >= max(1, int64(req.Limit.Capacity())/8)
 	}
 	e.touched, e.local = true, true
