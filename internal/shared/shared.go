@@ -375,7 +375,9 @@ func (s *Store) CacheNow(req ratekeeper.Request) int64 {
 // a caller that asks the remote itself when it misses (and then tells
 // Decided).
 func (s *Store) Denied(req ratekeeper.Request, at int64) (ratekeeper.Decision, bool) {
-	if req.Reserve || req.N <= 0 || s.noDenials {
+	if req.Reserve || req.N <= 0 || s.noDenials || s.nkeys.Load() == 0 {
+		// No key is held (in exact mode, none was refused lately): the
+		// common case costs no lookup.
 		return ratekeeper.Decision{}, false
 	}
 	e, _ := s.entry(req, false, Exact)
@@ -399,6 +401,9 @@ func (s *Store) Decided(req ratekeeper.Request, d ratekeeper.Decision, at int64)
 		return
 	}
 	if d.Allowed {
+		if s.nkeys.Load() == 0 {
+			return
+		}
 		if e, _ := s.entry(req, false, Exact); e != nil {
 			e.mu.Lock()
 			e.deniedUntil = 0
