@@ -11,10 +11,13 @@ import (
 
 // entry is what an instance knows of one key. Its fields are guarded by mu.
 type entry struct {
-	key   string
-	mu    sync.Mutex
-	dead  bool // dropped from the store: takers start a new entry
-	mode  Mode // how the key is decided, fixed when the entry is made
+	key  string
+	mu   sync.Mutex
+	dead bool // dropped from the store: takers start a new entry
+	mode Mode // how the key is decided, fixed when the entry is made
+	// given is the last instant a request on the key carried (a Limiter on
+	// a fake clock), 0 if none: the loop's calls for the key run at it.
+	given int64
 	limit ratekeeper.Limit
 	p     algo.Limit
 	local bool // decisions were made locally
@@ -218,6 +221,9 @@ func (s *Store) takeSync(ctx context.Context, e *entry, req ratekeeper.Request) 
 	n := int64(req.N)
 	fresh := 2 * s.period.Microseconds()
 	e.sameLimit(req.Limit) // e is locked
+	if !req.Now.IsZero() {
+		e.given = req.Now.UnixMicro()
+	}
 	for tried := false; ; {
 		lnow := s.localMicros()
 		if e.loaded && lnow-e.syncedAt <= fresh {
@@ -315,6 +321,10 @@ func (s *Store) syncEntries(ctx context.Context, es []*entry, now int64) {
 			continue
 		}
 		p := part{e: e, inflight: e.pend, first: len(items), busy: make(chan struct{})}
+		now := now
+		if now == 0 {
+			now = e.given
+		}
 		e.busy, e.pend, e.touched = p.busy, nil, false
 		if len(p.inflight) == 0 {
 			items = append(items, Item{Key: e.key, Limit: e.limit, Now: now})
@@ -395,6 +405,9 @@ func (s *Store) dropEnded(e *entry) {
 func (s *Store) takeLease(ctx context.Context, e *entry, req ratekeeper.Request) (ratekeeper.Decision, error) {
 	n := int64(req.N)
 	e.sameLimit(req.Limit) // e is locked
+	if !req.Now.IsZero() {
+		e.given = req.Now.UnixMicro()
+	}
 	for {
 		// A request counts no earlier than the quota it uses was granted,
 		// whatever the estimate of the remote's clock says.

@@ -62,7 +62,7 @@ func (s *Store) flush(final bool) {
 			e.expire(now, 0)
 			if giveBack(e.limit) && len(e.grants) > 0 && (final || lnow-e.lastUse >= s.period.Microseconds()) {
 				for _, g := range e.grants {
-					back = append(back, Item{Key: e.key, Limit: e.limit, N: -g.units, At: g.at, Now: given})
+					back = append(back, Item{Key: e.key, Limit: e.limit, N: -g.units, At: g.at, Now: e.given})
 				}
 				e.grants = nil
 			}
@@ -79,7 +79,7 @@ func (s *Store) flush(final bool) {
 	timeout := max(s.period, time.Second)
 	if len(syncs) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		s.syncEntries(ctx, syncs, given)
+		s.syncEntries(ctx, syncs, 0) // each key at its own requests' instant, if they carry one
 		cancel()
 	}
 	if len(back) > 0 {
