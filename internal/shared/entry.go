@@ -86,20 +86,8 @@ func (e *entry) sameLimit(l ratekeeper.Limit) {
 func (e *entry) decide(now, n int64, estimated bool) algo.Result {
 	var r algo.Result
 	e.state, r = Decide(e.state, e.limit, &e.p, now, n)
-	if !estimated {
-		return r
-	}
-	var end int64
-	switch e.limit.Algorithm {
-	case ratekeeper.FixedWindow:
-		end = e.state.Window.End
-	case ratekeeper.SlidingWindow:
-		end = e.state.Sliding.End
-	default:
-		return r
-	}
-	if start := end - e.p.Period; start > r.At {
-		r.At = start
+	if estimated {
+		r.At = e.countedAt(r.At)
 	}
 	return r
 }
