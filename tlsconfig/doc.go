@@ -11,8 +11,8 @@
 // certificate must chain to, a client certificate, the name to verify.
 //
 // The structs carry YAML tags because they are sections of the files;
-// relative paths are resolved against a directory the caller gives (the
-// config file's). Problems lists what is wrong with a section, loading
+// Resolve makes relative paths relative to a config file's directory.
+// Problems lists what is wrong with a section, loading
 // the files, so that a file is refused at start and by `ratekeeper check`
 // for the same reasons, each naming its field.
 package tlsconfig

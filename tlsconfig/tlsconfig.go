@@ -110,16 +110,26 @@ type namedPair struct {
 	Pair
 }
 
-// Problems lists what is wrong with s, reading its files (relative paths
-// are taken from dir): a missing, unreadable or unparsable file, a key
+// Problems lists what is wrong with s, reading its files: a missing, unreadable or unparsable file, a key
 // that is not the certificate's, an unknown version. Nil when s is not
 // Enabled.
-func (s Server) Problems(dir string) []*FieldError {
+func (s Server) Problems() []*FieldError {
 	if !s.Enabled() {
 		return nil
 	}
-	_, errs := s.load(dir)
+	_, errs := s.load()
 	return errs
+}
+
+// Resolve makes s's relative paths relative to dir (a config file's
+// directory), and returns s.
+func (s Server) Resolve(dir string) Server {
+	s.CertFile, s.KeyFile, s.ClientCAFile = resolve(dir, s.CertFile), resolve(dir, s.KeyFile), resolve(dir, s.ClientCAFile)
+	s.Certificates = slices.Clone(s.Certificates)
+	for i, p := range s.Certificates {
+		s.Certificates[i] = Pair{resolve(dir, p.CertFile), resolve(dir, p.KeyFile)}
+	}
+	return s
 }
 
 // Config returns the tls.Config s describes, or the first of its
@@ -128,12 +138,12 @@ func (s Server) Problems(dir string) []*FieldError {
 // if so loads them all again; files that fail to load (a renewal half
 // written) are logged and the previous ones kept. Connections already
 // open are not touched.
-func (s Server) Config(dir string, o Options) (*tls.Config, error) {
+func (s Server) Config(o Options) (*tls.Config, error) {
 	if !s.Enabled() {
 		return nil, errors.New("tls: no certificate configured")
 	}
-	f, err := newFollower(s.files(dir), o, func() (*tls.Config, error) {
-		c, errs := s.load(dir)
+	f, err := newFollower(s.files(), o, func() (*tls.Config, error) {
+		c, errs := s.load()
 		if len(errs) > 0 {
 			return nil, errs[0]
 		}
@@ -152,20 +162,20 @@ func (s Server) Config(dir string, o Options) (*tls.Config, error) {
 	}, nil
 }
 
-// files are the paths s reads, resolved.
-func (s Server) files(dir string) []string {
+// files are the paths s reads.
+func (s Server) files() []string {
 	var out []string
 	for _, p := range s.pairs() {
-		out = append(out, resolve(dir, p.CertFile), resolve(dir, p.KeyFile))
+		out = append(out, p.CertFile, p.KeyFile)
 	}
 	if s.ClientCAFile != "" {
-		out = append(out, resolve(dir, s.ClientCAFile))
+		out = append(out, s.ClientCAFile)
 	}
 	return out
 }
 
 // load reads every file of s into a config, or says what is wrong.
-func (s Server) load(dir string) (*tls.Config, []*FieldError) {
+func (s Server) load() (*tls.Config, []*FieldError) {
 	var errs []*FieldError
 	fail := func(field string, err error) { errs = append(errs, &FieldError{field, err}) }
 	c := &tls.Config{MinVersion: tls.VersionTLS12}
@@ -177,7 +187,7 @@ func (s Server) load(dir string) (*tls.Config, []*FieldError) {
 		fail("min_version", fmt.Errorf("%q: use 1.2 or 1.3", s.MinVersion))
 	}
 	for _, p := range s.pairs() {
-		cert, err := loadPair(dir, p.Pair)
+		cert, err := loadPair(p.Pair)
 		if err != nil {
 			fail(p.prefix+err.Field, err.Err)
 			continue
@@ -185,7 +195,7 @@ func (s Server) load(dir string) (*tls.Config, []*FieldError) {
 		c.Certificates = append(c.Certificates, cert)
 	}
 	if s.ClientCAFile != "" {
-		pool, err := loadPool(dir, s.ClientCAFile)
+		pool, err := loadPool(s.ClientCAFile)
 		if err != nil {
 			fail("client_ca_file", err)
 		} else {
@@ -200,19 +210,25 @@ func (s Server) load(dir string) (*tls.Config, []*FieldError) {
 // certificate, the dialed host's name).
 func (c Client) IsZero() bool { return c == Client{} }
 
-// Problems lists what is wrong with c, reading its files (relative paths
-// are taken from dir).
-func (c Client) Problems(dir string) []*FieldError {
-	_, errs := c.load(dir)
+// Problems lists what is wrong with c, reading its files.
+func (c Client) Problems() []*FieldError {
+	_, errs := c.load()
 	return errs
+}
+
+// Resolve makes c's relative paths relative to dir (a config file's
+// directory), and returns c.
+func (c Client) Resolve(dir string) Client {
+	c.CAFile, c.CertFile, c.KeyFile = resolve(dir, c.CAFile), resolve(dir, c.CertFile), resolve(dir, c.KeyFile)
+	return c
 }
 
 // Config returns the tls.Config c describes, or the first of its
 // problems. A client certificate follows its files as a Server's do (read
 // again when a server asks for it, at most every o.Interval); the CA file
 // is read once.
-func (c Client) Config(dir string, o Options) (*tls.Config, error) {
-	cfg, errs := c.load(dir)
+func (c Client) Config(o Options) (*tls.Config, error) {
+	cfg, errs := c.load()
 	if len(errs) > 0 {
 		return nil, errs[0]
 	}
@@ -221,8 +237,8 @@ func (c Client) Config(dir string, o Options) (*tls.Config, error) {
 	}
 	if c.CertFile != "" {
 		pair := Pair{c.CertFile, c.KeyFile}
-		f, err := newFollower([]string{resolve(dir, c.CertFile), resolve(dir, c.KeyFile)}, o, func() (*tls.Certificate, error) {
-			cert, err := loadPair(dir, pair)
+		f, err := newFollower([]string{c.CertFile, c.KeyFile}, o, func() (*tls.Certificate, error) {
+			cert, err := loadPair(pair)
 			if err != nil {
 				return nil, err
 			}
@@ -237,18 +253,18 @@ func (c Client) Config(dir string, o Options) (*tls.Config, error) {
 	return cfg, nil
 }
 
-func (c Client) load(dir string) (*tls.Config, []*FieldError) {
+func (c Client) load() (*tls.Config, []*FieldError) {
 	var errs []*FieldError
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName, InsecureSkipVerify: c.InsecureSkipVerify}
 	if c.CAFile != "" {
-		pool, err := loadPool(dir, c.CAFile)
+		pool, err := loadPool(c.CAFile)
 		if err != nil {
 			errs = append(errs, &FieldError{"ca_file", err})
 		}
 		cfg.RootCAs = pool
 	}
 	if c.CertFile != "" || c.KeyFile != "" {
-		cert, err := loadPair(dir, Pair{c.CertFile, c.KeyFile})
+		cert, err := loadPair(Pair{c.CertFile, c.KeyFile})
 		if err != nil {
 			errs = append(errs, err)
 		} else {
@@ -260,7 +276,7 @@ func (c Client) load(dir string) (*tls.Config, []*FieldError) {
 
 // loadPair reads a certificate and its key, and checks that they belong
 // together.
-func loadPair(dir string, p Pair) (tls.Certificate, *FieldError) {
+func loadPair(p Pair) (tls.Certificate, *FieldError) {
 	switch {
 	case p.CertFile == "" && p.KeyFile == "":
 		return tls.Certificate{}, &FieldError{"cert_file", errors.New("is missing (and key_file): the PEM certificate to serve")}
@@ -269,11 +285,11 @@ func loadPair(dir string, p Pair) (tls.Certificate, *FieldError) {
 	case p.KeyFile == "":
 		return tls.Certificate{}, &FieldError{"key_file", errors.New("is missing: cert_file is set without its private key")}
 	}
-	certPEM, err := os.ReadFile(resolve(dir, p.CertFile))
+	certPEM, err := os.ReadFile(p.CertFile)
 	if err != nil {
 		return tls.Certificate{}, &FieldError{"cert_file", err}
 	}
-	keyPEM, err := os.ReadFile(resolve(dir, p.KeyFile))
+	keyPEM, err := os.ReadFile(p.KeyFile)
 	if err != nil {
 		return tls.Certificate{}, &FieldError{"key_file", err}
 	}
@@ -289,8 +305,8 @@ func loadPair(dir string, p Pair) (tls.Certificate, *FieldError) {
 }
 
 // loadPool reads a PEM file of CA certificates.
-func loadPool(dir, file string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(resolve(dir, file))
+func loadPool(file string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}

@@ -39,22 +39,22 @@ func TestServerProblems(t *testing.T) {
 		{"second pair", tlsconfig.Server{CertFile: "a.crt", KeyFile: "a.key", Certificates: []tlsconfig.Pair{{CertFile: "b.crt", KeyFile: "a.key"}}}, "certificates[0].key_file", "does not match"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			errs := tc.s.Problems(dir)
+			errs := tc.s.Resolve(dir).Problems()
 			if len(errs) != 1 {
 				t.Fatalf("problems: %v, want one", errs)
 			}
 			if errs[0].Field != tc.field || !strings.Contains(errs[0].Err.Error(), tc.want) {
 				t.Errorf("problem %q, want field %s saying %q", errs[0], tc.field, tc.want)
 			}
-			if _, err := tc.s.Config(dir, tlsconfig.Options{}); err == nil {
+			if _, err := tc.s.Resolve(dir).Config(tlsconfig.Options{}); err == nil {
 				t.Error("Config accepted what Problems refused")
 			}
 		})
 	}
-	if errs := (tlsconfig.Server{CertFile: "a.crt", KeyFile: "a.key", ClientCAFile: "ca.crt", MinVersion: "1.3"}).Problems(dir); errs != nil {
+	if errs := (tlsconfig.Server{CertFile: "a.crt", KeyFile: "a.key", ClientCAFile: "ca.crt", MinVersion: "1.3"}).Resolve(dir).Problems(); errs != nil {
 		t.Errorf("a good section: %v", errs)
 	}
-	if errs := (tlsconfig.Server{}).Problems(dir); errs != nil {
+	if errs := (tlsconfig.Server{}).Resolve(dir).Problems(); errs != nil {
 		t.Errorf("no TLS: %v", errs)
 	}
 }
@@ -112,7 +112,7 @@ func TestServerChoosesByName(t *testing.T) {
 	s := tlsconfig.Server{CertFile: "d.crt", KeyFile: "d.key", Certificates: []tlsconfig.Pair{
 		{CertFile: "api.crt", KeyFile: "api.key"}, {CertFile: "internal.crt", KeyFile: "internal.key"},
 	}}
-	cfg, err := s.Config(dir, tlsconfig.Options{})
+	cfg, err := s.Resolve(dir).Config(tlsconfig.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestServerMutualTLS(t *testing.T) {
 	ca, other := tlstest.NewCA(t, "test CA"), tlstest.NewCA(t, "other CA")
 	ca.Server(t, "127.0.0.1").Write(t, dir, "srv")
 	ca.Write(t, dir, "clients")
-	cfg, err := tlsconfig.Server{CertFile: "srv.crt", KeyFile: "srv.key", ClientCAFile: "clients.crt"}.Config(dir, tlsconfig.Options{})
+	cfg, err := tlsconfig.Server{CertFile: "srv.crt", KeyFile: "srv.key", ClientCAFile: "clients.crt"}.Resolve(dir).Config(tlsconfig.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestServerMutualTLS(t *testing.T) {
 	// The client side of the package sends it from files.
 	good2 := ca.Client(t, "envoy2")
 	good2.Write(t, dir, "client")
-	ccfg, err := tlsconfig.Client{CAFile: "clients.crt", CertFile: "client.crt", KeyFile: "client.key"}.Config(dir, tlsconfig.Options{})
+	ccfg, err := tlsconfig.Client{CAFile: "clients.crt", CertFile: "client.crt", KeyFile: "client.key"}.Resolve(dir).Config(tlsconfig.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestServerFollowsItsFiles(t *testing.T) {
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, "test CA")
 	ca.Server(t, "first", "127.0.0.1").Write(t, dir, "srv")
-	cfg, err := tlsconfig.Server{CertFile: "srv.crt", KeyFile: "srv.key"}.Config(dir, tlsconfig.Options{Interval: time.Millisecond})
+	cfg, err := tlsconfig.Server{CertFile: "srv.crt", KeyFile: "srv.key"}.Resolve(dir).Config(tlsconfig.Options{Interval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestClientFollowsItsFiles(t *testing.T) {
 			c.Close()
 		}
 	}()
-	cfg, err := tlsconfig.Client{CAFile: "ca.crt", CertFile: "client.crt", KeyFile: "client.key"}.Config(dir, tlsconfig.Options{Interval: time.Millisecond})
+	cfg, err := tlsconfig.Client{CAFile: "ca.crt", CertFile: "client.crt", KeyFile: "client.key"}.Resolve(dir).Config(tlsconfig.Options{Interval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestClientProblems(t *testing.T) {
 		{tlsconfig.Client{CertFile: "nope.crt"}, "key_file"},
 		{tlsconfig.Client{KeyFile: "nope.key"}, "cert_file"},
 	} {
-		errs := tc.c.Problems(dir)
+		errs := tc.c.Resolve(dir).Problems()
 		if len(errs) != 1 || errs[0].Field != tc.field {
 			t.Errorf("%+v: problems %v, want one on %s", tc.c, errs, tc.field)
 		}
