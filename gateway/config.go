@@ -6,10 +6,13 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/ratekeeper/ratekeeper/internal/yamlconf"
 	"github.com/ratekeeper/ratekeeper/rules"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
+	"github.com/ratekeeper/ratekeeper/tlsconfig"
 )
 
 // Config is the gateway's file (ratekeeper proxy --config): the fields
@@ -50,9 +53,38 @@ type Config struct {
 	UpstreamTimeouts UpstreamTimeoutsConfig `yaml:"upstream_timeouts"`
 	// Store selects the store: memory:// by default.
 	Store storeconfig.Config `yaml:"store"`
+	// TLS terminates TLS on the listener: one or more certificates (chosen
+	// by SNI), a minimum version and optionally mutual TLS. The listener
+	// then offers HTTP/2 and HTTP/1.1 by ALPN. Certificates follow their
+	// files (a renewal is served from the next handshake); relative paths
+	// are taken from the file's directory. Default: none, clear text.
+	TLS tlsconfig.Server `yaml:"tls"`
+	// H2C serves HTTP/2 without TLS on a clear-text listener to clients
+	// that begin with its preface (prior knowledge); HTTP/1.1 as before.
+	// The Upgrade form of h2c is never served. Default false.
+	H2C bool `yaml:"h2c"`
+	// UpstreamProtocol is the protocol spoken to the upstream: "auto"
+	// (the default: HTTP/1.1 to http://, HTTP/2 or HTTP/1.1 by ALPN to
+	// https://), "http1" (HTTP/1.1 only) or "h2" (HTTP/2 only: prior
+	// knowledge to http://, h2 by ALPN to https://), which gRPC services
+	// need.
+	UpstreamProtocol string `yaml:"upstream_protocol"`
+	// UpstreamTLS is how the gateway verifies an https:// upstream (a
+	// private CA, the name to expect) and the client certificate it shows.
+	UpstreamTLS tlsconfig.Client `yaml:"upstream_tls"`
 
 	rules.Config `yaml:",inline"`
+
+	// dir is the file's directory, from which relative paths are taken.
+	dir string
 }
+
+// Upstream protocols.
+const (
+	ProtocolAuto  = "auto"
+	ProtocolHTTP1 = "http1"
+	ProtocolH2    = "h2"
+)
 
 // PathsConfig says how the gateway treats request paths (read at start).
 // The gateway forwards the normalized path that the rules saw (see
@@ -117,7 +149,7 @@ func LoadFile(path string) (*Config, error) {
 
 // Parse decodes and validates a gateway file; name only labels errors.
 func Parse(name string, data []byte) (*Config, error) {
-	var c Config
+	c := Config{dir: filepath.Dir(name)}
 	if _, err := yamlconf.Decode(name, data, &c, c.problems); err != nil {
 		return nil, err
 	}
@@ -133,6 +165,11 @@ func (c *Config) Validate() error {
 	}
 	return errors.Join(out...)
 }
+
+// serverTLS and upstreamTLS are the TLS sections with their paths taken
+// from the file's directory.
+func (c *Config) serverTLS() tlsconfig.Server   { return c.TLS.Resolve(c.dir) }
+func (c *Config) upstreamTLS() tlsconfig.Client { return c.UpstreamTLS.Resolve(c.dir) }
 
 // problems lists what is wrong with the gateway's fields, then with the
 // rules, each by the path of its field.
@@ -194,6 +231,27 @@ func (c *Config) problems() []*rules.Error {
 	}
 	if err := c.Store.Validate(); err != nil {
 		fail("store", "%v", err)
+	}
+	for _, e := range c.serverTLS().Problems() {
+		fail("tls."+e.Field, "%v", e.Err)
+	}
+	if c.TLS.Enabled() && c.H2C {
+		fail("h2c", "is for a clear-text listener: over tls, HTTP/2 is offered by ALPN")
+	}
+	https := strings.HasPrefix(c.Upstream, "https:")
+	if !c.UpstreamTLS.IsZero() {
+		if !https {
+			fail("upstream_tls", "is set but the upstream %q is not https://", c.Upstream)
+		} else {
+			for _, e := range c.upstreamTLS().Problems() {
+				fail("upstream_tls."+e.Field, "%v", e.Err)
+			}
+		}
+	}
+	switch c.UpstreamProtocol {
+	case "", ProtocolAuto, ProtocolHTTP1, ProtocolH2:
+	default:
+		fail("upstream_protocol", "%q: use auto, http1 or h2", c.UpstreamProtocol)
 	}
 	return append(errs, c.Config.Problems()...)
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +25,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/internal/server"
 	"github.com/ratekeeper/ratekeeper/rules"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
+	"github.com/ratekeeper/ratekeeper/tlsconfig"
 )
 
 // Defaults for fields a config leaves empty.
@@ -226,8 +228,28 @@ func (g *Gateway) proxyTo(s string, direct bool) (*httputil.ReverseProxy, error)
 	// A proxy passes bodies as they are: no Accept-Encoding of its own, no
 	// transparent decompression.
 	tr.DisableCompression = true
+	cfg := g.cfg.Load()
+	if target.Scheme == "https" && !cfg.UpstreamTLS.IsZero() {
+		if tr.TLSClientConfig, err = cfg.upstreamTLS().Config(tlsconfig.Options{Logger: g.logger}); err != nil {
+			return nil, &rules.Error{File: g.path, Field: "upstream_tls", Err: err}
+		}
+	}
+	protocol := cfg.UpstreamProtocol
+	var p http.Protocols
+	switch {
+	case protocol == ProtocolH2 && target.Scheme == "http":
+		p.SetUnencryptedHTTP2(true) // prior knowledge
+	case protocol == ProtocolH2:
+		p.SetHTTP2(true)
+	case protocol == ProtocolHTTP1 || target.Scheme == "http":
+		p.SetHTTP1(true)
+	default: // auto, to https://: what ALPN agrees on
+		p.SetHTTP1(true)
+		p.SetHTTP2(true)
+	}
+	tr.Protocols = &p
 	var rt http.RoundTripper = tr
-	if dt := upstream.New(target, tr); dt != nil && direct {
+	if dt := upstream.New(target, tr); dt != nil && direct && p.HTTP1() {
 		rt = dt
 		g.direct, g.target = dt, target
 	}
@@ -299,11 +321,33 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if n := g.settings.maxConnsPerIP; n > 0 {
 		ln = newCapListener(ln, n, g.mw.Rules, g.metrics.ConnectionsRefused())
 	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetHTTP2(true) // over TLS, by ALPN
+	protocols.SetUnencryptedHTTP2(cfg.H2C)
+	if cfg.TLS.Enabled() {
+		tc, err := cfg.serverTLS().Config(tlsconfig.Options{Logger: g.logger, NextProtos: []string{"h2", "http/1.1"}})
+		if err != nil {
+			ln.Close()
+			if aln != nil {
+				aln.Close()
+			}
+			g.proc.Close()
+			return &rules.Error{File: g.path, Field: "tls", Err: err}
+		}
+		// Connections are counted against max_conns_per_ip before their
+		// handshake, which is the costly part.
+		ln = tls.NewListener(ln, tc)
+	}
 	srv := &http.Server{
 		Handler:           g.handler,
 		ReadHeaderTimeout: g.settings.readHeader,
 		IdleTimeout:       g.settings.idle,
-		ErrorLog:          slog.NewLogLogger(g.logger.Handler(), slog.LevelDebug),
+		Protocols:         &protocols,
+		// A connection the fast path began over TLS reaches net/http
+		// without its *tls.Conn showing: tell the request its state.
+		ConnContext: withTLSState,
+		ErrorLog:    slog.NewLogLogger(g.logger.Handler(), slog.LevelDebug),
 	}
 	if c := g.metrics.ConnectionCounter("net_http"); c != nil {
 		srv.ConnState = func(_ net.Conn, s http.ConnState) {
@@ -327,7 +371,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	} else {
 		servers = []server.Server{server.HTTP(srv, ln)}
 	}
-	g.logger.Info("gateway listening", "addr", a.String(), "admin", g.adminAddr.String(), "upstream", cfg.Upstream, "store", cfg.Store.String(), "rules", len(g.mw.Rules().Rules))
+	g.logger.Info("gateway listening", "addr", a.String(), "tls", cfg.TLS.Enabled(), "h2c", cfg.H2C, "admin", g.adminAddr.String(), "upstream", cfg.Upstream, "store", cfg.Store.String(), "rules", len(g.mw.Rules().Rules))
 	return g.proc.Run(ctx, server.Run{
 		Name:            "gateway",
 		Servers:         servers,
@@ -337,6 +381,28 @@ func (g *Gateway) Run(ctx context.Context) error {
 		ShutdownTimeout: time.Duration(cfg.ShutdownTimeout),
 	})
 }
+
+// withTLSState keeps the TLS state of a connection that is not a
+// *tls.Conn itself but wraps one (the fast path's hand-off), for the
+// request view to set as the request's TLS.
+func withTLSState(ctx context.Context, c net.Conn) context.Context {
+	if _, ok := c.(*tls.Conn); ok {
+		return ctx // net/http sets r.TLS itself
+	}
+	for {
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return ctx
+		}
+		c = u.NetConn()
+		if tc, ok := c.(*tls.Conn); ok {
+			st := tc.ConnectionState()
+			return context.WithValue(ctx, tlsStateKey{}, &st)
+		}
+	}
+}
+
+type tlsStateKey struct{}
 
 // fastServer runs the fast path on ln as a server.Server.
 type fastServer struct {

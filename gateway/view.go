@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/gateway/internal/fastpath"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/problem"
+	"github.com/ratekeeper/ratekeeper/httplimit"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
 
@@ -30,8 +32,10 @@ import (
 //   - A header the rules read may appear once: which of two would the
 //     upstream believe? (400.) The forwarding header, which proxies append
 //     to, is the exception: ClientIP reads it whole.
-//   - CONNECT and the HTTP/2 preface are refused: the gateway is no tunnel,
-//     and speaks HTTP/1.1 here.
+//   - CONNECT and an HTTP/2 preface that net/http does not serve (no h2c)
+//     are refused: the gateway is no tunnel. HTTP/2 requests (over TLS,
+//     or h2c) take this same view: :authority is the Host, and a Host
+//     header naming another is refused.
 //   - An Upgrade to anything but WebSocket (h2c above all, inside which no
 //     request would be counted) is dropped, and the request served as it
 //     is without it.
@@ -147,15 +151,29 @@ func (g *Gateway) view(next http.Handler) http.Handler {
 			w.Header().Set("Connection", "close")
 			problem.Write(w, http.StatusMethodNotAllowed, "Method Not Allowed", "the gateway does not tunnel: CONNECT is not forwarded")
 			return
-		case r.ProtoMajor != 1:
-			// "PRI * HTTP/2.0", the HTTP/2 preface, which net/http hands on.
+		case r.Method == "PRI" || r.ProtoMajor > 2:
+			// "PRI * HTTP/2.0", the HTTP/2 preface, which net/http hands
+			// on when it does not serve h2c itself.
 			w.Header().Set("Connection", "close")
-			problem.Write(w, http.StatusHTTPVersionNotSupported, "HTTP Version Not Supported", "this listener speaks HTTP/1.1")
+			problem.Write(w, http.StatusHTTPVersionNotSupported, "HTTP Version Not Supported", "this listener speaks HTTP/2 only over TLS, or with h2c: true")
 			return
 		}
 		if !h1.ValidHost(r.Host) {
 			problem.Write(w, http.StatusBadRequest, "Bad Request", "the Host is not a host name or address with an optional port")
 			return
+		}
+		if r.ProtoMajor == 2 {
+			// :authority is the Host; a Host header beside it that names
+			// another would be believed by some upstream (RFC 9113 8.3.1).
+			if hs := r.Header["Host"]; len(hs) > 1 || len(hs) == 1 && !strings.EqualFold(hs[0], r.Host) {
+				problem.Write(w, http.StatusBadRequest, "Bad Request", "the Host header differs from :authority")
+				return
+			}
+		}
+		if r.TLS == nil {
+			if st, ok := r.Context().Value(tlsStateKey{}).(*tls.ConnectionState); ok {
+				r.TLS = st
+			}
 		}
 		for k := range r.Header {
 			if strings.IndexByte(k, '_') >= 0 {
@@ -198,7 +216,14 @@ func (g *Gateway) view(next http.Handler) http.Handler {
 func (g *Gateway) buffer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d := g.settings.writeTimeout; d > 0 {
-			w = &timedWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: d}
+			w = &timedWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: d, h2: r.ProtoMajor == 2}
+		}
+		if httplimit.IsGRPC(r) {
+			// A gRPC call's messages stream both ways and may pause as
+			// long as the call lives: read nothing ahead, and leave the
+			// pauses to the call's own deadline and HTTP/2's keepalives.
+			next.ServeHTTP(w, r)
+			return
 		}
 		if r.Body != nil && r.Body != http.NoBody {
 			if err := g.bufferBody(w, r); err != nil {
@@ -218,20 +243,34 @@ func (g *Gateway) buffer(next http.Handler) http.Handler {
 // timedWriter bounds each write of an answer to the client: a client that
 // stops reading fails the write after timeout, and the proxy then gives
 // the upstream connection up.
+//
+// Over HTTP/2 a stream's write deadline resets the stream when it passes,
+// written to or not, so it is lifted after each write: a stream that
+// pauses between writes (events, a gRPC stream) lives on, as it does on an
+// HTTP/1.1 connection, whose deadline only fails a write.
 type timedWriter struct {
 	http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
+	h2      bool
 }
 
 func (w *timedWriter) Write(p []byte) (int, error) {
 	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
-	return w.ResponseWriter.Write(p)
+	n, err := w.ResponseWriter.Write(p)
+	if w.h2 {
+		_ = w.rc.SetWriteDeadline(time.Time{})
+	}
+	return n, err
 }
 
 func (w *timedWriter) FlushError() error {
 	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
-	return w.rc.Flush()
+	err := w.rc.Flush()
+	if w.h2 {
+		_ = w.rc.SetWriteDeadline(time.Time{})
+	}
+	return err
 }
 
 // Unwrap lets ReverseProxy reach the connection's Hijack (upgrades, whose

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/rules"
@@ -116,12 +117,17 @@ func writeProblem(w http.ResponseWriter, p Problem) {
 }
 
 // writeTooMany answers 429 for rule with a wait of retry, rounded up to
-// whole seconds (at least 1) so that the client is never early.
-func writeTooMany(w http.ResponseWriter, rule string, retry time.Duration) {
+// whole seconds (at least 1) so that the client is never early; a gRPC
+// call gets RESOURCE_EXHAUSTED.
+func writeTooMany(w http.ResponseWriter, r *http.Request, rule string, retry time.Duration) {
 	secs := max(ceilSeconds(retry), 1)
 	s := strconv.FormatInt(secs, 10)
 	w.Header().Set("Retry-After", s)
 	w.Header().Set(HeaderRetryAfter, s)
+	if IsGRPC(r) {
+		writeGRPC(w, grpcResourceExhausted, fmt.Sprintf("rate limit %q exceeded: retry in %d s", rule, secs))
+		return
+	}
 	writeProblem(w, Problem{
 		Type:       "about:blank",
 		Title:      "Too Many Requests",
@@ -132,11 +138,69 @@ func writeTooMany(w http.ResponseWriter, rule string, retry time.Duration) {
 	})
 }
 
-func writeForbidden(w http.ResponseWriter) {
+func writeForbidden(w http.ResponseWriter, r *http.Request) {
+	if IsGRPC(r) {
+		writeGRPC(w, grpcPermissionDenied, "this client's address is on the deny list")
+		return
+	}
 	writeProblem(w, Problem{
 		Type:   "about:blank",
 		Title:  "Forbidden",
 		Status: http.StatusForbidden,
 		Detail: "this client's address is on the deny list",
 	})
+}
+
+// IsGRPC reports whether r is a gRPC call: HTTP/2 with a Content-Type of
+// application/grpc or one of its forms (application/grpc+proto). A
+// refused call is answered as gRPC clients expect, not with a 429:
+// status 200 with grpc-status and grpc-message and no body (a
+// "trailers-only" response), the rate limit fields beside them as
+// response metadata.
+func IsGRPC(r *http.Request) bool {
+	if r.ProtoMajor != 2 {
+		return false
+	}
+	ct := r.Header.Get("Content-Type")
+	const grpc = "application/grpc"
+	if len(ct) < len(grpc) || !strings.EqualFold(ct[:len(grpc)], grpc) {
+		return false
+	}
+	return len(ct) == len(grpc) || ct[len(grpc)] == '+' || ct[len(grpc)] == ';'
+}
+
+// gRPC status codes (google.golang.org/grpc/codes), which this package
+// does not import.
+const (
+	grpcPermissionDenied  = 7
+	grpcResourceExhausted = 8
+)
+
+// writeGRPC answers a gRPC call with status code and msg, in the headers
+// of a response without a body, which HTTP/2 sends as one HEADERS frame
+// that ends the stream.
+func writeGRPC(w http.ResponseWriter, code int, msg string) {
+	h := w.Header()
+	h.Set("Content-Type", "application/grpc")
+	h.Set("Grpc-Status", strconv.Itoa(code))
+	h.Set("Grpc-Message", grpcPercentEncode(msg))
+	w.WriteHeader(http.StatusOK)
+}
+
+// grpcPercentEncode encodes msg as grpc-message wants it: bytes outside
+// printable ASCII, and '%', as %XX.
+func grpcPercentEncode(msg string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(msg); i++ {
+		c := msg[i]
+		if c < 0x20 || c > 0x7e || c == '%' {
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }

@@ -351,13 +351,13 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Se
 		return Deferred
 	case forbid:
 		m.pool.Put(s)
-		writeForbidden(w)
+		writeForbidden(w, r)
 		return Answered
 	case refuse:
 		m.writeHeaders(w.Header(), v, s)
 		name := s.matches[v.worst].Rule.Name
 		m.pool.Put(s)
-		writeTooMany(w, name, v.retry)
+		writeTooMany(w, r, name, v.retry)
 		return Answered
 	}
 	if len(s.matches) > 0 {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -328,6 +329,25 @@ func (c *conn) serve() {
 			handedOff = false
 		}
 	}()
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		// The handshake is bounded as the first request's head is, and
+		// HTTP/2 agreed by ALPN is net/http's to serve, from its first
+		// frame.
+		tc.SetDeadline(time.Now().Add(c.f.settings.ReadHeaderTimeout))
+		if tc.Handshake() != nil {
+			return
+		}
+		tc.SetDeadline(time.Time{})
+		st := tc.ConnectionState()
+		if st.NegotiatedProtocol == "h2" {
+			if c.f.OnHandOff != nil {
+				c.f.OnHandOff()
+			}
+			handedOff = c.f.handoff.give(tc)
+			return
+		}
+		c.req.TLS = &st
+	}
 	c.br = bufio.NewReaderSize(c.nc, h1.MaxBody)
 	c.bw = bufio.NewWriterSize(c.nc, 4<<10)
 	wait := c.f.settings.ReadHeaderTimeout // the first request, as net/http waits for it
@@ -647,7 +667,11 @@ func (c *conn) writeUpstream(u *upstream.Conn, buf []byte) error {
 	w.WriteString(c.peer)
 	w.WriteString("\r\nX-Forwarded-Host: ")
 	w.Write(h.Host)
-	w.WriteString("\r\nX-Forwarded-Proto: http\r\n")
+	if c.req.TLS != nil {
+		w.WriteString("\r\nX-Forwarded-Proto: https\r\n")
+	} else {
+		w.WriteString("\r\nX-Forwarded-Proto: http\r\n")
+	}
 	// Content-Length as net/http writes it: in decimal, and for an empty
 	// body too with the methods that usually have one.
 	if h.ContentLength > 0 || h.Method == http.MethodPost || h.Method == http.MethodPut || h.Method == http.MethodPatch {

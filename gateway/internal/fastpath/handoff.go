@@ -58,6 +58,10 @@ type bufferedConn struct {
 	headDeadline time.Time
 }
 
+// NetConn is the connection under c (a *tls.Conn over TLS, whose state
+// the gateway gives the requests net/http reads from c).
+func (c *bufferedConn) NetConn() net.Conn { return c.Conn }
+
 func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 func (c *bufferedConn) SetReadDeadline(t time.Time) error {

@@ -3,6 +3,7 @@
 package fastpath
 
 import (
+	"crypto/tls"
 	"net"
 	"syscall"
 )
@@ -12,6 +13,11 @@ import (
 // bytes (a request it sent ahead) that it is still there. A read deadline
 // ends the wait (false).
 func clientLeft(nc net.Conn) bool {
+	if tc, ok := nc.(*tls.Conn); ok {
+		// The socket under TLS: a client that closes it has left; one
+		// that sends a record (even close_notify) is taken as there.
+		nc = tc.NetConn()
+	}
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return false

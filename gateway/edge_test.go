@@ -1,0 +1,261 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/internal/tlstest"
+)
+
+// The gateway at the edge: TLS termination, HTTP/2 over TLS and h2c,
+// every client path deciding the same.
+
+// edge is a test PKI: a CA, the gateway's certificate for 127.0.0.1 and
+// localhost, written in dir.
+type edge struct {
+	dir string
+	ca  *tlstest.CA
+}
+
+func newEdge(t testing.TB) *edge {
+	e := &edge{dir: t.TempDir(), ca: tlstest.NewCA(t, "edge CA")}
+	e.ca.Server(t, "localhost", "127.0.0.1").Write(t, e.dir, "gw")
+	e.ca.Write(t, e.dir, "ca")
+	return e
+}
+
+// tlsSection is the gateway file's tls section for e's certificate, with
+// extra lines inside it.
+func (e *edge) tlsSection(extra ...string) string {
+	s := "tls:\n  cert_file: " + filepath.Join(e.dir, "gw.crt") + "\n  key_file: " + filepath.Join(e.dir, "gw.key") + "\n"
+	for _, x := range extra {
+		s += "  " + x + "\n"
+	}
+	return s
+}
+
+// client speaks to the gateway over TLS with e's CA: HTTP/1.1 only, or
+// HTTP/2 when h2.
+func (e *edge) client(h2 bool, certs ...tls.Certificate) *http.Client {
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: e.ca.Pool(), Certificates: certs}}
+	var p http.Protocols
+	p.SetHTTP1(!h2)
+	p.SetHTTP2(h2)
+	tr.Protocols = &p
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+// h2cClient speaks HTTP/2 with prior knowledge over clear text.
+func h2cClient() *http.Client {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: &p}, Timeout: 10 * time.Second}
+}
+
+// fetch sends GET url and returns the status, the protocol and the body.
+func fetch(t testing.TB, c *http.Client, url string) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: body: %v", url, err)
+	}
+	return resp, string(b)
+}
+
+// echoProto answers with what the upstream saw: the protocol the gateway
+// spoke to it and the X-Forwarded-Proto it sent.
+func echoProto(w http.ResponseWriter, r *http.Request) {
+	fmt.Fprintf(w, "%s %s %s", r.Proto, r.Header.Get("X-Forwarded-Proto"), r.URL.Path)
+}
+
+const perMinute3 = "rules:\n  - name: three\n    match: {path: /limited}\n    limit: {algorithm: fixed_window, rate: 3, period: 1m}\n"
+
+// Over TLS the gateway answers HTTP/1.1 and HTTP/2 (by ALPN) on one
+// listener, on both client transports, tells the upstream the client
+// came over https, and counts one client's requests together whatever
+// protocol each used.
+func TestTLSTermination(t *testing.T) {
+	e := newEdge(t)
+	up := newRecUpstream(t, echoProto)
+	for _, transport := range []string{"fast", "standard"} {
+		t.Run(transport, func(t *testing.T) {
+			g := runGateway(t, transport, up.URL, e.tlsSection()+perMinute3)
+			base := "https://" + g.Addr().String()
+			h1c, h2c := e.client(false), e.client(true)
+			for i, c := range []*http.Client{h1c, h2c, h1c} {
+				resp, body := fetch(t, c, base+"/limited")
+				wantProto := []string{"HTTP/1.1", "HTTP/2.0", "HTTP/1.1"}[i]
+				if resp.StatusCode != 200 || resp.Proto != wantProto || body != "HTTP/1.1 https /limited" {
+					t.Fatalf("request %d: %d over %s, upstream saw %q", i, resp.StatusCode, resp.Proto, body)
+				}
+				if got := resp.Header.Get("X-RateLimit-Remaining"); got != fmt.Sprint(2-i) {
+					t.Errorf("request %d over %s: remaining %q, want %d", i, resp.Proto, got, 2-i)
+				}
+			}
+			for _, c := range []*http.Client{h1c, h2c} {
+				resp, body := fetch(t, c, base+"/limited")
+				if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, `"three"`) {
+					t.Errorf("over the limit over %s: %d %q", resp.Proto, resp.StatusCode, body)
+				}
+			}
+			// A path that normalizes to the limited one counts too.
+			if resp, _ := fetch(t, h2c, base+"/x/../limited"); resp.StatusCode != 429 {
+				t.Errorf("/x/../limited over HTTP/2: %d", resp.StatusCode)
+			}
+			if n := handOffCount(g.Addr().String()); transport == "fast" && n != 1 {
+				// The HTTP/2 connection; HTTP/1.1 over TLS stays on the
+				// fast path.
+				t.Errorf("%d hand-offs to net/http, want 1", n)
+			}
+			// Clear text on the TLS port is refused, not served.
+			nc, err := net.Dial("tcp", g.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			nc.SetDeadline(time.Now().Add(5 * time.Second))
+			io.WriteString(nc, "GET /limited HTTP/1.1\r\nHost: x\r\n\r\n")
+			b, _ := io.ReadAll(nc)
+			nc.Close()
+			if strings.Contains(string(b), "HTTP/1.1 200") {
+				t.Errorf("a clear-text request on the TLS listener was served: %q", b)
+			}
+		})
+	}
+}
+
+// With h2c: true a clear-text listener serves HTTP/2 with prior knowledge
+// beside HTTP/1.1; without it, the preface is refused.
+func TestH2C(t *testing.T) {
+	up := newRecUpstream(t, echoProto)
+	for _, transport := range []string{"fast", "standard"} {
+		t.Run(transport, func(t *testing.T) {
+			g := runGateway(t, transport, up.URL, "h2c: true\n"+perMinute3)
+			base := "http://" + g.Addr().String()
+			resp, body := fetch(t, h2cClient(), base+"/limited")
+			if resp.StatusCode != 200 || resp.Proto != "HTTP/2.0" || body != "HTTP/1.1 http /limited" {
+				t.Fatalf("h2c: %d over %s, upstream saw %q", resp.StatusCode, resp.Proto, body)
+			}
+			resp, _ = fetch(t, http.DefaultClient, base+"/limited")
+			if resp.StatusCode != 200 || resp.Proto != "HTTP/1.1" || resp.Header.Get("X-RateLimit-Remaining") != "1" {
+				t.Fatalf("HTTP/1.1 beside h2c: %d over %s, remaining %q", resp.StatusCode, resp.Proto, resp.Header.Get("X-RateLimit-Remaining"))
+			}
+			off := runGateway(t, transport, up.URL, perMinute3)
+			if _, err := h2cClient().Get("http://" + off.Addr().String() + "/limited"); err == nil {
+				t.Error("h2c was served without h2c: true")
+			}
+			resp, _ = rawExchange(t, off.Addr().String(), "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+			if resp.StatusCode != http.StatusHTTPVersionNotSupported {
+				t.Errorf("the preface without h2c: %d", resp.StatusCode)
+			}
+		})
+	}
+}
+
+// With client_ca_file only clients with a certificate from that CA are
+// served, on both client transports.
+func TestTLSMutual(t *testing.T) {
+	e := newEdge(t)
+	clients := tlstest.NewCA(t, "clients CA")
+	clients.Write(t, e.dir, "clients")
+	up := newRecUpstream(t, echoProto)
+	good := clients.Client(t, "service-a").TLS(t)
+	stranger := e.ca.Client(t, "stranger").TLS(t)
+	for _, transport := range []string{"fast", "standard"} {
+		g := runGateway(t, transport, up.URL, e.tlsSection("client_ca_file: "+filepath.Join(e.dir, "clients.crt"))+perMinute3)
+		base := "https://" + g.Addr().String() + "/"
+		for _, h2 := range []bool{false, true} {
+			if _, err := e.client(h2).Get(base); err == nil {
+				t.Errorf("%s h2=%v: a client without a certificate was served", transport, h2)
+			}
+			if _, err := e.client(h2, stranger).Get(base); err == nil {
+				t.Errorf("%s h2=%v: a certificate from another CA was accepted", transport, h2)
+			}
+			if resp, _ := fetch(t, e.client(h2, good), base); resp.StatusCode != 200 {
+				t.Errorf("%s h2=%v: a client certificate from the CA: %d", transport, h2, resp.StatusCode)
+			}
+		}
+	}
+}
+
+// A certificate renewed on disk is served from the next handshake on,
+// while a connection opened before goes on.
+func TestTLSCertificateReload(t *testing.T) {
+	e := newEdge(t)
+	up := newRecUpstream(t, echoProto)
+	g := runGateway(t, "fast", up.URL, e.tlsSection())
+	addr := g.Addr().String()
+	serial := func(c *tls.Conn) string { return c.ConnectionState().PeerCertificates[0].SerialNumber.String() }
+	dial := func() *tls.Conn {
+		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: e.ca.Pool(), ServerName: "localhost"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	old := dial()
+	defer old.Close()
+	first := serial(old)
+	e.ca.Server(t, "localhost", "127.0.0.1").Write(t, e.dir, "gw")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c := dial()
+		s := serial(c)
+		c.Close()
+		if s != first {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the renewed certificate was never served")
+		}
+		time.Sleep(10 * time.Millisecond) // the files are looked at once a second
+	}
+	old.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(old, "GET /still HTTP/1.1\r\nHost: localhost\r\n\r\n")
+	b := make([]byte, 12)
+	if _, err := io.ReadFull(old, b); err != nil || string(b) != "HTTP/1.1 200" {
+		t.Errorf("the connection opened before the renewal: %q, %v", b, err)
+	}
+}
+
+// A broken tls section is refused at start, naming the file, line and
+// field.
+func TestTLSConfigErrors(t *testing.T) {
+	e := newEdge(t)
+	e.ca.Server(t, "other").Write(t, e.dir, "other")
+	dir := e.dir
+	for _, tc := range []struct{ yaml, want string }{
+		{"tls:\n  cert_file: missing.crt\n  key_file: gw.key\n", ":3: tls.cert_file: open " + dir + "/missing.crt"},
+		{"tls:\n  cert_file: gw.crt\n  key_file: other.key\n", ":4: tls.key_file: " + dir + "/gw.crt and " + dir + "/other.key: tls: private key does not match public key"},
+		{"tls:\n  cert_file: gw.crt\n  key_file: gw.key\n  min_version: \"1.1\"\n", "tls.min_version"},
+		{"tls:\n  cert_file: gw.crt\n  key_file: gw.key\nh2c: true\n", "h2c: is for a clear-text listener"},
+		{"upstream_tls:\n  ca_file: ca.crt\n", "upstream_tls: is set but the upstream"},
+		{"upstream_protocol: h3\n", `upstream_protocol: "h3": use auto, http1 or h2`},
+	} {
+		path := filepath.Join(dir, "gw.yaml")
+		os.WriteFile(path, []byte("upstream: http://127.0.0.1:1\n"+tc.yaml), 0o644)
+		_, err := New(context.Background(), path, Options{})
+		if err == nil || !strings.Contains(err.Error(), path+tc.want) && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+	// Relative paths are the file's directory's.
+	path := filepath.Join(dir, "gw.yaml")
+	os.WriteFile(path, []byte("upstream: http://127.0.0.1:1\ntls:\n  cert_file: gw.crt\n  key_file: gw.key\n"), 0o644)
+	if _, err := LoadFile(path); err != nil {
+		t.Errorf("relative paths: %v", err)
+	}
+}
