@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -257,5 +259,61 @@ func TestTLSConfigErrors(t *testing.T) {
 	os.WriteFile(path, []byte("upstream: http://127.0.0.1:1\ntls:\n  cert_file: gw.crt\n  key_file: gw.key\n"), 0o644)
 	if _, err := LoadFile(path); err != nil {
 		t.Errorf("relative paths: %v", err)
+	}
+}
+
+// An https:// upstream with a private CA is verified against ca_file,
+// under the name server_name gives, and is shown the client certificate
+// it asks for; without the CA it is refused (502), and with
+// insecure_skip_verify accepted, with a warning in the log.
+func TestUpstreamTLS(t *testing.T) {
+	e := newEdge(t)
+	upCA := tlstest.NewCA(t, "upstream CA")
+	upCA.Write(t, e.dir, "upca")
+	upCert := upCA.Server(t, "api.internal").TLS(t)
+	gwClient := e.ca.Client(t, "gateway")
+	gwClient.Write(t, e.dir, "gwclient")
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s client=%s", r.Proto, r.TLS.PeerCertificates[0].Subject.CommonName)
+	}))
+	up.EnableHTTP2 = true
+	up.TLS = &tls.Config{Certificates: []tls.Certificate{upCert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: e.ca.Pool()}
+	up.StartTLS()
+	t.Cleanup(up.Close)
+	url := up.URL
+	good := "upstream_tls:\n  ca_file: upca.crt\n  server_name: api.internal\n  cert_file: gwclient.crt\n  key_file: gwclient.key\n"
+	for _, tc := range []struct {
+		name, extra, want string
+		status          int
+	}{
+		{"verified, HTTP/2 by ALPN", good, "HTTP/2.0 client=gateway", 200},
+		{"verified, http1", good + "upstream_protocol: http1\n", "HTTP/1.1 client=gateway", 200},
+		{"without the CA", "upstream_tls:\n  server_name: api.internal\n  cert_file: gwclient.crt\n  key_file: gwclient.key\n", "", 502},
+		{"the wrong name", "upstream_tls:\n  ca_file: upca.crt\n  cert_file: gwclient.crt\n  key_file: gwclient.key\n", "", 502},
+		{"no client certificate", "upstream_tls:\n  ca_file: upca.crt\n  server_name: api.internal\n", "", 502},
+		{"insecure_skip_verify", "upstream_tls:\n  insecure_skip_verify: true\n  cert_file: gwclient.crt\n  key_file: gwclient.key\n", "HTTP/2.0 client=gateway", 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			yaml := "listen: 127.0.0.1:0\nwatch: -1s\nupstream: " + url + "\n" + tc.extra
+			path := filepath.Join(e.dir, "gw.yaml")
+			os.WriteFile(path, []byte(yaml), 0o644)
+			var log strings.Builder
+			g, err := New(context.Background(), path, Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.proc.Close()
+			if warned := strings.Contains(log.String(), "insecure_skip_verify is set"); warned != strings.Contains(tc.extra, "insecure") {
+				t.Errorf("warned of insecure_skip_verify: %v; log:\n%s", warned, log.String())
+			}
+			if g.direct != nil {
+				t.Error("an https upstream took the direct transport")
+			}
+			rec := httptest.NewRecorder()
+			g.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/x", nil))
+			if rec.Code != tc.status || tc.want != "" && rec.Body.String() != tc.want {
+				t.Errorf("%d %q, want %d %q", rec.Code, rec.Body.String(), tc.status, tc.want)
+			}
+		})
 	}
 }

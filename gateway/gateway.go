@@ -442,6 +442,7 @@ func (g *Gateway) reload() (int, []any, error) {
 		{"store", was.store, now.store},
 		{"paths, client or upstream_timeouts", was.bounds, now.bounds},
 		{"rules' store_mode", was.modes, now.modes},
+		{"tls, h2c, upstream_protocol or upstream_tls (certificates follow their files)", was.edge, now.edge},
 	} {
 		if f.was != f.now {
 			g.logger.Warn("config change needs a restart to take effect; keeping the old value", "field", f.name, "old", f.was, "new", f.now)
@@ -450,6 +451,7 @@ func (g *Gateway) reload() (int, []any, error) {
 	g.file = now
 	cfg.Listen, cfg.AdminListen, cfg.Upstream, cfg.UpstreamTransport, cfg.ClientTransport, cfg.Store = old.Listen, old.AdminListen, old.Upstream, old.UpstreamTransport, old.ClientTransport, old.Store
 	cfg.Paths, cfg.Client, cfg.UpstreamTimeouts = old.Paths, old.Client, old.UpstreamTimeouts
+	cfg.TLS, cfg.H2C, cfg.UpstreamProtocol, cfg.UpstreamTLS = old.TLS, old.H2C, old.UpstreamProtocol, old.UpstreamTLS
 	g.mw.SetRules(set)
 	g.cfg.Store(cfg)
 	return len(set.Rules), []any{"rules", len(set.Rules)}, nil
@@ -467,7 +469,7 @@ func (b bufferPool) Get() []byte    { return b.p.Get().(*[32 << 10]byte)[:] }
 func (b bufferPool) Put(buf []byte) { b.p.Put((*[32 << 10]byte)(buf[:32<<10])) }
 
 // startFields are the fields read at start only.
-type startFields struct{ listen, admin, upstream, transport, client, store, bounds, modes string }
+type startFields struct{ listen, admin, upstream, transport, client, store, bounds, modes, edge string }
 
 func startOnly(c *Config) startFields {
 	var modes []string
@@ -477,5 +479,6 @@ func startOnly(c *Config) startFields {
 		}
 	}
 	return startFields{c.Listen, c.AdminListen, c.Upstream, c.UpstreamTransport, c.ClientTransport, c.Store.String(),
-		fmt.Sprintf("%+v %+v %+v", c.Paths, c.Client, c.UpstreamTimeouts), strings.Join(modes, " ")}
+		fmt.Sprintf("%+v %+v %+v", c.Paths, c.Client, c.UpstreamTimeouts), strings.Join(modes, " "),
+		fmt.Sprintf("%+v %v %s %+v", c.TLS, c.H2C, c.UpstreamProtocol, c.UpstreamTLS)}
 }
