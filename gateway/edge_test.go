@@ -284,7 +284,7 @@ func TestUpstreamTLS(t *testing.T) {
 	good := "upstream_tls:\n  ca_file: upca.crt\n  server_name: api.internal\n  cert_file: gwclient.crt\n  key_file: gwclient.key\n"
 	for _, tc := range []struct {
 		name, extra, want string
-		status          int
+		status            int
 	}{
 		{"verified, HTTP/2 by ALPN", good, "HTTP/2.0 client=gateway", 200},
 		{"verified, http1", good + "upstream_protocol: http1\n", "HTTP/1.1 client=gateway", 200},
