@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -63,7 +64,11 @@ func printConfig(w io.Writer, c *gateway.Config, set *rules.Set) {
 	}
 	fmt.Fprintf(w, "listen:     %s\n", or(c.Listen, "127.0.0.1:8080 (default)"))
 	fmt.Fprintf(w, "admin:      %s\n", or(c.AdminListen, "none"))
+	fmt.Fprintf(w, "protocols:  %s\n", listenerProtocols(c))
 	fmt.Fprintf(w, "upstream:   %s\n", or(c.Upstream, "(none: needed by ratekeeper proxy)"))
+	if strings.HasPrefix(c.Upstream, "http") {
+		fmt.Fprintf(w, "            spoken to in %s\n", upstreamProtocol(c))
+	}
 	fmt.Fprintf(w, "store:      %s\n", c.Store)
 	ci := "the TCP peer (no trusted proxies)"
 	if len(c.ClientIP.TrustedProxies) > 0 {
@@ -108,4 +113,61 @@ func what(r *rules.Rule) string {
 		return "leaky bucket's queue"
 	}
 	return "sliding log"
+}
+
+// listenerProtocols says what the listener speaks.
+func listenerProtocols(c *gateway.Config) string {
+	if !c.TLS.Enabled() {
+		if c.H2C {
+			return "HTTP/1.1 and HTTP/2 (h2c, prior knowledge), clear text"
+		}
+		return "HTTP/1.1, clear text (no tls section)"
+	}
+	n := len(c.TLS.Certificates)
+	if c.TLS.CertFile != "" {
+		n++
+	}
+	s := fmt.Sprintf("HTTPS: HTTP/2 and HTTP/1.1 by ALPN, TLS %s or later, %d certificate(s)", cmp.Or(c.TLS.MinVersion, "1.2"), n)
+	if n > 1 {
+		s += " chosen by SNI"
+	}
+	if c.TLS.ClientCAFile != "" {
+		s += ", client certificates required (mutual TLS)"
+	}
+	return s
+}
+
+// upstreamProtocol says how the upstream is spoken to.
+func upstreamProtocol(c *gateway.Config) string {
+	https := strings.HasPrefix(c.Upstream, "https:")
+	var s string
+	switch c.UpstreamProtocol {
+	case gateway.ProtocolH2:
+		s = "HTTP/2 (prior knowledge, h2c)"
+		if https {
+			s = "HTTP/2 (h2 by ALPN)"
+		}
+	case gateway.ProtocolHTTP1:
+		s = "HTTP/1.1"
+	default:
+		s = "HTTP/1.1"
+		if https {
+			s = "HTTP/2 or HTTP/1.1 by ALPN"
+		}
+	}
+	if https {
+		u := c.UpstreamTLS
+		switch {
+		case u.InsecureSkipVerify:
+			s += ", its certificate NOT verified (insecure_skip_verify)"
+		case u.CAFile != "":
+			s += ", verified against " + u.CAFile
+		default:
+			s += ", verified against the system's CAs"
+		}
+		if u.CertFile != "" {
+			s += ", with a client certificate"
+		}
+	}
+	return s
 }

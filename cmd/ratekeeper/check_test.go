@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ratekeeper/ratekeeper/internal/tlstest"
 )
 
 // check names the rules a shared mode cannot decide locally, and refuses a
@@ -76,5 +78,42 @@ func TestCheckRuleStoreMode(t *testing.T) {
 	}
 	if _, errOut, err := run("{url: 'redis://127.0.0.1:6379'}", strings.Replace(global, "lease", "eventual", 1)); err == nil || !strings.Contains(errOut, "store_mode") {
 		t.Errorf("store_mode: eventual: %v\n%s", err, errOut)
+	}
+}
+
+// check validates the edge fields (reading the certificate files, as the
+// proxy does at start) and says what the listener and the upstream speak.
+func TestCheckEdge(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "check CA")
+	ca.Server(t, "localhost").Write(t, dir, "gw")
+	ca.Server(t, "other").Write(t, dir, "other")
+	ca.Write(t, dir, "ca")
+	run := func(yaml string) (string, string, error) {
+		path := filepath.Join(dir, "c.yaml")
+		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out, errOut bytes.Buffer
+		err := runCheck(context.Background(), []string{"--config", path}, &out, &errOut)
+		return out.String(), errOut.String(), err
+	}
+	out, errOut, err := run("upstream: https://api.internal\nupstream_tls: {ca_file: ca.crt}\ntls:\n  cert_file: gw.crt\n  key_file: gw.key\n  client_ca_file: ca.crt\n  certificates:\n    - {cert_file: other.crt, key_file: other.key}\n")
+	if err != nil {
+		t.Fatalf("check: %v\n%s", err, errOut)
+	}
+	for _, want := range []string{"HTTPS: HTTP/2 and HTTP/1.1 by ALPN, TLS 1.2 or later, 2 certificate(s) chosen by SNI, client certificates required", "spoken to in HTTP/2 or HTTP/1.1 by ALPN, verified against ca.crt"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check's output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"upstream: builtin:demo\ntls:\n  cert_file: gw.crt\n  key_file: other.key\n", "c.yaml:4: tls.key_file: "},
+		{"upstream: builtin:demo\ntls:\n  cert_file: gw.crt\n  key_file: gw.key\n  certificates:\n    - {cert_file: nope.crt, key_file: gw.key}\n", "c.yaml:6: tls.certificates[0].cert_file: open "},
+		{"upstream: https://x\nupstream_tls:\n  ca_file: gw.key\n", "c.yaml:3: upstream_tls.ca_file: " + dir + "/gw.key holds no PEM certificate"},
+	} {
+		if _, errOut, err := run(tc.yaml); err == nil || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%q: %v, output %q, want %q", tc.yaml, err, errOut, tc.want)
+		}
 	}
 }
