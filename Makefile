@@ -14,7 +14,7 @@ test: test-deps
 	  cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -run . -timeout 10m ./...; fi
 
 test-deps:
-	@scripts/test-deps.sh
+	@scripts/test-deps.sh curl:curl openssl:openssl
 
 build:
 	$(GO) build -o bin/ratekeeper ./cmd/ratekeeper

@@ -155,6 +155,12 @@ func TestH2C(t *testing.T) {
 			if resp.StatusCode != 200 || resp.Proto != "HTTP/1.1" || resp.Header.Get("X-RateLimit-Remaining") != "1" {
 				t.Fatalf("HTTP/1.1 beside h2c: %d over %s, remaining %q", resp.StatusCode, resp.Proto, resp.Header.Get("X-RateLimit-Remaining"))
 			}
+			// The Upgrade form is not served: the request is answered
+			// over HTTP/1.1, and counted.
+			resp, _ = rawExchange(t, g.Addr().String(), "GET /limited HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n")
+			if resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Remaining") != "0" {
+				t.Errorf("Upgrade: h2c: %d, remaining %q", resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"))
+			}
 			off := runGateway(t, transport, up.URL, perMinute3)
 			if _, err := h2cClient().Get("http://" + off.Addr().String() + "/limited"); err == nil {
 				t.Error("h2c was served without h2c: true")
