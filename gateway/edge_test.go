@@ -123,6 +123,19 @@ func TestTLSTermination(t *testing.T) {
 				// fast path.
 				t.Errorf("%d hand-offs to net/http, want 1", n)
 			}
+			// A connection the fast path began and then handed to net/http
+			// (a chunked body) is still known to be TLS.
+			tc, err := tls.Dial("tcp", g.Addr().String(), &tls.Config{RootCAs: e.ca.Pool(), ServerName: "localhost"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.SetDeadline(time.Now().Add(5 * time.Second))
+			io.WriteString(tc, "GET /a HTTP/1.1\r\nHost: localhost\r\n\r\nPOST /b HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n1\r\nx\r\n0\r\n\r\n")
+			b, _ := io.ReadAll(tc)
+			tc.Close()
+			if n := strings.Count(string(b), "HTTP/1.1 https /"); n != 2 {
+				t.Errorf("X-Forwarded-Proto across a hand-off: %q", b)
+			}
 			// Clear text on the TLS port is refused, not served.
 			nc, err := net.Dial("tcp", g.Addr().String())
 			if err != nil {
@@ -130,7 +143,7 @@ func TestTLSTermination(t *testing.T) {
 			}
 			nc.SetDeadline(time.Now().Add(5 * time.Second))
 			io.WriteString(nc, "GET /limited HTTP/1.1\r\nHost: x\r\n\r\n")
-			b, _ := io.ReadAll(nc)
+			b, _ = io.ReadAll(nc)
 			nc.Close()
 			if strings.Contains(string(b), "HTTP/1.1 200") {
 				t.Errorf("a clear-text request on the TLS listener was served: %q", b)
