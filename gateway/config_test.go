@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/internal/tlstest"
 	"github.com/ratekeeper/ratekeeper/rules"
+	"github.com/ratekeeper/ratekeeper/tlsconfig"
+	"path/filepath"
 )
 
 // TestConfigFile reads a whole gateway file: the gateway's fields and a
@@ -52,4 +55,44 @@ func TestConfigErrorsNameFileLineField(t *testing.T) {
 			t.Errorf("%q: %T is not a *rules.Error", c.yaml, err)
 		}
 	}
+}
+
+// FuzzParse feeds the gateway file's decoder arbitrary bytes beside real
+// certificate files: it never panics, and a file it accepts has edge
+// sections that load (what check accepts, the proxy can start with).
+func FuzzParse(f *testing.F) {
+	dir := f.TempDir()
+	ca := tlstest.NewCA(f, "fuzz CA")
+	ca.Server(f, "localhost").Write(f, dir, "gw")
+	ca.Server(f, "other").Write(f, dir, "other")
+	ca.Write(f, dir, "ca")
+	for _, seed := range []string{
+		"upstream: builtin:demo\n",
+		"upstream: https://x\nupstream_tls: {ca_file: ca.crt, server_name: x, cert_file: gw.crt, key_file: gw.key}\n",
+		"upstream: http://x\nupstream_protocol: h2\nh2c: true\n",
+		"tls: {cert_file: gw.crt, key_file: gw.key, min_version: \"1.3\", client_ca_file: ca.crt}\n",
+		"tls:\n  cert_file: gw.crt\n  key_file: gw.key\n  certificates:\n    - {cert_file: other.crt, key_file: other.key}\n",
+		"tls: {cert_file: gw.crt, key_file: other.key}\n",
+		"tls: {cert_file: ca.crt}\nh2c: true\n",
+		"tls: {min_version: 1.2}\n",
+		"tls: [1]\nupstream_tls: x\n",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, yaml string) {
+		c, err := Parse(filepath.Join(dir, "gw.yaml"), []byte(yaml))
+		if err != nil {
+			return
+		}
+		if c.TLS.Enabled() {
+			if _, err := c.serverTLS().Config(tlsconfig.Options{}); err != nil {
+				t.Fatalf("accepted a tls section that does not load: %v\n%s", err, yaml)
+			}
+		}
+		if !c.UpstreamTLS.IsZero() {
+			if _, err := c.upstreamTLS().Config(tlsconfig.Options{}); err != nil {
+				t.Fatalf("accepted an upstream_tls section that does not load: %v\n%s", err, yaml)
+			}
+		}
+	})
 }
