@@ -336,3 +336,41 @@ func TestUpstreamTLS(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkTLS is BenchmarkFastPath over TLS (HTTP/1.1 keep-alive), with
+// each client transport, and over HTTP/2: is the fast path still worth
+// it once every byte is encrypted?
+func BenchmarkTLS(b *testing.B) {
+	e := newEdge(b)
+	up := newRecUpstream(b, func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	rule := "rules:\n  - name: per-ip\n    key: [ip]\n    limit: {algorithm: leaky_bucket, rate: 1000000, period: 1s, burst: 1000}\n"
+	for _, tc := range []struct {
+		name, transport string
+		h2              bool
+	}{{"http1-fast", "fast", false}, {"http1-standard", "standard", false}, {"h2", "fast", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			g := runGateway(b, tc.transport, up.URL, e.tlsSection()+rule)
+			c := e.client(tc.h2)
+			c.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
+			defer c.CloseIdleConnections()
+			url := "https://localhost:" + portOf(g.Addr()) + "/v1/items/7"
+			b.ReportAllocs()
+			b.SetParallelism(16)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					resp, err := c.Get(url)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						b.Errorf("status %d", resp.StatusCode)
+						return
+					}
+				}
+			})
+		})
+	}
+}
