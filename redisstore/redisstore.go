@@ -110,7 +110,9 @@ func WithAutoPipeline(on bool) Option {
 // *redis.Client (standalone or from NewFailoverClient) or a
 // *redis.ClusterClient. Give it ContextTimeoutEnabled, so that a call on a
 // hung server returns at its context's deadline (pipelined calls do in any
-// case). An invalid option is an error.
+// case). On a Cluster client, New adds a hook that has it read the slots
+// again when a command cannot reach its node, so that a replica promoted
+// after its primary died is used at once. An invalid option is an error.
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	return newStore(client, false, opts)
 }
@@ -139,6 +141,7 @@ func newStore(client redis.UniversalClient, owned bool, opts []Option) (*Store, 
 	if c.syncPeriod < 0 {
 		return nil, fmt.Errorf("redisstore: sync period %v is negative", c.syncPeriod)
 	}
+	watchCluster(client)
 	if c.autoPipeline {
 		s.pipe = newBatcher(client)
 	}
