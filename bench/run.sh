@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench: each part's benchmarks, run side by side with peer libraries in
 # one run and summarised with benchstat. Usage: bench/run.sh [part ...]
-# Parts: memory redis gateway rls hotkey shared-gateway (default: all). Raw output goes to
+# Parts: memory redis gateway rls hotkey shared-gateway faults (default: all). Raw output goes to
 # bench/results/PART.txt; docs/benchmarks.md quotes the summaries.
 set -euo pipefail
 cd "$(dirname "$0")"

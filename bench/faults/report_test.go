@@ -1,0 +1,347 @@
+package faults
+
+import (
+	"encoding/csv"
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// row is one second of a run.
+type row struct {
+	sec                       int
+	ok, refused, policy, fail int
+	p50, p99, max             float64 // ms
+	storeErrs, fallbacks      float64
+	hotAdmitted               int
+}
+
+// result is what a run measured, and what it must show.
+type result struct {
+	fault, mode string
+	marks       []mark
+	rows        []row
+	total, fail int
+	failures    []string
+	maxLat, p99 time.Duration
+	fellBack    float64       // fallback decisions in all
+	recovery    time.Duration // from the topology's recovery to the last fallback decision; -1: none
+	recovered   bool
+	over        float64 // the hot limit's worst excess over any interval
+	allowance   float64
+	leaks       string
+}
+
+func analyse(r *run, samples []sample, seconds [][2]float64) result {
+	res := result{fault: r.fault.name, mode: r.mode, marks: r.marks, recovery: -1, recovered: true}
+	n := len(seconds)
+	for _, s := range samples {
+		n = max(n, int(s.at/time.Second)+1)
+	}
+	res.rows = make([]row, n)
+	lats := make([][]float64, n)
+	var all []float64
+	var hot []time.Duration
+	for _, s := range samples {
+		i := int(s.at / time.Second)
+		rw := &res.rows[i]
+		rw.sec = i
+		ms := float64(s.lat) / float64(time.Millisecond)
+		lats[i] = append(lats[i], ms)
+		all = append(all, ms)
+		res.total++
+		switch s.status {
+		case 200:
+			rw.ok++
+			if s.kind == kindHot {
+				rw.hotAdmitted++
+				hot = append(hot, s.at)
+			}
+		case 429:
+			rw.refused++
+		case 503:
+			rw.policy++
+		default:
+			rw.fail++
+			res.fail++
+			if len(res.failures) < 5 {
+				res.failures = append(res.failures, fmt.Sprintf("at %v: status %d %s", s.at.Round(time.Millisecond), s.status, s.err))
+			}
+		}
+		res.maxLat = max(res.maxLat, s.lat)
+	}
+	for i := range res.rows {
+		res.rows[i].sec = i
+		res.rows[i].p50, res.rows[i].p99, res.rows[i].max = quantile(lats[i], 0.5), quantile(lats[i], 0.99), quantile(lats[i], 1)
+		if i < len(seconds) {
+			res.rows[i].storeErrs, res.rows[i].fallbacks = seconds[i][0], seconds[i][1]
+			res.fellBack += seconds[i][1]
+		}
+	}
+	res.p99 = time.Duration(quantile(all, 0.99) * float64(time.Millisecond))
+	// Recovery: the last second with a fallback decision, against when
+	// the topology served again.
+	last := -1
+	for i, s := range seconds {
+		if s[1] > 0 {
+			last = i
+		}
+	}
+	if rec := r.at("recovered"); last >= 0 && rec >= 0 {
+		res.recovery = max(0, time.Duration(last+1)*time.Second-rec)
+		res.recovered = last < len(seconds)-1
+	}
+	res.over = overAdmission(hot)
+	res.allowance = allowance(r, res.fellBack > 0)
+	return res
+}
+
+// overAdmission is the most the hot key's admissions exceeded the token
+// bucket's promise (burst + rate·t over any interval of length t), over
+// intervals on a 50 ms grid.
+func overAdmission(admitted []time.Duration) float64 {
+	if len(admitted) == 0 {
+		return 0
+	}
+	slices.Sort(admitted)
+	const step = 50 * time.Millisecond
+	g := int(admitted[len(admitted)-1]/step) + 2
+	count := make([]int, g+1) // count[i]: admissions before i·step
+	j := 0
+	for i := 0; i <= g; i++ {
+		for j < len(admitted) && admitted[j] < time.Duration(i)*step {
+			j++
+		}
+		count[i] = j
+	}
+	worst := math.Inf(-1)
+	for a := 0; a < g; a++ {
+		for b := a + 1; b <= g; b++ {
+			got := float64(count[b] - count[a])
+			promise := hotBurst + hotRate*(time.Duration(b-a)*step).Seconds()
+			worst = max(worst, got-promise)
+		}
+	}
+	return max(0, worst)
+}
+
+// allowance is the excess a run may show by design: the timing of the
+// measure (requests are timed when sent, decided a little later); when
+// the fallback decided, two more bursts: the gateways' local buckets start
+// full when it takes over, and Redis's bucket, which never saw what the
+// fallback admitted, has filled up again when Redis takes back; when
+// counters were lost without a fallback, one burst; sync mode's stated
+// bound, (N−1)·r·(2T+2δ) with T = 100 ms and δ = the 50 ms timeout.
+func allowance(r *run, fellBack bool) float64 {
+	if r.fault.unbounded {
+		return math.Inf(1)
+	}
+	a := 0.1*hotRate + 2
+	switch {
+	case fellBack:
+		a += 2 * hotBurst
+	case r.fault.losesState:
+		a += hotBurst
+	}
+	if r.mode == "sync" {
+		a += (gateways - 1) * hotRate * 0.3
+	}
+	return a
+}
+
+// check fails the test for each property the run broke.
+func (res result) check(t testing.TB) {
+	t.Helper()
+	if res.fail > 0 {
+		t.Errorf("%d of %d requests failed (only 200 and the policy's answers may come back): %s", res.fail, res.total, strings.Join(res.failures, "; "))
+	}
+	if limit := 50*time.Millisecond + *margin; res.maxLat > limit {
+		t.Errorf("a request took %v, more than the store timeout plus the margin (%v)", res.maxLat, limit)
+	}
+	if !res.recovered {
+		t.Errorf("decisions still came from the fallback at the end of the run, %v after the topology recovered", after)
+	} else if res.recovery > *recoverBy {
+		t.Errorf("decisions came back to Redis %v after the topology recovered, more than %v", res.recovery, *recoverBy)
+	}
+	if res.over > res.allowance {
+		t.Errorf("the hot limit admitted %.0f over its promise, more than the %.0f allowed by design in %s mode", res.over, res.allowance, res.mode)
+	}
+	t.Logf("%s/%s: %d requests, %d failed, max %v, p99 %v, %.0f fallback decisions, recovered in %v, over-admission %.0f (allowed %.0f); %s",
+		res.fault, res.mode, res.total, res.fail, res.maxLat.Round(time.Millisecond), res.p99.Round(time.Millisecond), res.fellBack, res.recovery, res.over, res.allowance, res.leaks)
+}
+
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s)-1)+0.5))]
+}
+
+func writeCSV(path string, rows []row) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	w.Write([]string{"second", "ok", "refused", "policy", "failed", "p50_ms", "p99_ms", "max_ms", "store_errors", "fallback_decisions", "hot_admitted", "hot_limit"})
+	ff := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+	for _, r := range rows {
+		w.Write([]string{strconv.Itoa(r.sec), strconv.Itoa(r.ok), strconv.Itoa(r.refused), strconv.Itoa(r.policy), strconv.Itoa(r.fail),
+			ff(r.p50), ff(r.p99), ff(r.max), ff(r.storeErrs), ff(r.fallbacks), strconv.Itoa(r.hotAdmitted), strconv.Itoa(hotRate)})
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writeSummary writes the table docs/reliability.md quotes.
+func writeSummary(path string, results []result) error {
+	var b strings.Builder
+	b.WriteString("| fault | mode | requests | failed | max latency | p99 | fallback decisions | back to Redis after | over-admission (allowed) |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range results {
+		rec := "no fallback"
+		if r.recovery >= 0 {
+			rec = r.recovery.Round(100 * time.Millisecond).String()
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %v | %v | %.0f | %s | %.0f (%.0f) |\n", r.fault, r.mode, r.total, r.fail,
+			r.maxLat.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.fellBack, rec, r.over, r.allowance)
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// Chart colours, one per series, the same in every chart.
+var (
+	okColor       = color.RGBA{0x2e, 0x9d, 0x4a, 0xff}
+	refusedColor  = color.RGBA{0x1f, 0x77, 0xb4, 0xff}
+	policyColor   = color.RGBA{0xe6, 0x7e, 0x22, 0xff}
+	failColor     = color.RGBA{0xd6, 0x27, 0x28, 0xff}
+	fallbackColor = color.RGBA{0x8e, 0x44, 0xad, 0xff}
+	p50Color      = color.RGBA{0x1f, 0x77, 0xb4, 0xff}
+	p99Color      = color.RGBA{0xe6, 0x7e, 0x22, 0xff}
+	maxColor      = color.RGBA{0xd6, 0x27, 0x28, 0xff}
+	limitColor    = color.RGBA{0xd6, 0x27, 0x28, 0xff}
+	admitColor    = color.RGBA{0x33, 0x33, 0x33, 0xff}
+	markColor     = color.RGBA{0x99, 0x99, 0x99, 0xff}
+)
+
+func sans(size vg.Length) text.Style {
+	return text.Style{Color: color.Black, Font: font.From(font.Font{Typeface: "Liberation", Variant: "Sans"}, size), Handler: plot.DefaultTextHandler}
+}
+
+// series is one line of a panel.
+type series struct {
+	name  string
+	color color.Color
+	dash  bool
+	y     func(row) float64
+}
+
+// drawRun draws a run's three panels, one above the other, sharing the
+// time axis: answers per second by kind with the fallback's decisions,
+// latency percentiles, and the hot key's admissions against its limit;
+// the fault's marks are vertical lines.
+func drawRun(path string, r *run, res result) error {
+	panels := []struct {
+		title, ylabel string
+		lines         []series
+	}{
+		{"answers per second", "requests", []series{
+			{"200", okColor, false, func(w row) float64 { return float64(w.ok) }},
+			{"429", refusedColor, false, func(w row) float64 { return float64(w.refused) }},
+			{"503 (deny policy)", policyColor, false, func(w row) float64 { return float64(w.policy) }},
+			{"failed", failColor, false, func(w row) float64 { return float64(w.fail) }},
+			{"fallback decisions", fallbackColor, true, func(w row) float64 { return w.fallbacks }},
+		}},
+		{"latency", "ms", []series{
+			{"p50", p50Color, false, func(w row) float64 { return w.p50 }},
+			{"p99", p99Color, false, func(w row) float64 { return w.p99 }},
+			{"max", maxColor, false, func(w row) float64 { return w.max }},
+		}},
+		{"hot key: admitted per second", "requests", []series{
+			{"admitted", admitColor, false, func(w row) float64 { return float64(w.hotAdmitted) }},
+			{fmt.Sprintf("limit %d/s", hotRate), limitColor, true, func(row) float64 { return hotRate }},
+		}},
+	}
+	const width, panelH, headH = 8.5 * vg.Inch, 1.7 * vg.Inch, 0.55 * vg.Inch
+	img := vgimg.NewWith(vgimg.UseWH(width, headH+3*panelH), vgimg.UseDPI(110))
+	dc := draw.New(img)
+	dc.SetColor(color.White)
+	dc.Fill(dc.Rectangle.Path())
+	title := fmt.Sprintf("%s, %s mode: %d requests, %d failed, max %v, over-admission %.0f (allowed %.0f)",
+		res.fault, res.mode, res.total, res.fail, res.maxLat.Round(time.Millisecond), res.over, res.allowance)
+	dc.FillText(sans(12), vg.Point{X: 0.3 * vg.Inch, Y: dc.Max.Y - 0.3*vg.Inch}, title)
+	for i, pn := range panels {
+		p := plot.New()
+		p.Title.Text = pn.title
+		p.Title.TextStyle = sans(10)
+		p.Y.Label.Text = pn.ylabel
+		p.Y.Label.TextStyle = sans(9)
+		p.X.Tick.Label = sans(8)
+		p.Y.Tick.Label = sans(8)
+		p.Y.Min = 0
+		if i == len(panels)-1 {
+			p.X.Label.Text = "seconds"
+			p.X.Label.TextStyle = sans(9)
+		}
+		p.Legend.Top = true
+		p.Legend.Left = false
+		p.Legend.XOffs = 1.3 * vg.Inch // to the right of the data area
+		p.Legend.TextStyle = sans(8)
+		var top float64
+		for _, s := range pn.lines {
+			pts := make(plotter.XYs, len(res.rows))
+			for k, w := range res.rows {
+				pts[k] = plotter.XY{X: float64(w.sec) + 0.5, Y: s.y(w)}
+				top = max(top, pts[k].Y)
+			}
+			l, err := plotter.NewLine(pts)
+			if err != nil {
+				return err
+			}
+			l.Color, l.Width = s.color, 1.4
+			if s.dash {
+				l.Dashes = []vg.Length{4, 2}
+			}
+			p.Add(l)
+			p.Legend.Add(s.name, l)
+		}
+		p.Y.Max = max(1, top*1.1)
+		for _, m := range res.marks {
+			x := m.at.Seconds()
+			ml, _ := plotter.NewLine(plotter.XYs{{X: x, Y: 0}, {X: x, Y: p.Y.Max}})
+			ml.Color, ml.Dashes, ml.Width = markColor, []vg.Length{2, 2}, 1
+			p.Add(ml)
+		}
+		y0 := dc.Max.Y - headH - vg.Length(i+1)*panelH
+		c := draw.Canvas{Canvas: dc, Rectangle: vg.Rectangle{Min: vg.Point{X: 0, Y: y0}, Max: vg.Point{X: width - 1.4*vg.Inch, Y: y0 + panelH}}}
+		p.Draw(c)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
