@@ -283,6 +283,11 @@ func runFault(t *testing.T, f fault, mode, out string) result {
 				os.WriteFile(filepath.Join(out, name+"-"+p.name+".log"), b, 0o644)
 			}
 		}
+		for i, n := range append(append([]*node{}, top.nodes...), top.sentinels...) {
+			if b, err := os.ReadFile(filepath.Join(n.dir, "redis.log")); err == nil {
+				os.WriteFile(filepath.Join(out, fmt.Sprintf("%s-redis-%d-%d.log", name, i, n.port)), b, 0o644)
+			}
+		}
 	}
 	return res
 }
