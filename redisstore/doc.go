@@ -46,5 +46,8 @@
 // The user and password are the data nodes'; Sentinel's own credentials, if
 // it has any, go in the sentinel_username and sentinel_password options.
 // Other options are go-redis's URL options (dial_timeout, read_timeout,
-// pool_size, ...). docs/redis.md explains deployment.
+// pool_size, ...). The TLS forms trust the system's CAs and send no client
+// certificate; for a CA or a client certificate of your own, build the
+// client with NewClient and WithTLSConfig and give it to New.
+// docs/redis.md explains deployment.
 package redisstore

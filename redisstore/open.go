@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/url"
@@ -35,10 +36,21 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 // *redis.ClusterClient for the Cluster forms. The client honours context
 // deadlines (ContextTimeoutEnabled) and speaks RESP2 unless the URL sets
 // protocol=3.
-func NewClient(rawURL string) (redis.UniversalClient, error) {
+//
+// Over TLS each server is verified by the host it is dialed at: a
+// sentinel, the primary and replicas at the addresses Sentinel announces,
+// each cluster node at the address the cluster announces.
+func NewClient(rawURL string, opts ...ClientOption) (redis.UniversalClient, error) {
+	var cc clientConfig
+	for _, o := range opts {
+		o.applyClient(&cc)
+	}
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
 		return nil, fmt.Errorf("redisstore: %s: not a URL (redis://host:port/db)", redact(rawURL))
+	}
+	if cc.tls != nil && !strings.HasPrefix(scheme, "rediss") {
+		return nil, fmt.Errorf("redisstore: %s: a TLS config needs a TLS URL (rediss://, rediss+sentinel://, rediss+cluster://)", redact(rawURL))
 	}
 	switch scheme {
 	case "redis", "rediss", "unix":
@@ -48,6 +60,7 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 		}
 		o.Protocol = resp(o.Protocol)
 		o.ContextTimeoutEnabled = true
+		o.TLSConfig = cc.tlsFor(o.TLSConfig)
 		return redis.NewClient(o), nil
 	case "redis+sentinel", "rediss+sentinel":
 		o, err := parseSentinel(strings.TrimSuffix(scheme, "+sentinel"), rest)
@@ -56,6 +69,7 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 		}
 		o.Protocol = resp(o.Protocol)
 		o.ContextTimeoutEnabled = true
+		o.TLSConfig = cc.tlsFor(o.TLSConfig)
 		return redis.NewFailoverClient(o), nil
 	case "redis+cluster", "rediss+cluster":
 		o, err := parseCluster(strings.TrimSuffix(scheme, "+cluster"), rest)
@@ -64,9 +78,57 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 		}
 		o.Protocol = resp(o.Protocol)
 		o.ContextTimeoutEnabled = true
+		o.TLSConfig = cc.tlsFor(o.TLSConfig)
 		return redis.NewClusterClient(o), nil
 	}
 	return nil, fmt.Errorf("redisstore: %s: unknown scheme %q (redis, rediss, unix, redis+sentinel, rediss+sentinel, redis+cluster, rediss+cluster)", redact(rawURL), scheme)
+}
+
+// ClientOption configures the client NewClient returns.
+type ClientOption interface {
+	applyClient(*clientConfig)
+}
+
+type clientConfig struct {
+	tls *tls.Config
+}
+
+type clientOptionFunc func(*clientConfig)
+
+func (f clientOptionFunc) applyClient(c *clientConfig) { f(c) }
+
+// WithTLSConfig makes the client speak TLS with cfg (its CAs, its client
+// certificate) instead of the defaults of a rediss URL: the system's CAs
+// and no client certificate. The URL must be one of the TLS forms
+// (rediss://, rediss+sentinel://, rediss+cluster://). cfg serves every
+// connection: to the sentinels and to the primary and replicas they name,
+// to every node of a cluster. Leave cfg.ServerName empty to verify each
+// server by the host it is dialed at; set it when every server's
+// certificate holds that one name. The URL's skip_verify=true still
+// applies. A nil cfg changes nothing.
+func WithTLSConfig(cfg *tls.Config) ClientOption {
+	return clientOptionFunc(func(c *clientConfig) { c.tls = cfg })
+}
+
+// tlsFor returns the TLS config for a client whose URL gave fromURL (nil
+// for a clear-text URL): the configured one if any, and never one that
+// names a server, so that go-redis's default (the first address's host)
+// does not make the sentinels, replicas and other cluster nodes answer to
+// that host's name. A dial with no name verifies the dialed host's.
+func (c clientConfig) tlsFor(fromURL *tls.Config) *tls.Config {
+	if fromURL == nil {
+		return nil
+	}
+	cfg := c.tls
+	if cfg == nil {
+		cfg = fromURL.Clone()
+		cfg.ServerName = ""
+	}
+	if fromURL.InsecureSkipVerify && !cfg.InsecureSkipVerify {
+		cfg = cfg.Clone()
+		cfg.InsecureSkipVerify = true
+	}
+	return cfg
 }
 
 // resp picks RESP2 unless the URL asked for a protocol: the store needs

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"crypto/tls"
 	"strings"
 	"testing"
 
@@ -87,4 +88,64 @@ func FuzzNewClient(f *testing.F) {
 		}
 		c.Close()
 	})
+}
+
+// TestNewClientTLS: a TLS config reaches every form's connections, only a
+// TLS URL takes one, and no form pins every server to its first host's
+// name.
+func TestNewClientTLS(t *testing.T) {
+	mine := &tls.Config{MinVersion: tls.VersionTLS13}
+	c, err := NewClient("rediss://127.0.0.1:6390/0", WithTLSConfig(mine))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.(*redis.Client).Options().TLSConfig; got != mine {
+		t.Errorf("rediss://: TLS config %+v, want the one given", got)
+	}
+	c.Close()
+
+	c, err = NewClient("rediss+cluster://n1:7000,n2:7000", WithTLSConfig(mine))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.(*redis.ClusterClient).Options().TLSConfig; got != mine {
+		t.Errorf("rediss+cluster://: TLS config %+v, want the one given", got)
+	}
+	c.Close()
+
+	c, err = NewClient("rediss+sentinel://s1:26379,s2:26379/m?skip_verify=true", WithTLSConfig(mine))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The failover client's Options are the data nodes'; the same
+	// FailoverOptions.TLSConfig serves the sentinels.
+	if got := c.(*redis.Client).Options().TLSConfig; got.MinVersion != tls.VersionTLS13 || !got.InsecureSkipVerify || mine.InsecureSkipVerify {
+		t.Errorf("rediss+sentinel:// with skip_verify: %+v (given %+v)", got, mine)
+	}
+	c.Close()
+
+	// Without a config of one's own, no server name either: each node is
+	// verified by its own host, not n1's.
+	c, err = NewClient("rediss+cluster://n1:7000,n2:7000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.(*redis.ClusterClient).Options().TLSConfig; got == nil || got.ServerName != "" {
+		t.Errorf("rediss+cluster://: %+v, want TLS and no server name", got)
+	}
+	c.Close()
+
+	for _, clear := range []string{"redis://h:1/0", "unix:///tmp/r.sock", "redis+sentinel://s1:26379/m", "redis+cluster://n1:7000"} {
+		if c, err := NewClient(clear, WithTLSConfig(mine)); err == nil || !strings.Contains(err.Error(), "rediss://") {
+			if c != nil {
+				c.Close()
+			}
+			t.Errorf("%s with a TLS config: %v, want an error pointing to rediss://", clear, err)
+		}
+	}
+	c, err = NewClient("redis://h:1/0", WithTLSConfig(nil))
+	if err != nil || c.(*redis.Client).Options().TLSConfig != nil {
+		t.Errorf("a nil TLS config: %v", err)
+	}
+	c.Close()
 }
