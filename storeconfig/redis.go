@@ -13,6 +13,7 @@ import (
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/failsafe"
 	"github.com/ratekeeper/ratekeeper/redisstore"
+	"github.com/ratekeeper/ratekeeper/tlsconfig"
 )
 
 // openRedis builds the Redis store, wrapped in failsafe with the
@@ -26,7 +27,15 @@ func openRedis(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.S
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: on_error: %w", err)
 	}
-	client, err := redisstore.NewClient(c.URL)
+	var copts []redisstore.ClientOption
+	if !c.TLS.IsZero() {
+		tc, err := c.TLS.Config(tlsconfig.Options{Logger: logger})
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: %w", tlsError(err))
+		}
+		copts = append(copts, redisstore.WithTLSConfig(tc))
+	}
+	client, err := redisstore.NewClient(c.URL, copts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: %w", err)
 	}

@@ -2,6 +2,7 @@ package storeconfig
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/failsafe"
 	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/redisstore"
+	"github.com/ratekeeper/ratekeeper/tlsconfig"
 )
 
 // Defaults for the fields of Config left zero.
@@ -28,8 +30,8 @@ const (
 )
 
 // Config describes the store: yaml `store: {url, timeout, on_error,
-// instances, mode, sync_period}`. The zero Config is the memory store;
-// the other fields only matter for Redis.
+// instances, mode, sync_period, tls}`. The zero Config is the memory
+// store; the other fields only matter for Redis.
 type Config struct {
 	// URL is "memory://" (the default) or a Redis URL: redis://, rediss://,
 	// or the Sentinel and Cluster forms redisstore.Open accepts.
@@ -53,6 +55,17 @@ type Config struct {
 	// SyncPeriod is how often sync and lease modes talk to Redis (default
 	// 100ms): shorter is closer to exact, longer costs Redis less.
 	SyncPeriod time.Duration `yaml:"sync_period"`
+	// TLS is how the TLS URLs (rediss://, rediss+sentinel://,
+	// rediss+cluster://) speak TLS: yaml `{ca_file, cert_file, key_file,
+	// server_name, insecure_skip_verify}`. ca_file is the CAs the servers'
+	// certificates must chain to (default: the system's); cert_file and
+	// key_file a client certificate, for servers that require one;
+	// server_name the name every server's certificate must hold (default:
+	// the host each is dialed at). It serves every connection: to the
+	// sentinels and the primary and replicas they name, to every cluster
+	// node. Set with another scheme, it is an error. Relative paths are
+	// relative to the working directory until Resolve.
+	TLS tlsconfig.Client `yaml:"tls"`
 }
 
 // WithDefaults returns c with its zero fields set to the defaults.
@@ -78,6 +91,13 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// Resolve returns c with the relative paths of its TLS files made
+// relative to dir, the directory of the config file that named them.
+func (c Config) Resolve(dir string) Config {
+	c.TLS = c.TLS.Resolve(dir)
+	return c
+}
+
 // IsMemory reports whether c names the embedded memory store.
 func (c Config) IsMemory() bool {
 	return c.URL == "" || strings.HasPrefix(c.URL, "memory:")
@@ -95,6 +115,14 @@ func (c Config) Validate() error {
 	case "redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster", "unix":
 	default:
 		return fmt.Errorf("url: unknown scheme %q in %q (memory://, redis://, rediss://, redis+sentinel://, redis+cluster://)", u.Scheme, redactURL(c.URL))
+	}
+	if !c.TLS.IsZero() {
+		if !isTLS(u.Scheme) {
+			return fmt.Errorf("tls: is set, but %s:// is not TLS: use rediss:// (or rediss+sentinel://, rediss+cluster://)", u.Scheme)
+		}
+		if ps := c.TLS.Problems(); len(ps) > 0 {
+			return tlsError(ps[0])
+		}
 	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("timeout: must not be negative, not %v", c.Timeout)
@@ -118,6 +146,18 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// isTLS reports whether a URL scheme is one of Redis's over TLS.
+func isTLS(scheme string) bool { return strings.HasPrefix(scheme, "rediss") }
+
+// tlsError names a TLS problem's field under tls: "tls.ca_file: ...".
+func tlsError(err error) error {
+	var fe *tlsconfig.FieldError
+	if errors.As(err, &fe) {
+		return fmt.Errorf("tls.%s: %w", fe.Field, fe.Err)
+	}
+	return fmt.Errorf("tls: %w", err)
+}
+
 // redactURL hides a password in u for messages.
 func redactURL(s string) string {
 	if u, err := url.Parse(s); err == nil {
@@ -136,7 +176,32 @@ func (c Config) String() string {
 	if mode != "exact" {
 		mode += " every " + c.SyncPeriod.String()
 	}
-	return fmt.Sprintf("%s (timeout %v, on_error %s, instances %d, mode %s)", redactURL(c.URL), c.Timeout, c.OnError, c.Instances, mode)
+	s := fmt.Sprintf("%s (timeout %v, on_error %s, instances %d, mode %s", redactURL(c.URL), c.Timeout, c.OnError, c.Instances, mode)
+	if u, err := url.Parse(c.URL); err == nil && isTLS(u.Scheme) {
+		s += ", " + tlsString(c.TLS)
+	}
+	return s + ")"
+}
+
+// tlsString says how the store speaks TLS: the files it reads and the
+// name it verifies, none of which is a secret.
+func tlsString(t tlsconfig.Client) string {
+	var parts []string
+	if t.CAFile != "" {
+		parts = append(parts, "ca_file "+t.CAFile)
+	} else {
+		parts = append(parts, "the system's CAs")
+	}
+	if t.CertFile != "" {
+		parts = append(parts, "client certificate "+t.CertFile)
+	}
+	if t.ServerName != "" {
+		parts = append(parts, "server_name "+t.ServerName)
+	}
+	if t.InsecureSkipVerify {
+		parts = append(parts, "insecure_skip_verify: any server certificate accepted")
+	}
+	return "TLS: " + strings.Join(parts, ", ")
 }
 
 // Open builds the store c describes. The Closer releases it (the memory
@@ -178,8 +243,9 @@ func SetLimitModes(s ratekeeper.Store, modes map[ratekeeper.Limit]string) error 
 
 // RegisterFlags defines the shared store flags on fs, writing into c:
 // --store, --store-timeout, --store-on-error, --store-instances,
-// --store-mode, --store-sync-period. Values
-// already in c are the flags' defaults.
+// --store-mode, --store-sync-period, and for TLS --store-tls-ca-file,
+// --store-tls-cert-file, --store-tls-key-file, --store-tls-server-name.
+// Values already in c are the flags' defaults.
 func RegisterFlags(fs *flag.FlagSet, c *Config) {
 	d := c.WithDefaults()
 	fs.StringVar(&c.URL, "store", d.URL, "store `URL`: memory:// or redis://[user:pass@]host:port/db (rediss://, redis+sentinel://, redis+cluster://)")
@@ -188,4 +254,8 @@ func RegisterFlags(fs *flag.FlagSet, c *Config) {
 	fs.IntVar(&c.Instances, "store-instances", d.Instances, "processes sharing the store (the local fallback gives each 1/N of a limit)")
 	fs.StringVar(&c.Mode, "store-mode", d.Mode, "how shared limits are decided: exact (each in Redis), sync (locally, counts synced; bounded over-admission) or lease (locally, from leased quota; never over)")
 	fs.DurationVar(&c.SyncPeriod, "store-sync-period", d.SyncPeriod, "how often sync and lease modes talk to Redis")
+	fs.StringVar(&c.TLS.CAFile, "store-tls-ca-file", d.TLS.CAFile, "PEM `file` of the CAs Redis's certificates must chain to, for rediss:// URLs (default: the system's CAs)")
+	fs.StringVar(&c.TLS.CertFile, "store-tls-cert-file", d.TLS.CertFile, "PEM client certificate `file` for a Redis that requires one (with --store-tls-key-file); reread when it changes")
+	fs.StringVar(&c.TLS.KeyFile, "store-tls-key-file", d.TLS.KeyFile, "PEM private key `file` of --store-tls-cert-file")
+	fs.StringVar(&c.TLS.ServerName, "store-tls-server-name", d.TLS.ServerName, "the `name` every Redis server's certificate must hold (default: the host each is dialed at)")
 }

@@ -2,11 +2,18 @@ package storeconfig
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/tlstest"
+	"github.com/ratekeeper/ratekeeper/tlsconfig"
 )
 
 func TestValidate(t *testing.T) {
@@ -45,12 +52,14 @@ func TestOpenMemory(t *testing.T) {
 
 func TestFlags(t *testing.T) {
 	var c Config
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	RegisterFlags(fs, &c)
-	if err := fs.Parse([]string{"--store", "redis://h:1", "--store-timeout", "20ms", "--store-on-error", "local", "--store-instances", "4", "--store-mode", "lease", "--store-sync-period", "10ms"}); err != nil {
+	flags := flag.NewFlagSet("x", flag.ContinueOnError)
+	RegisterFlags(flags, &c)
+	if err := flags.Parse([]string{"--store", "rediss://h:1", "--store-timeout", "20ms", "--store-on-error", "local", "--store-instances", "4", "--store-mode", "lease", "--store-sync-period", "10ms",
+		"--store-tls-ca-file", "ca.pem", "--store-tls-cert-file", "c.pem", "--store-tls-key-file", "c.key", "--store-tls-server-name", "redis.internal"}); err != nil {
 		t.Fatal(err)
 	}
-	want := Config{URL: "redis://h:1", Timeout: 20 * time.Millisecond, OnError: "local", Instances: 4, Mode: "lease", SyncPeriod: 10 * time.Millisecond}
+	want := Config{URL: "rediss://h:1", Timeout: 20 * time.Millisecond, OnError: "local", Instances: 4, Mode: "lease", SyncPeriod: 10 * time.Millisecond,
+		TLS: tlsconfig.Client{CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "c.key", ServerName: "redis.internal"}}
 	if c != want {
 		t.Fatalf("got %+v, want %+v", c, want)
 	}
@@ -60,5 +69,81 @@ func TestOpenRedisBadURL(t *testing.T) {
 	_, _, err := Open(context.Background(), Config{URL: "redis+cluster://", Timeout: 100 * time.Millisecond}, nil)
 	if err == nil {
 		t.Fatal("Open accepted a cluster URL without addresses")
+	}
+}
+
+// TestValidateTLS: tls needs a TLS URL, and its files must load; each
+// error names its field under tls.
+func TestValidateTLS(t *testing.T) {
+	ca := tlstest.NewCA(t, "store CA")
+	dir := t.TempDir()
+	caFile := ca.Write(t, dir, "ca")
+	cert, key := ca.Client(t, "ratekeeper").Write(t, dir, "client")
+	_, otherKey := ca.Client(t, "other").Write(t, dir, "other")
+	good := tlsconfig.Client{CAFile: caFile, CertFile: cert, KeyFile: key, ServerName: "redis.internal"}
+	for _, u := range []string{"rediss://h:1/0", "rediss+sentinel://h1:26379,h2:26379/m", "rediss+cluster://h1:7000,h2:7000"} {
+		if err := (Config{URL: u, TLS: good}).Validate(); err != nil {
+			t.Errorf("%s: %v", u, err)
+		}
+	}
+	for _, u := range []string{"redis://h:1/0", "redis+sentinel://h1:26379/m", "redis+cluster://h1:7000", "unix:///tmp/r.sock", "memory://", ""} {
+		err := (Config{URL: u, TLS: tlsconfig.Client{CAFile: caFile}}).Validate()
+		if err == nil || !strings.HasPrefix(err.Error(), "tls: ") || !strings.Contains(err.Error(), "use rediss://") {
+			t.Errorf("%q with tls: %v, want an error naming tls and rediss://", u, err)
+		}
+	}
+	for _, c := range []struct {
+		tls   tlsconfig.Client
+		field string
+		is    error
+	}{
+		{tlsconfig.Client{CAFile: filepath.Join(dir, "missing.crt")}, "tls.ca_file: open ", fs.ErrNotExist},
+		{tlsconfig.Client{CAFile: key}, "tls.ca_file: ", nil},
+		{tlsconfig.Client{CertFile: cert}, "tls.key_file: ", nil},
+		{tlsconfig.Client{CertFile: cert, KeyFile: otherKey}, "tls.key_file: ", nil},
+		{tlsconfig.Client{CertFile: cert, KeyFile: filepath.Join(dir, "nokey")}, "tls.key_file: open ", fs.ErrNotExist},
+	} {
+		err := (Config{URL: "rediss://h:1", TLS: c.tls}).Validate()
+		if err == nil || !strings.HasPrefix(err.Error(), c.field) || (c.is != nil && !errors.Is(err, c.is)) {
+			t.Errorf("%+v: %v, want %q...", c.tls, err, c.field)
+		}
+	}
+}
+
+func TestResolve(t *testing.T) {
+	c := Config{URL: "rediss://h:1", TLS: tlsconfig.Client{CAFile: "ca.crt", CertFile: "/etc/ratekeeper/c.crt", KeyFile: "keys/c.key", ServerName: "redis"}}
+	got := c.Resolve("/srv/conf")
+	want := Config{URL: "rediss://h:1", TLS: tlsconfig.Client{CAFile: "/srv/conf/ca.crt", CertFile: "/etc/ratekeeper/c.crt", KeyFile: "/srv/conf/keys/c.key", ServerName: "redis"}}
+	if got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	if c.TLS.CAFile != "ca.crt" {
+		t.Fatal("Resolve changed its receiver")
+	}
+	if (Config{}).Resolve("/x") != (Config{}) {
+		t.Fatal("Resolve made paths of nothing")
+	}
+}
+
+// TestString: the log line says TLS is on and which files and name, never
+// a password or a key's contents.
+func TestString(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "c.key")
+	if err := os.WriteFile(key, []byte("-----BEGIN PRIVATE KEY-----"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for c, want := range map[Config]string{
+		{URL: "redis://:pw@h:1/0"}:  "redis://:xxxxx@h:1/0 (timeout 50ms, on_error allow, instances 1, mode exact)",
+		{URL: "rediss://:pw@h:1/0"}: "rediss://:xxxxx@h:1/0 (timeout 50ms, on_error allow, instances 1, mode exact, TLS: the system's CAs)",
+		{URL: "rediss+cluster://h:1,h:2", TLS: tlsconfig.Client{CAFile: "/ca.crt", CertFile: "/c.crt", KeyFile: key, ServerName: "redis"}}: "rediss+cluster://h:1,h:2 (timeout 50ms, on_error allow, instances 1, mode exact, TLS: ca_file /ca.crt, client certificate /c.crt, server_name redis)",
+		{URL: "rediss://h:1", TLS: tlsconfig.Client{InsecureSkipVerify: true}}:                                                             "rediss://h:1 (timeout 50ms, on_error allow, instances 1, mode exact, TLS: the system's CAs, insecure_skip_verify: any server certificate accepted)",
+		{}: "memory://",
+	} {
+		if got := c.String(); got != want {
+			t.Errorf("got  %s\nwant %s", got, want)
+		}
+		if s := c.String(); strings.Contains(s, "pw") || strings.Contains(s, "PRIVATE") {
+			t.Errorf("%s shows a secret", s)
+		}
 	}
 }
