@@ -3,6 +3,7 @@ package tlsconfig
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -293,6 +294,12 @@ func loadPair(p Pair) (tls.Certificate, *FieldError) {
 	if err != nil {
 		return tls.Certificate{}, &FieldError{"key_file", err}
 	}
+	// X509KeyPair's errors name no file, and its message for a
+	// certificate file holding a key ("PEM inputs may have been switched")
+	// speaks of the key: such a file is the certificate's fault.
+	if !holdsCertificate(certPEM) {
+		return tls.Certificate{}, &FieldError{"cert_file", fmt.Errorf("%s holds no PEM certificate", p.CertFile)}
+	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		field := "cert_file"
@@ -302,6 +309,20 @@ func loadPair(p Pair) (tls.Certificate, *FieldError) {
 		return tls.Certificate{}, &FieldError{field, fmt.Errorf("%s and %s: %w", p.CertFile, p.KeyFile, err)}
 	}
 	return cert, nil
+}
+
+// holdsCertificate reports whether b has a PEM CERTIFICATE block.
+func holdsCertificate(b []byte) bool {
+	for {
+		var block *pem.Block
+		block, b = pem.Decode(b)
+		if block == nil {
+			return false
+		}
+		if block.Type == "CERTIFICATE" {
+			return true
+		}
+	}
 }
 
 // loadPool reads a PEM file of CA certificates.

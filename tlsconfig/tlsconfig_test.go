@@ -33,6 +33,8 @@ func TestServerProblems(t *testing.T) {
 		{"cert without key", tlsconfig.Server{CertFile: "a.crt"}, "key_file", "without its private key"},
 		{"mismatched pair", tlsconfig.Server{CertFile: "a.crt", KeyFile: "b.key"}, "key_file", "does not match"},
 		{"not PEM", tlsconfig.Server{CertFile: "garbage.pem", KeyFile: "a.key"}, "cert_file", "PEM"},
+		{"switched files", tlsconfig.Server{CertFile: "a.key", KeyFile: "a.crt"}, "cert_file", "holds no PEM certificate"},
+		{"a certificate as the key", tlsconfig.Server{CertFile: "a.crt", KeyFile: "a.crt"}, "key_file", "certificate rather than a key"},
 		{"version", tlsconfig.Server{CertFile: "a.crt", KeyFile: "a.key", MinVersion: "1.0"}, "min_version", "use 1.2 or 1.3"},
 		{"client CA not PEM", tlsconfig.Server{CertFile: "a.crt", KeyFile: "a.key", ClientCAFile: "garbage.pem"}, "client_ca_file", "no PEM certificate"},
 		{"only a CA", tlsconfig.Server{ClientCAFile: "ca.crt"}, "cert_file", "is missing"},
