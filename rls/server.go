@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -10,12 +11,14 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/ratekeeper/ratekeeper/internal/server"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
+	"github.com/ratekeeper/ratekeeper/tlsconfig"
 )
 
 // Defaults of ServerOptions.
@@ -39,6 +42,13 @@ type ServerOptions struct {
 	// GRPCListen, HTTPListen and AdminListen are the listeners' addresses;
 	// "-" turns the HTTP or admin listener off.
 	GRPCListen, HTTPListen, AdminListen string
+	// GRPCTLS and HTTPTLS, when Enabled, make the gRPC and HTTP listeners
+	// speak TLS only, with certificates that follow their files (a
+	// renewal is served from the next handshake); a ClientCAFile refuses
+	// clients without a certificate that chains to it (mutual TLS). The
+	// HTTP listener offers HTTP/2 and HTTP/1.1 (ALPN). The zero value is
+	// clear text. The admin listener is always clear text.
+	GRPCTLS, HTTPTLS tlsconfig.Server
 	// Store configures the store (memory by default).
 	Store storeconfig.Config
 	// AllOrNothing: see WithAllOrNothing.
@@ -65,6 +75,7 @@ type Server struct {
 	svc  *Service
 
 	grpcAddr, httpAddr, adminAddr server.Addr
+	grpcTLS, httpTLS              *tls.Config // nil: clear text
 }
 
 // NewServer loads the configuration at path (a file or a directory) and
@@ -92,6 +103,15 @@ func NewServer(ctx context.Context, path string, o ServerOptions) (*Server, erro
 		return nil, err
 	}
 	s := &Server{path: path, o: o, proc: proc}
+	if s.grpcTLS, err = listenerTLS("grpc", o.GRPCTLS, proc.Logger, "h2"); err != nil {
+		return nil, err
+	}
+	if o.HTTPListen == "-" && o.HTTPTLS.Enabled() {
+		return nil, fmt.Errorf("http tls: is set, but the HTTP listener is off")
+	}
+	if s.httpTLS, err = listenerTLS("http", o.HTTPTLS, proc.Logger, "h2", "http/1.1"); err != nil {
+		return nil, err
+	}
 	store, err := proc.OpenStore(ctx, o.Store)
 	if err != nil {
 		return nil, err
@@ -110,6 +130,31 @@ func NewServer(ctx context.Context, path string, o ServerOptions) (*Server, erro
 		WithMetrics(sm))
 	proc.Loaded(rules.Len())
 	return s, nil
+}
+
+// listenerTLS builds the TLS config of the listener what names, offering
+// protos by ALPN, or returns nil for clear text.
+func listenerTLS(what string, ts tlsconfig.Server, logger *slog.Logger, protos ...string) (*tls.Config, error) {
+	if !ts.Enabled() {
+		return nil, nil
+	}
+	c, err := ts.Config(tlsconfig.Options{Logger: logger.With("listener", what), NextProtos: protos})
+	if err != nil {
+		return nil, fmt.Errorf("%s tls: %w", what, err)
+	}
+	return c, nil
+}
+
+// tlsMode says how a listener speaks: "off" (clear text), "on" (TLS) or
+// "mutual" (TLS, and clients show a certificate).
+func tlsMode(ts tlsconfig.Server) string {
+	switch {
+	case !ts.Enabled():
+		return "off"
+	case ts.ClientCAFile != "":
+		return "mutual"
+	}
+	return "on"
 }
 
 // Service is the server's Service.
@@ -158,7 +203,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 
-	gs := grpc.NewServer(
+	gopts := []grpc.ServerOption{
 		// Calls run on long-lived workers rather than a new goroutine each,
 		// whose stack would grow (runtime.morestack) on every call: 8% of
 		// the service's CPU under load before this.
@@ -166,7 +211,11 @@ func (s *Server) Run(ctx context.Context) error {
 		// Rate limit requests and responses encoded by hand, the rest by
 		// gRPC's proto codec: see codec.
 		grpc.ForceServerCodecV2(newCodec()),
-	)
+	}
+	if s.grpcTLS != nil {
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(s.grpcTLS)))
+	}
+	gs := grpc.NewServer(gopts...)
 	rlsv3.RegisterRateLimitServiceServer(gs, s.svc)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -176,10 +225,15 @@ func (s *Server) Run(ctx context.Context) error {
 
 	servers := []server.Server{grpcServer{gs, hs, gln}}
 	if hln != nil {
+		if s.httpTLS != nil {
+			// net/http serves HTTP/2 on a TLS connection that chose h2.
+			hln = tls.NewListener(hln, s.httpTLS)
+		}
 		servers = append(servers, server.HTTP(&http.Server{Handler: s.svc.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 			ErrorLog: slog.NewLogLogger(s.proc.Logger.Handler(), slog.LevelDebug)}, hln))
 	}
 	s.proc.Logger.Info("rate limit service listening", "grpc", s.grpcAddr.String(), "http", s.httpAddr.String(), "admin", s.adminAddr.String(),
+		"grpc_tls", tlsMode(s.o.GRPCTLS), "http_tls", tlsMode(s.o.HTTPTLS), "admin_tls", "off",
 		"config", s.path, "domains", s.svc.Rules().Domains(), "store", s.o.Store.String(), "all_or_nothing", s.o.AllOrNothing)
 	return s.proc.Run(ctx, server.Run{
 		Name:            "rate limit service",

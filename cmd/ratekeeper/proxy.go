@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/ratekeeper/ratekeeper/gateway"
 )
@@ -47,6 +48,14 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			o.Store.Mode = common.store.Mode
 		case "store-sync-period":
 			o.Store.SyncPeriod = common.store.SyncPeriod
+		case "store-tls-ca-file":
+			o.Store.TLS.CAFile = absPath(common.store.TLS.CAFile)
+		case "store-tls-cert-file":
+			o.Store.TLS.CertFile = absPath(common.store.TLS.CertFile)
+		case "store-tls-key-file":
+			o.Store.TLS.KeyFile = absPath(common.store.TLS.KeyFile)
+		case "store-tls-server-name":
+			o.Store.TLS.ServerName = common.store.TLS.ServerName
 		}
 	})
 	hup := catchHangups()
@@ -57,4 +66,14 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	hup.reloadUntil(ctx, logger, g.Reload)
 	return g.Run(ctx)
+}
+
+// absPath makes a path given on the command line absolute, so that it
+// stays relative to the working directory when the config file's own
+// relative paths are made relative to the file's directory.
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil && p != "" {
+		return a
+	}
+	return p
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/ratekeeper/ratekeeper/rls"
+	"github.com/ratekeeper/ratekeeper/tlsconfig"
 )
 
 // runServe is `ratekeeper serve`: Envoy's rate limit service (gRPC) and
@@ -16,14 +18,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: ratekeeper serve --config PATH [flags]\n\nAnswers Envoy's rate limit service API (gRPC) and a JSON API (POST /v1/check,\nPOST /json) with the limits of PATH: a file or a directory of files in the\nYAML of Envoy's reference rate limit service, one domain each (docs/envoy.md).\nSIGHUP or a change to PATH reloads it; SIGTERM or SIGINT shuts down gracefully.\n\nflags:")
+		fmt.Fprintln(stderr, "usage: ratekeeper serve --config PATH [flags]\n\nAnswers Envoy's rate limit service API (gRPC) and a JSON API (POST /v1/check,\nPOST /json) with the limits of PATH: a file or a directory of files in the\nYAML of Envoy's reference rate limit service, one domain each (docs/envoy.md).\nSIGHUP or a change to PATH reloads it; SIGTERM or SIGINT shuts down gracefully.\nThe --grpc-tls-* and --http-tls-* flags make those listeners TLS (mutual TLS\nwith a client CA); the admin listener is always clear text.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	var (
 		common       = registerServerFlags(fs, "the config `path`: a YAML file or a directory of them; required")
 		grpcListen   = fs.String("grpc-listen", rls.DefaultGRPCListen, "gRPC `address` (envoy.service.ratelimit.v3, health, reflection)")
 		httpListen   = fs.String("http-listen", rls.DefaultHTTPListen, "HTTP JSON API `address`, or - for none")
-		adminListen  = fs.String("admin-listen", rls.DefaultAdminListen, "admin `address` (/metrics, /healthz, /readyz), or - for none")
+		adminListen  = fs.String("admin-listen", rls.DefaultAdminListen, "admin `address` (/metrics, /healthz, /readyz), or - for none; always clear text, so keep it on a private address")
+		grpcTLS      = registerTLSFlags(fs, "grpc", "the gRPC listener")
+		httpTLS      = registerTLSFlags(fs, "http", "the HTTP JSON API")
 		allOrNothing = fs.Bool("all-or-nothing", false, "a request over the limit on one descriptor uses no quota on the others")
 		headers      = fs.Bool("response-headers", false, "add RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset (and Retry-After) to responses")
 		watch        = fs.Duration("watch", rls.DefaultWatch, "how often to poll the config for changes (negative: never)")
@@ -35,6 +39,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	gt, err := grpcTLS.server()
+	if err != nil {
+		return err
+	}
+	ht, err := httpTLS.server()
+	if err != nil {
+		return err
+	}
+	if *httpListen == "-" && ht.Enabled() {
+		return usageError{fmt.Errorf("--http-tls-* flags are set, but --http-listen is -")}
+	}
 	tuneGC(os.Getenv)
 	hup := catchHangups()
 	defer hup.stop()
@@ -43,6 +58,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		GRPCListen:      *grpcListen,
 		HTTPListen:      *httpListen,
 		AdminListen:     *adminListen,
+		GRPCTLS:         gt,
+		HTTPTLS:         ht,
 		Store:           common.store.WithDefaults(),
 		AllOrNothing:    *allOrNothing,
 		ResponseHeaders: *headers,
@@ -56,4 +73,39 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	hup.reloadUntil(ctx, logger, s.Reload)
 	return s.Run(ctx)
+}
+
+// tlsFlags are a listener's --PREFIX-tls-cert-file, --PREFIX-tls-key-file
+// and --PREFIX-tls-client-ca-file.
+type tlsFlags struct {
+	prefix              string
+	cert, key, clientCA *string
+}
+
+// registerTLSFlags defines a listener's TLS flags on fs; what names the
+// listener in their help.
+func registerTLSFlags(fs *flag.FlagSet, prefix, what string) tlsFlags {
+	return tlsFlags{
+		prefix:   prefix,
+		cert:     fs.String(prefix+"-tls-cert-file", "", "PEM certificate `file` (with its chain) that makes "+what+" TLS-only, with --"+prefix+"-tls-key-file; a renewed file is served from the next handshake (default: clear text)"),
+		key:      fs.String(prefix+"-tls-key-file", "", "PEM private key `file` of --"+prefix+"-tls-cert-file"),
+		clientCA: fs.String(prefix+"-tls-client-ca-file", "", "PEM `file` of the CAs that client certificates must chain to: "+what+" refuses a client without one (mutual TLS; default: no client certificate asked)"),
+	}
+}
+
+// server is the listener's TLS, the zero Server for clear text, or an
+// error naming the flag at fault: a file missing, unreadable, or a key
+// that is not the certificate's.
+func (f tlsFlags) server() (tlsconfig.Server, error) {
+	ts := tlsconfig.Server{CertFile: *f.cert, KeyFile: *f.key, ClientCAFile: *f.clientCA}
+	if !ts.Enabled() {
+		return ts, nil
+	}
+	if ts.CertFile == "" || ts.KeyFile == "" {
+		return ts, usageError{fmt.Errorf("--%[1]s-tls-cert-file and --%[1]s-tls-key-file go together, and --%[1]s-tls-client-ca-file needs them", f.prefix)}
+	}
+	for _, p := range ts.Problems() {
+		return ts, fmt.Errorf("--%s-tls-%s: %w", f.prefix, strings.ReplaceAll(p.Field, "_", "-"), p.Err)
+	}
+	return ts, nil
 }
