@@ -229,7 +229,7 @@ func (c *Config) problems() []*rules.Error {
 	if c.Client.MaxConnsPerIP < -1 {
 		fail("client.max_conns_per_ip", "%d: use a count, 0 for the default or -1 for no cap", c.Client.MaxConnsPerIP)
 	}
-	if err := c.Store.Validate(); err != nil {
+	if err := c.Store.Resolve(c.dir).Validate(); err != nil {
 		fail("store", "%v", err)
 	}
 	for _, e := range c.serverTLS().Problems() {

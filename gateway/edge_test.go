@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/internal/tlstest"
+	"github.com/ratekeeper/ratekeeper/storeconfig"
+	"github.com/ratekeeper/ratekeeper/tlsconfig"
 )
 
 // The gateway at the edge: TLS termination, HTTP/2 over TLS and h2c,
@@ -372,5 +375,49 @@ func BenchmarkTLS(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// The store's tls section takes its paths from the file's directory, and
+// the --store-tls-* flags (Options.Store.TLS) override it: two gateways
+// share one limit through a Redis that speaks TLS only and requires a
+// client certificate.
+func TestStoreTLS(t *testing.T) {
+	e := newEdge(t)
+	url := redistest.Server(t, redistest.WithTLS(redistest.TLS{CA: e.ca, AuthClients: true}))
+	e.ca.Client(t, "gateway").Write(t, e.dir, "client")
+	rule := "rules:\n  - name: one\n    key: [header:X-K]\n    limit: {algorithm: fixed_window, rate: 1, period: 1h}\n"
+	mk := func(name, store string, o Options) *Gateway {
+		path := filepath.Join(e.dir, name+".yaml")
+		os.WriteFile(path, []byte("upstream: builtin:demo\nstore:\n  url: "+url+"\n"+store+rule), 0o644)
+		g, err := New(context.Background(), path, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.proc.Close() })
+		return g
+	}
+	// on_error: deny, so that a 200 says the gateway reached Redis.
+	fromFile := mk("a", "  on_error: deny\n  tls: {ca_file: ca.crt, cert_file: client.crt, key_file: client.key}\n", Options{})
+	// The file has no client certificate, which this Redis requires: the
+	// flags give it.
+	fromFlags := mk("b", "  on_error: deny\n  tls: {ca_file: ca.crt}\n", Options{Store: storeconfig.Config{TLS: tlsconfig.Client{
+		CertFile: filepath.Join(e.dir, "client.crt"), KeyFile: filepath.Join(e.dir, "client.key"),
+	}}})
+	for i, step := range []struct {
+		g    *Gateway
+		key  string
+		want int
+	}{{fromFile, "k1", 200}, {fromFlags, "k2", 200}, {fromFlags, "k1", 429}} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/v1/hello", nil)
+		req.Header.Set("X-K", step.key)
+		step.g.Handler().ServeHTTP(rec, req)
+		if rec.Code != step.want {
+			t.Errorf("step %d: %d, want %d\n%s", i, rec.Code, step.want, rec.Body)
+		}
+		if step.want == 429 && !strings.Contains(rec.Body.String(), "rate limit") {
+			t.Errorf("the refusal is not the limit's: %s", rec.Body)
+		}
 	}
 }

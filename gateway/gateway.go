@@ -121,6 +121,25 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 	if o.Store.SyncPeriod != 0 {
 		cfg.Store.SyncPeriod = o.Store.SyncPeriod
 	}
+	// The file's store paths are the file's directory's; the flags' were
+	// made absolute by the command.
+	cfg.Store = cfg.Store.Resolve(cfg.dir)
+	for _, f := range []struct {
+		dst *string
+		src string
+	}{
+		{&cfg.Store.TLS.CAFile, o.Store.TLS.CAFile},
+		{&cfg.Store.TLS.CertFile, o.Store.TLS.CertFile},
+		{&cfg.Store.TLS.KeyFile, o.Store.TLS.KeyFile},
+		{&cfg.Store.TLS.ServerName, o.Store.TLS.ServerName},
+	} {
+		if f.src != "" {
+			*f.dst = f.src
+		}
+	}
+	if o.Store.TLS.InsecureSkipVerify {
+		cfg.Store.TLS.InsecureSkipVerify = true
+	}
 	set, err := rules.Compile(&cfg.Config)
 	if err != nil {
 		return nil, err
