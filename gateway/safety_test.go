@@ -49,6 +49,13 @@ func rawExchange(t testing.TB, addr, raw string) (*http.Response, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rawExchangeOn(t, nc, raw)
+}
+
+// rawExchangeOn is rawExchange on a connection of the caller's (TLS); it
+// closes nc.
+func rawExchangeOn(t testing.TB, nc net.Conn, raw string) (*http.Response, string) {
+	t.Helper()
 	defer nc.Close()
 	nc.SetDeadline(time.Now().Add(10 * time.Second)) // against a hang, not a wait
 	if _, err := io.WriteString(nc, raw); err != nil {
@@ -227,15 +234,41 @@ func (u *routingUpstream) take() []string {
 // limits.
 func overLimit(t testing.TB, tr via, up *routingUpstream) string {
 	addr := startVia(t, tr, up.url, limitRules)
-	for _, req := range []string{"POST /v1/posts HTTP/1.1\r\nHost: gw.test\r\nContent-Length: 0\r\n\r\n", "GET /v1/items HTTP/1.1\r\nHost: gw.test\r\n\r\n"} {
-		if resp, _ := rawExchange(t, addr, req); resp.StatusCode != 200 {
-			t.Fatalf("%q: %s, want 200", req, resp.Status)
+	useUp(t, up, rawSender(addr, "HTTP/1.1", ""))
+	return addr
+}
+
+// useUp uses up both limits of limitRules, the first with sends[0], the
+// second with the last of sends (one client over two protocols).
+func useUp(t testing.TB, up *routingUpstream, sends ...sendFunc) {
+	t.Helper()
+	for i, v := range []struct{ method, target string }{{"POST", "/v1/posts"}, {"GET", "/v1/items"}} {
+		if code := sends[min(i, len(sends)-1)](t, v.method, v.target); code != 200 {
+			t.Fatalf("%s %s: %d, want 200", v.method, v.target, code)
 		}
 	}
 	if n := len(up.take()); n != 2 {
 		t.Fatalf("the upstream saw %d requests, want 2", n)
 	}
-	return addr
+}
+
+// sendFunc sends a request for method and target, with Host gw.test (and
+// an empty body with POST), in a way of its own, and returns the status
+// of the answer: 0 when none came (an HTTP/2 stream the gateway reset).
+type sendFunc func(t testing.TB, method, target string) int
+
+// rawSender sends each request on a new connection to addr as proto, with
+// extra header lines.
+func rawSender(addr, proto, extra string) sendFunc {
+	return func(t testing.TB, method, target string) int {
+		t.Helper()
+		body := ""
+		if strings.EqualFold(method, "POST") {
+			body = "Content-Length: 0\r\n"
+		}
+		resp, _ := rawExchange(t, addr, method+" "+target+" "+proto+"\r\nHost: gw.test\r\n"+body+extra+"\r\n")
+		return resp.StatusCode
+	}
 }
 
 // pathForms are forms of the limited resources that lenient upstreams
@@ -266,38 +299,45 @@ func TestRulesCountEveryFormOfAPath(t *testing.T) {
 			up := newRoutingUpstream(t)
 			addr := overLimit(t, tr, up)
 			for _, f := range forced {
-				for _, v := range pathForms {
-					body := ""
-					if strings.EqualFold(v.method, "POST") {
-						body = "Content-Length: 0\r\n"
-					}
-					req := v.method + " " + v.target + " " + f.proto + "\r\nHost: gw.test\r\n" + body + f.extra + "\r\n"
-					resp, _ := rawExchange(t, addr, req)
-					if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusBadRequest {
-						t.Errorf("%s %s %s (%s): %s, want 429 or 400", v.method, v.target, f.proto, f.name, resp.Status)
-					}
-					if hits := up.take(); len(hits) > 0 {
-						t.Errorf("%s %s (%s) reached the limited resource uncounted: %q", v.method, v.target, f.name, hits)
-					}
-				}
+				countsEveryForm(t, up, f.name, rawSender(addr, f.proto, f.extra))
 			}
 		})
 	}
 }
 
-// Finding 5: a rule on the Host header counts on every client path, not
-// only on the fast path (net/http keeps Host out of the header map).
-func TestHostRulesCountOnEveryPath(t *testing.T) {
-	rules := `rules:
+// countsEveryForm sends each of pathForms with send to a gateway whose
+// limitRules are used up: each must be refused (429, 400, or a reset
+// HTTP/2 stream), and none may reach a limited resource.
+func countsEveryForm(t *testing.T, up *routingUpstream, name string, send sendFunc) {
+	t.Helper()
+	for _, v := range pathForms {
+		switch code := send(t, v.method, v.target); code {
+		case http.StatusTooManyRequests, http.StatusBadRequest, 0:
+		default:
+			t.Errorf("%s %s (%s): %d, want 429 or 400", v.method, v.target, name, code)
+		}
+		if hits := up.take(); len(hits) > 0 {
+			t.Errorf("%s %s (%s) reached the limited resource uncounted: %q", v.method, v.target, name, hits)
+		}
+	}
+}
+
+// hostRules allow one request an hour to the host api.example.com, named
+// as a header.
+const hostRules = `rules:
   - name: by-host-header
     match: {headers: {Host: api.example.com}}
     key: [header:Host]
     limit: {algorithm: fixed_window, rate: 1, period: 1h}
 `
+
+// Finding 5: a rule on the Host header counts on every client path, not
+// only on the fast path (net/http keeps Host out of the header map).
+func TestHostRulesCountOnEveryPath(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.String(), func(t *testing.T) {
 			up := newRecUpstream(t, nil)
-			addr := startVia(t, tr, up.URL, rules)
+			addr := startVia(t, tr, up.URL, hostRules)
 			if resp, _ := rawExchange(t, addr, "GET /a HTTP/1.1\r\nHost: api.example.com\r\n\r\n"); resp.StatusCode != 200 {
 				t.Fatalf("first request: %s", resp.Status)
 			}
