@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -31,6 +32,7 @@ func newTestGateway(tb testing.TB, yaml string) *Gateway {
 	}
 	tb.Cleanup(func() { g.proc.Close() })
 	hook(g)
+	g.logger = slog.New(panicLog{g.logger.Handler()}) // before Run, which gives net/http its log
 	return g
 }
 

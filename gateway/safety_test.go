@@ -260,13 +260,19 @@ type sendFunc func(t testing.TB, method, target string) int
 // rawSender sends each request on a new connection to addr as proto, with
 // extra header lines.
 func rawSender(addr, proto, extra string) sendFunc {
+	return exchangeSender(func(t testing.TB, raw string) (*http.Response, string) { return rawExchange(t, addr, raw) }, proto, extra)
+}
+
+// exchangeSender sends each request with exchange (rawExchange, or its
+// TLS kin) as proto, with extra header lines.
+func exchangeSender(exchange func(testing.TB, string) (*http.Response, string), proto, extra string) sendFunc {
 	return func(t testing.TB, method, target string) int {
 		t.Helper()
 		body := ""
 		if strings.EqualFold(method, "POST") {
 			body = "Content-Length: 0\r\n"
 		}
-		resp, _ := rawExchange(t, addr, method+" "+target+" "+proto+"\r\nHost: gw.test\r\n"+body+extra+"\r\n")
+		resp, _ := exchange(t, method+" "+target+" "+proto+"\r\nHost: gw.test\r\n"+body+extra+"\r\n")
 		return resp.StatusCode
 	}
 }
