@@ -405,6 +405,9 @@ var h2Cases = []h2case{
 	{name: "get", send: req(":method", "get", ":scheme", "http", ":authority", "gw.test", ":path", "/limited"), plain: h2get("/limited"), want: "counted"},
 	{name: "HEAD", send: req(":method", "HEAD", ":scheme", "http", ":authority", "gw.test", ":path", "/limited"), plain: h2get("/limited"), want: "counted"},
 	{name: "hEaD", send: req(":method", "hEaD", ":scheme", "http", ":authority", "gw.test", ":path", "/limited"), plain: h2get("/limited"), want: "counted"},
+	{name: "a method and a space", send: req(":method", "GET ", ":scheme", "http", ":authority", "gw.test", ":path", "/limited"), plain: h2get("/limited"), want: "refused"},
+	{name: "a method and a tab", send: req(":method", "GET\t", ":scheme", "http", ":authority", "gw.test", ":path", "/limited"), plain: h2get("/limited"), want: "refused"},
+	{name: "a request line in :method", send: req(":method", "GET /limited HTTP/1.1", ":scheme", "http", ":authority", "gw.test", ":path", "/public"), plain: h2get("/limited"), want: "refused"},
 	{name: "CONNECT", send: req(":method", "CONNECT", ":authority", "gw.test:443"), plain: h2get("/limited"), want: "refused"},
 	{name: "extended CONNECT", send: req(":method", "CONNECT", ":protocol", "websocket", ":scheme", "http", ":authority", "gw.test", ":path", "/limited"), plain: h2get("/limited"), want: "refused"},
 
@@ -625,6 +628,7 @@ func FuzzH2SameLimit(f *testing.F) {
 	base := []string{":method: GET", ":scheme: http", ":authority: gw.test"}
 	seed(1, "", append(base, ":path: /limited")...)
 	seed(1|16, "", append(base, ":path: //x/../LIMITED/")...)
+	seed(1, "", ":method: GET ", ":scheme: http", ":authority: gw.test", ":path: /limited")
 	seed(1, "", ":method: hEaD", ":scheme: http", ":authority: gw.test", ":path: /%6cimited;x")
 	seed(1|2, "", append(base, ":path: /u", "x-user-id: alice")...)
 	seed(0|8, "body", append(base, ":path: /u", "trailer: x-user-id", "x-user-id: alice")...)

@@ -32,6 +32,8 @@ import (
 //   - A header the rules read may appear once: which of two would the
 //     upstream believe? (400.) The forwarding header, which proxies append
 //     to, is the exception: ClientIP reads it whole.
+//   - The method is a token (400): HTTP/2 can carry any string, and the
+//     upstream's request line cannot.
 //   - CONNECT and an HTTP/2 preface that net/http does not serve (no h2c)
 //     are refused: the gateway is no tunnel. HTTP/2 requests (over TLS,
 //     or h2c) take this same view: :authority is the Host, and a Host
@@ -147,6 +149,12 @@ func (g *Gateway) ruleHeaders() []string {
 func (g *Gateway) view(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
+		case !h1.IsToken(r.Method):
+			// HTTP/2's :method may be any string. "GET " puts two
+			// spaces in the upstream's request line, which nginx
+			// reads as a GET that no rule on GET counted.
+			problem.Write(w, http.StatusBadRequest, "Bad Request", "the method is not a token")
+			return
 		case r.Method == http.MethodConnect:
 			w.Header().Set("Connection", "close")
 			problem.Write(w, http.StatusMethodNotAllowed, "Method Not Allowed", "the gateway does not tunnel: CONNECT is not forwarded")
