@@ -400,6 +400,8 @@ var h2Cases = []h2case{
 	{name: "*", send: req(h2get("*")...), plain: h2get("/limited"), want: "refused"},
 	{name: "empty :path", send: req(h2get("")...), plain: h2get("/limited"), want: "refused"},
 	{name: "no leading slash", send: req(h2get("limited")...), plain: h2get("/limited"), want: "refused"},
+	{name: "a space in the query", send: req(h2get("/public?x /limited")...), plain: h2get("/limited"), want: "refused"},
+	{name: "a space in the path", send: req(h2get("/limited /x")...), plain: h2get("/limited")},
 
 	// :method.
 	{name: "get", send: req(":method", "get", ":scheme", "http", ":authority", "gw.test", ":path", "/limited"), plain: h2get("/limited"), want: "counted"},
@@ -630,6 +632,7 @@ func FuzzH2SameLimit(f *testing.F) {
 	seed(1|16, "", append(base, ":path: //x/../LIMITED/")...)
 	seed(1, "", ":method: GET ", ":scheme: http", ":authority: gw.test", ":path: /limited")
 	seed(1, "", ":method: hEaD", ":scheme: http", ":authority: gw.test", ":path: /%6cimited;x")
+	seed(1, "", append(base, ":path: /public?x /limited")...)
 	seed(1|2, "", append(base, ":path: /u", "x-user-id: alice")...)
 	seed(0|8, "body", append(base, ":path: /u", "trailer: x-user-id", "x-user-id: alice")...)
 	seed(1, "", ":method: GET", ":scheme: http", ":path: /t", "host: API.example.com")

@@ -32,8 +32,8 @@ import (
 //   - A header the rules read may appear once: which of two would the
 //     upstream believe? (400.) The forwarding header, which proxies append
 //     to, is the exception: ClientIP reads it whole.
-//   - The method is a token (400): HTTP/2 can carry any string, and the
-//     upstream's request line cannot.
+//   - The method is a token and the target has no space (400): HTTP/2
+//     can carry either, and the upstream's request line cannot.
 //   - CONNECT and an HTTP/2 preface that net/http does not serve (no h2c)
 //     are refused: the gateway is no tunnel. HTTP/2 requests (over TLS,
 //     or h2c) take this same view: :authority is the Host, and a Host
@@ -189,6 +189,13 @@ func (g *Gateway) view(next http.Handler) http.Handler {
 				// X_User_ID as X-User-ID, which the rules never saw.
 				delete(r.Header, k)
 			}
+		}
+		if strings.IndexByte(r.RequestURI, ' ') >= 0 {
+			// Only HTTP/2's :path can hold a space; the query goes
+			// upstream as it came, and a space would split its
+			// request line.
+			problem.Write(w, http.StatusBadRequest, "Bad Request", "the request target has a space")
+			return
 		}
 		path, raw, err := fastpath.NormalizeTarget(r.URL.EscapedPath(), g.settings.allowEncodedSlash)
 		if err != nil {
