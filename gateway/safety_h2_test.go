@@ -430,6 +430,8 @@ var h2Cases = []h2case{
 	// Headers the rules read.
 	{name: "the key header twice", send: req(h2get("/u", "x-user-id", "alice", "x-user-id", "bob")...), plain: userGet("alice"), want: "refused"},
 	{name: "the key header with an underscore", send: req(h2get("/u", "x_user_id", "alice")...), plain: userGet("alice")},
+	{name: "the key header, a space after", send: req(userGet("alice ")...), plain: userGet("alice"), want: "refused"},
+	{name: "the key header, a tab before", send: req(userGet("\talice")...), plain: userGet("alice"), want: "refused"},
 	{name: "the key header in a CONTINUATION", send: continued(h2get("/u"), []string{"x-user-id", "alice"}), plain: userGet("alice"), want: "counted"},
 	{name: "the key header across CONTINUATIONs", send: continued([]string{":method", "GET"}, []string{":scheme", "http", ":authority", "gw.test"}, []string{":path", "/u", "x-user-id", "alice"}), plain: userGet("alice"), want: "counted"},
 	{name: "cookie in two fields", send: req(h2get("/u", "x-user-id", "alice", "cookie", "a=1", "cookie", "b=2")...), plain: userGet("alice"), want: "counted", check: func(t *testing.T, got []wireReq) {
@@ -634,6 +636,7 @@ func FuzzH2SameLimit(f *testing.F) {
 	seed(1, "", ":method: hEaD", ":scheme: http", ":authority: gw.test", ":path: /%6cimited;x")
 	seed(1, "", append(base, ":path: /public?x /limited")...)
 	seed(1|2, "", append(base, ":path: /u", "x-user-id: alice")...)
+	seed(1, "", append(base, ":path: /u", "x-user-id: alice\t")...)
 	seed(0|8, "body", append(base, ":path: /u", "trailer: x-user-id", "x-user-id: alice")...)
 	seed(1, "", ":method: GET", ":scheme: http", ":path: /t", "host: API.example.com")
 	seed(1, "", append(base, ":path: /t", "host: api.example.com")...)

@@ -31,7 +31,9 @@ import (
 //     (rules/path.go), the same for any server that hands them a request.
 //   - A header the rules read may appear once: which of two would the
 //     upstream believe? (400.) The forwarding header, which proxies append
-//     to, is the exception: ClientIP reads it whole.
+//     to, is the exception: ClientIP reads it whole. Nor may a value the
+//     rules read begin or end with white space, which HTTP/2 carries and
+//     an HTTP/1.1 upstream trims (400).
 //   - The method is a token and the target has no space (400): HTTP/2
 //     can carry either, and the upstream's request line cannot.
 //   - CONNECT and an HTTP/2 preface that net/http does not serve (no h2c)
@@ -208,8 +210,15 @@ func (g *Gateway) view(next http.Handler) http.Handler {
 			r.URL = &u
 		}
 		for _, name := range g.ruleHeaders() {
-			if len(r.Header[name]) > 1 {
+			switch vs := r.Header[name]; {
+			case len(vs) > 1:
 				problem.Write(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("the %s header appears more than once, and rate limits read it", name))
+				return
+			case len(vs) == 1 && strings.Trim(vs[0], " \t") != vs[0]:
+				// Only HTTP/2 keeps it (RFC 9113, 8.2.1, calls it
+				// malformed): the rules would count "alice " apart from
+				// the "alice" an HTTP/1.1 upstream reads.
+				problem.Write(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("the %s header's value begins or ends with white space, and rate limits read it", name))
 				return
 			}
 		}
