@@ -421,3 +421,37 @@ func TestStoreTLS(t *testing.T) {
 		}
 	}
 }
+
+// An upstream status outside 100-999 is a 502 on every path; it made
+// ReverseProxy's WriteHeader panic, and net/http dropped the connection.
+func TestUpstreamStatusZero(t *testing.T) {
+	up := newRecUpstream(t, rawReply("HTTP/1.1 000 OK\r\nContent-Length: 0\r\n\r\n"))
+	for _, tr := range transports {
+		t.Run(tr.String(), func(t *testing.T) {
+			addr := startVia(t, tr, up.URL, "rules: []\n")
+			resp, _ := rawExchange(t, addr, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+			if resp.StatusCode != http.StatusBadGateway {
+				t.Errorf("%d, want 502", resp.StatusCode)
+			}
+		})
+	}
+}
+
+// An HTTP/2 body that ends before its content-length is a 400, on a
+// client that is still there to read it; it was taken for a client that
+// left: an empty 200, and the whole connection closed.
+func TestH2ShortBody(t *testing.T) {
+	up := newRecUpstream(t, echoProto)
+	g := runGateway(t, "standard", up.URL, "h2c: true\nrules: []\n")
+	c := dialH2C(t, g.Addr().String())
+	a := withBody(h2get("/x", "content-length", "10"), []byte("01234"))(c)
+	if a.status != http.StatusBadRequest || !strings.Contains(a.body.String(), "Content-Length") {
+		t.Errorf("status %d, body %q; want 400 naming the Content-Length", a.status, a.body.String())
+	}
+	if got := up.take(); len(got) != 0 {
+		t.Errorf("the upstream was sent %d requests", len(got))
+	}
+	if a2 := c.get(h2get("/y")...); a2.status != 200 {
+		t.Errorf("the next request on the connection: %d (lost %v)", a2.status, a2.lost)
+	}
+}

@@ -295,6 +295,16 @@ func (g *Gateway) proxyTo(s string, direct bool) (*httputil.ReverseProxy, error)
 		},
 		Transport:  rt,
 		BufferPool: newBufferPool(),
+		// A status outside 100-999 ("HTTP/1.1 000 OK", which Go's client
+		// reads as 0) would make ReverseProxy's WriteHeader panic: net/http
+		// recovers and drops the client's connection. It is a 502, as the
+		// fast path answers it.
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode < 100 || resp.StatusCode > 999 {
+				return fmt.Errorf("the upstream answered with status %d", resp.StatusCode)
+			}
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				return // the client left: no one to answer

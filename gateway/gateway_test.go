@@ -33,6 +33,7 @@ func newTestGateway(tb testing.TB, yaml string) *Gateway {
 	tb.Cleanup(func() { g.proc.Close() })
 	hook(g)
 	g.logger = slog.New(panicLog{g.logger.Handler()}) // before Run, which gives net/http its log
+	noRecoveredPanics(tb)
 	return g
 }
 

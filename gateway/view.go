@@ -251,10 +251,20 @@ func (g *Gateway) buffer(next http.Handler) http.Handler {
 		}
 		if r.Body != nil && r.Body != http.NoBody {
 			if err := g.bufferBody(w, r); err != nil {
-				// The connection closes: what is left of the body is
-				// not read.
-				w.Header().Set("Connection", "close")
-				if !errors.Is(err, errClientGone) {
+				switch {
+				case r.ProtoMajor == 2 && r.Context().Err() == nil && errors.Is(err, errClientGone):
+					// An HTTP/2 stream whose body ended before its
+					// content-length: the client is there, and the
+					// connection's other streams go on.
+					problem.Write(w, http.StatusBadRequest, "Bad Request", "the request body does not match its Content-Length: "+err.Error())
+				case errors.Is(err, errClientGone):
+					w.Header().Set("Connection", "close")
+				default:
+					// The connection closes: what is left of the body is
+					// not read.
+					if r.ProtoMajor == 1 {
+						w.Header().Set("Connection", "close")
+					}
 					problem.Write(w, http.StatusRequestTimeout, "Request Timeout", "the request body did not arrive in time: "+err.Error())
 				}
 				return
