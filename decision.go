@@ -2,6 +2,7 @@ package ratekeeper
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -12,6 +13,11 @@ import (
 type Decision struct {
 	// Allowed says whether the request may proceed (after Delay).
 	Allowed bool
+	// Fallback is zero (NoFallback) when the store decided. A store that
+	// stands in for a failed one (package failsafe) sets it on the
+	// decisions its failure policy made instead, and says by its value
+	// which figures below were computed.
+	Fallback Fallback
 	// Limit is the most that can pass at one instant: Burst for the
 	// buckets, Rate for the window algorithms.
 	Limit int
@@ -32,6 +38,40 @@ type Decision struct {
 	// At is the instant the decision counted for: the Limiter's clock, or,
 	// without one, the store's (Redis server time for the Redis store).
 	At time.Time
+}
+
+// Fallback says whether a Decision came from the store or from a failure
+// policy that stood in for it, and so which of its figures were computed.
+type Fallback uint8
+
+// The values of Decision.Fallback.
+const (
+	// NoFallback: the store decided; every figure is its own.
+	NoFallback Fallback = iota
+	// FallbackUncounted: the store did not answer and a fixed policy
+	// decided without counting anything (failsafe's Allow and Deny).
+	// Allowed, Limit and At hold, and a refusal's RetryAfter is the
+	// policy's wait; Remaining and ResetAfter are zero and mean nothing:
+	// no count was read. A refusal says that the store is unavailable,
+	// not that the client used up its limit.
+	FallbackUncounted
+	// FallbackLocal: the store did not answer and a local stand-in store
+	// decided, with its own count of its share of the limit (failsafe's
+	// Local): its figures are computed, for that share.
+	FallbackLocal
+)
+
+// String names f: "none", "uncounted" or "local".
+func (f Fallback) String() string {
+	switch f {
+	case NoFallback:
+		return "none"
+	case FallbackUncounted:
+		return "uncounted"
+	case FallbackLocal:
+		return "local"
+	}
+	return "Fallback(" + strconv.Itoa(int(f)) + ")"
 }
 
 // Clock tells the time. The Limiter asks it once per decision.

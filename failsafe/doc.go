@@ -14,6 +14,13 @@
 //     the number of instances (WithInstances): each instance enforces its
 //     share, so the total stays near the limit if traffic is spread evenly.
 //
+// A decision the policy made says so in its Fallback field: Allow's and
+// Deny's are ratekeeper.FallbackUncounted (nothing was counted, so
+// Remaining and ResetAfter are zero and mean nothing, and a refusal means
+// that the store is unavailable, not that the client used up its limit);
+// Local's are ratekeeper.FallbackLocal, with the in-memory store's own
+// figures for the instance's share.
+//
 // The Store is a ratekeeper.BatchStore: TakeAll hands a batch (the rules one
 // request falls under) to the primary in one call, and to the policy when
 // that fails.

@@ -443,7 +443,7 @@ func (s *Store) fallback(ctx context.Context, req ratekeeper.Request) (ratekeepe
 	switch s.policy {
 	case Deny:
 		s.fbDeny.Add(1)
-		d = ratekeeper.Decision{Limit: c, RetryAfter: DenyRetryAfter, At: at}
+		d = ratekeeper.Decision{Fallback: ratekeeper.FallbackUncounted, Limit: c, RetryAfter: DenyRetryAfter, At: at}
 	case Local:
 		s.fbLocal.Add(1)
 		lreq := req
@@ -453,9 +453,12 @@ func (s *Store) fallback(ctx context.Context, req ratekeeper.Request) (ratekeepe
 		if d, err = s.local.Take(ctx, lreq); err != nil {
 			return d, err
 		}
+		d.Fallback = ratekeeper.FallbackLocal
 	default:
 		s.fbAllow.Add(1)
-		d = ratekeeper.Decision{Allowed: true, Limit: c, Remaining: max(0, c-req.N), At: at}
+		// Nothing was counted: Remaining and ResetAfter stay zero, and
+		// Fallback says they mean nothing.
+		d = ratekeeper.Decision{Allowed: true, Fallback: ratekeeper.FallbackUncounted, Limit: c, At: at}
 	}
 	if s.onFallback != nil {
 		s.onFallback(req, d)
@@ -512,6 +515,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ra
 	all, err := s.local.TakeAll(ctx, local, out)
 	if err != nil {
 		return false, err
+	}
+	for i := range out {
+		out[i].Fallback = ratekeeper.FallbackLocal
 	}
 	s.fbLocal.Add(uint64(len(reqs)))
 	if s.onFallback != nil {

@@ -320,3 +320,47 @@ func TestTakeBy(t *testing.T) {
 }
 
 var _ DeadlineStore = (*byDeadline)(nil)
+
+// TestFallbackMarks: each policy's decisions say how they were made, and
+// the uncounted ones carry no invented figures.
+func TestFallbackMarks(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		policy Policy
+		want   ratekeeper.Fallback
+	}{
+		{Allow, ratekeeper.FallbackUncounted},
+		{Deny, ratekeeper.FallbackUncounted},
+		{Local, ratekeeper.FallbackLocal},
+	} {
+		t.Run(string(tt.policy), func(t *testing.T) {
+			p := &flaky{}
+			p.down.Store(true)
+			s := New(p, WithPolicy(tt.policy), WithBreaker(0, 0))
+			defer s.Close()
+			d, err := s.Take(ctx, req("k"))
+			if err != nil || d.Fallback != tt.want || d.Limit != 4 {
+				t.Fatalf("Take: %+v %v, want Fallback %v", d, err, tt.want)
+			}
+			if tt.want == ratekeeper.FallbackUncounted && (d.Remaining != 0 || d.ResetAfter != 0) {
+				t.Fatalf("invented figures: %+v", d)
+			}
+			if tt.policy == Local && (d.Remaining != 3 || d.ResetAfter <= 0) {
+				t.Fatalf("the local store's figures are lost: %+v", d)
+			}
+			out := make([]ratekeeper.Decision, 2)
+			if _, err := s.TakeAll(ctx, []ratekeeper.Request{req("a"), req("b")}, out); err != nil {
+				t.Fatal(err)
+			}
+			for i, d := range out {
+				if d.Fallback != tt.want {
+					t.Fatalf("TakeAll[%d]: %+v, want Fallback %v", i, d, tt.want)
+				}
+			}
+			p.down.Store(false)
+			if d, _ := s.Take(ctx, req("k")); d.Fallback != ratekeeper.NoFallback {
+				t.Fatalf("the primary's decision: %+v", d)
+			}
+		})
+	}
+}
