@@ -32,15 +32,21 @@
 //
 // A circuit breaker stops calls from each waiting out the timeout while the
 // primary is down: after WithBreaker's threshold of consecutive failures it
-// opens, and calls go straight to the policy. After the cool-down one call
-// at a time probes the primary; the first success closes the breaker, so
-// decisions come from the primary again within about a cool-down of its
-// return.
+// opens, and calls go straight to the policy. Once the cool-down has
+// passed, the breaker probes the primary, one probe at a time. A primary
+// that is a Prober (the Redis store is one) is probed in the background by
+// its cheap health check, so that no call waits on a primary that is down
+// however sparse the traffic; another primary is probed by letting one call
+// through, which the others do not wait for. The first successful probe
+// closes the breaker, so decisions come from the primary again within about
+// a cool-down of its return (and of the next call after it).
 //
-// Decisions made by the policy are visible three ways: Stats counts them by
-// policy (FallbackAllowed, FallbackDenied, FallbackLocal; metrics export
-// these, fail-open decisions being FallbackAllowed), WithFallbackHook sees
-// each one, and WithErrorHook sees each store error. Errors are logged to
-// the injected *slog.Logger at most once per WithLogInterval, with the count
-// of those not logged.
+// Decisions made by the policy are visible four ways: their Fallback field;
+// Stats, which counts them by policy (FallbackAllowed, FallbackDenied,
+// FallbackLocal; metrics export these, fail-open decisions being
+// FallbackAllowed) beside the breaker's state, openings, short-circuits,
+// timeouts and probes; WithFallbackHook, which sees each one; and
+// WithErrorHook, which sees each store error. Errors are logged to the
+// injected *slog.Logger at most once per WithLogInterval, with the count of
+// those not logged.
 package failsafe

@@ -56,8 +56,8 @@ const (
 	Closed BreakerState = "closed"
 	// Open: calls go straight to the policy until the cool-down ends.
 	Open BreakerState = "open"
-	// HalfOpen: one probe call is testing the primary; the others go to
-	// the policy.
+	// HalfOpen: one probe is testing the primary (a Prober's health check
+	// in the background, or else one call); calls go to the policy.
 	HalfOpen BreakerState = "half-open"
 )
 
@@ -77,6 +77,11 @@ type Stats struct {
 	FallbackAllowed, FallbackDenied, FallbackLocal uint64
 	// BreakerOpens is how many times the breaker opened.
 	BreakerOpens uint64
+	// ProbeSuccesses and ProbeFailures count the open breaker's probes by
+	// result: a success closed it, a failure (a timeout included) kept it
+	// open for another cool-down. A probe of a Prober is not a call:
+	// Errors and Timeouts do not count it.
+	ProbeSuccesses, ProbeFailures uint64
 	// Breaker is its state now.
 	Breaker BreakerState
 }
@@ -86,6 +91,7 @@ type Stats struct {
 type Store struct {
 	config
 	primary ratekeeper.Store
+	prober  Prober // primary's, or nil
 	local   *memstore.Store
 
 	state     atomic.Int32 // 0 closed, 1 open
@@ -95,9 +101,14 @@ type Store struct {
 
 	calls, errs, timeouts, short    atomic.Uint64
 	fbAllow, fbDeny, fbLocal, opens atomic.Uint64
+	probeOK, probeFailed            atomic.Uint64
 	logMu                           sync.Mutex
 	lastLog                         time.Time
 	suppressed                      uint64
+
+	probeMu sync.Mutex     // guards closed and the start of a probe
+	closed  bool           // Close was called: no probe starts
+	probes  sync.WaitGroup // the probe in flight, which Close waits for
 }
 
 // Interface guard.
@@ -112,6 +123,20 @@ var _ ratekeeper.Store = (*Store)(nil)
 type DeadlineStore interface {
 	ratekeeper.Store
 	TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error)
+}
+
+// Prober is a primary that can tell whether it answers, more cheaply than
+// a decision and without counting anything. The Redis store is one (a
+// PING). When the primary is a Prober, no call waits on the primary while
+// the breaker is open: once the cool-down has passed, the call that finds
+// it so starts a probe in the background, bounded by the timeout
+// (DefaultTimeout if that is zero or less), and it and every other call
+// decide by the policy at once. At most one probe runs at a time; the first
+// that succeeds closes the breaker, a failed one keeps it open for another
+// cool-down, and Close waits for the one in flight. Probe must return by
+// about ctx's deadline.
+type Prober interface {
+	Probe(ctx context.Context) error
 }
 
 // config is what the options set.
@@ -222,15 +247,21 @@ func WithFallbackHook(f func(ratekeeper.Request, ratekeeper.Decision)) Option {
 // which Close stops; primary is the caller's to close.
 func New(primary ratekeeper.Store, opts ...Option) *Store {
 	s := &Store{config: buildConfig(opts), primary: primary}
+	s.prober, _ = primary.(Prober)
 	if s.policy == Local {
 		s.local = memstore.New()
 	}
 	return s
 }
 
-// Close stops the Local policy's in-memory store, if any. It does not
-// close the primary.
+// Close waits for the breaker's probe in flight, if any (a Prober's,
+// bounded by the timeout), starts no other, and stops the Local policy's
+// in-memory store, if any. It does not close the primary.
 func (s *Store) Close() error {
+	s.probeMu.Lock()
+	s.closed = true
+	s.probeMu.Unlock()
+	s.probes.Wait()
 	if s.local != nil {
 		return s.local.Close()
 	}
@@ -248,6 +279,8 @@ func (s *Store) Stats() Stats {
 		FallbackDenied:  s.fbDeny.Load(),
 		FallbackLocal:   s.fbLocal.Load(),
 		BreakerOpens:    s.opens.Load(),
+		ProbeSuccesses:  s.probeOK.Load(),
+		ProbeFailures:   s.probeFailed.Load(),
 		Breaker:         Closed,
 	}
 	if s.state.Load() == 1 {
@@ -336,6 +369,9 @@ func (s *Store) callPrimary(ctx context.Context, call func(context.Context) (rat
 // it).
 func (s *Store) settle(ctx context.Context, err error, probe, late bool) error {
 	if err == nil {
+		if probe {
+			s.probeOK.Add(1)
+		}
 		s.succeeded(probe)
 		return nil
 	}
@@ -351,6 +387,9 @@ func (s *Store) settle(ctx context.Context, err error, probe, late bool) error {
 		err = fmt.Errorf("failsafe: store call timed out after %v: %w", s.timeout, err)
 	}
 	s.errs.Add(1)
+	if probe {
+		s.probeFailed.Add(1)
+	}
 	s.failed(probe)
 	if s.onError != nil {
 		s.onError(err)
@@ -360,7 +399,9 @@ func (s *Store) settle(ctx context.Context, err error, probe, late bool) error {
 }
 
 // admit says whether to call the primary, and whether the call is the
-// half-open breaker's probe.
+// half-open breaker's probe. With a Prober, no call is: the call that
+// finds the cool-down over starts the probe in the background and is not
+// admitted.
 func (s *Store) admit() (ok, probe bool) {
 	if s.threshold <= 0 || s.state.Load() == 0 {
 		return true, false
@@ -369,9 +410,48 @@ func (s *Store) admit() (ok, probe bool) {
 		return false, false
 	}
 	if s.probing.CompareAndSwap(false, true) {
+		if s.prober != nil {
+			s.startProbe()
+			return false, false
+		}
 		return true, true
 	}
 	return false, false
+}
+
+// startProbe runs the Prober's health check in a goroutine of its own,
+// unless Close was called. The caller holds probing.
+func (s *Store) startProbe() {
+	s.probeMu.Lock()
+	if s.closed {
+		s.probeMu.Unlock()
+		s.probing.Store(false)
+		return
+	}
+	s.probes.Add(1)
+	s.probeMu.Unlock()
+	go s.probe()
+}
+
+// probe asks the Prober whether the primary answers, within the timeout:
+// yes closes the breaker, no keeps it open for another cool-down.
+func (s *Store) probe() {
+	defer s.probes.Done()
+	timeout := s.timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	err := s.prober.Probe(ctx)
+	cancel()
+	if err == nil {
+		s.probeOK.Add(1)
+		s.succeeded(true)
+		return
+	}
+	s.probeFailed.Add(1)
+	s.failed(true)
+	s.logError(fmt.Errorf("failsafe: probe: %w", err))
 }
 
 func (s *Store) succeeded(probe bool) {

@@ -321,6 +321,191 @@ func TestTakeBy(t *testing.T) {
 
 var _ DeadlineStore = (*byDeadline)(nil)
 
+// probed is a primary that is a Prober: Take fails while down is set, and
+// each Probe blocks until the test sends its result on release or its
+// context ends.
+type probed struct {
+	flaky
+	probes  atomic.Int64
+	release chan error
+}
+
+func (p *probed) Probe(ctx context.Context) error {
+	p.probes.Add(1)
+	select {
+	case err := <-p.release:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+var _ Prober = (*probed)(nil)
+
+// TestProbeInBackground: once the breaker is open, no call waits on the
+// primary. The call that finds the cool-down over starts one probe in the
+// background and decides by the policy at once, as every other call does;
+// a probe that hangs ends at the timeout and keeps the breaker open; the
+// first probe that succeeds closes it; Close waits for the probe in flight;
+// and nothing is left running (synctest.Test fails on a goroutine left
+// blocked).
+func TestProbeInBackground(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		p := &probed{release: make(chan error)}
+		const timeout, cooldown = 50 * time.Millisecond, 250 * time.Millisecond
+		s := New(p, WithTimeout(timeout), WithBreaker(3, cooldown), WithPolicy(Deny))
+		p.down.Store(true)
+		for range 3 {
+			s.Take(ctx, req("k"))
+		}
+		if st := s.Stats(); st.Breaker != Open || p.calls.Load() != 3 {
+			t.Fatalf("after 3 failures: %+v, %d calls", st, p.calls.Load())
+		}
+		// take decides one request and checks that it took no time, came
+		// from the policy and did not reach the primary.
+		take := func(when string) {
+			t.Helper()
+			calls := p.calls.Load()
+			start := time.Now()
+			d, err := s.Take(ctx, req("k"))
+			if err != nil || d.Allowed || d.Fallback != ratekeeper.FallbackUncounted {
+				t.Fatalf("%s: %+v %v, want refused by the deny policy", when, d, err)
+			}
+			if el := time.Since(start); el != 0 {
+				t.Fatalf("%s: the call took %v", when, el)
+			}
+			if p.calls.Load() != calls {
+				t.Fatalf("%s: the call reached the primary", when)
+			}
+		}
+
+		time.Sleep(cooldown)
+		take("the call that starts the probe")
+		take("a call while the probe runs")
+		synctest.Wait() // the probe is blocked in Probe
+		if st := s.Stats(); p.probes.Load() != 1 || st.Breaker != HalfOpen {
+			t.Fatalf("probes %d, %+v; want one probe, half-open", p.probes.Load(), st)
+		}
+
+		// The probe hangs: it ends at the timeout, and the breaker stays
+		// open for another cool-down without a second probe.
+		time.Sleep(timeout)
+		synctest.Wait()
+		if st := s.Stats(); st.Breaker != Open || st.ProbeFailures != 1 || st.ProbeSuccesses != 0 || st.Errors != 3 || st.Timeouts != 0 {
+			t.Fatalf("after a hung probe: %+v", st)
+		}
+		time.Sleep(cooldown - time.Millisecond)
+		take("during the second cool-down")
+		if p.probes.Load() != 1 {
+			t.Fatal("probed during the cool-down")
+		}
+
+		// The next probe fails at once.
+		time.Sleep(time.Millisecond)
+		take("the call that starts the second probe")
+		p.release <- errDown
+		synctest.Wait()
+		if st := s.Stats(); st.Breaker != Open || st.ProbeFailures != 2 || p.probes.Load() != 2 {
+			t.Fatalf("after a failed probe: %+v, %d probes", st, p.probes.Load())
+		}
+
+		// The primary is back: the next probe succeeds and closes the
+		// breaker, and calls go to the primary again.
+		p.down.Store(false)
+		time.Sleep(cooldown)
+		take("the call that starts the third probe")
+		p.release <- nil
+		synctest.Wait()
+		if st := s.Stats(); st.Breaker != Closed || st.ProbeSuccesses != 1 || st.BreakerOpens != 1 || st.ShortCircuits != 5 {
+			t.Fatalf("after a successful probe: %+v", st)
+		}
+		if d, err := s.Take(ctx, req("k")); err != nil || !d.Allowed || d.Fallback != ratekeeper.NoFallback || d.Remaining != 7 {
+			t.Fatalf("breaker closed: %+v %v, want the primary's decision", d, err)
+		}
+
+		// Close waits for the probe in flight, and starts no other.
+		p.down.Store(true)
+		for range 3 {
+			s.Take(ctx, req("k"))
+		}
+		time.Sleep(cooldown)
+		take("the call that starts the fourth probe")
+		var closed atomic.Bool
+		go func() {
+			s.Close()
+			closed.Store(true)
+		}()
+		synctest.Wait()
+		if closed.Load() {
+			t.Fatal("Close returned while the probe ran")
+		}
+		p.release <- nil
+		synctest.Wait()
+		if !closed.Load() {
+			t.Fatal("Close did not return after the probe")
+		}
+		p.down.Store(true)
+		for range 3 {
+			s.Take(ctx, req("k"))
+		}
+		time.Sleep(cooldown)
+		take("a call after Close")
+		if p.probes.Load() != 4 {
+			t.Fatalf("%d probes, want no probe after Close", p.probes.Load())
+		}
+	})
+}
+
+// TestProbeByACall: a primary that is not a Prober keeps the breaker's
+// probe in band. After the cool-down one call goes to the primary (and
+// waits for it, up to the timeout), while the calls that come meanwhile
+// decide by the policy at once.
+func TestProbeByACall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		p := &flaky{}
+		const timeout, cooldown = 50 * time.Millisecond, 250 * time.Millisecond
+		s := New(p, WithTimeout(timeout), WithBreaker(3, cooldown))
+		defer s.Close()
+		p.hang.Store(true)
+		for range 3 {
+			s.Take(ctx, req("k"))
+		}
+		time.Sleep(cooldown)
+		var probeTook time.Duration
+		go func() {
+			start := time.Now()
+			s.Take(ctx, req("k"))
+			probeTook = time.Since(start)
+		}()
+		synctest.Wait() // the probe call waits on the primary
+		if st := s.Stats(); st.Breaker != HalfOpen || p.calls.Load() != 4 {
+			t.Fatalf("%+v, %d calls", st, p.calls.Load())
+		}
+		start := time.Now()
+		if d, err := s.Take(ctx, req("k")); err != nil || !d.Allowed || d.Fallback != ratekeeper.FallbackUncounted {
+			t.Fatalf("%+v %v", d, err)
+		}
+		if el := time.Since(start); el != 0 || p.calls.Load() != 4 {
+			t.Fatalf("a call during the probe took %v, calls %d", el, p.calls.Load())
+		}
+		time.Sleep(timeout)
+		synctest.Wait()
+		if st := s.Stats(); probeTook != timeout || st.Breaker != Open || st.ProbeFailures != 1 || st.Timeouts != 4 {
+			t.Fatalf("the probe call took %v; %+v", probeTook, st)
+		}
+		p.hang.Store(false)
+		time.Sleep(cooldown)
+		if d, err := s.Take(ctx, req("k")); err != nil || d.Remaining != 7 || d.Fallback != ratekeeper.NoFallback {
+			t.Fatalf("the probe call should reach the primary: %+v %v", d, err)
+		}
+		if st := s.Stats(); st.Breaker != Closed || st.ProbeSuccesses != 1 {
+			t.Fatalf("%+v", st)
+		}
+	})
+}
+
 // TestFallbackMarks: each policy's decisions say how they were made, and
 // the uncounted ones carry no invented figures.
 func TestFallbackMarks(t *testing.T) {

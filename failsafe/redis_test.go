@@ -46,6 +46,7 @@ func (w watchedBy) TakeBy(ctx context.Context, req ratekeeper.Request, deadline 
 var (
 	_ failsafe.DeadlineStore = watchedBy{}
 	_ failsafe.DeadlineStore = (*redisstore.Store)(nil) // serve bounds its Redis calls by TakeBy
+	_ failsafe.Prober        = (*redisstore.Store)(nil) // the open breaker probes Redis by PING
 )
 
 // call is one decision under load.
@@ -261,4 +262,112 @@ func outagesSince(t0 time.Time, os []outage) []string {
 		s = append(s, o.from.Sub(t0).Round(time.Millisecond).String()+"-"+o.to.Sub(t0).Round(time.Millisecond).String())
 	}
 	return s
+}
+
+// TestSparseTrafficDuringOutage sends requests sparser than the breaker's
+// cool-down, as a quiet API gets them, through a redis-server that is
+// killed and restarted, then hung (SIGSTOP) and resumed. Once the breaker
+// has opened, no request waits on Redis: each returns well within the
+// timeout, since the probes that find Redis still gone run in the
+// background; and after Redis returns, decisions come from it again within
+// a bounded time. (Before the probes ran in the background, each of these
+// requests found the cool-down over and was itself the probe: against the
+// hung server, each waited out the timeout.)
+func TestSparseTrafficDuringOutage(t *testing.T) {
+	const (
+		// A timeout long enough that a request waiting on Redis cannot
+		// pass for one that does not, on a loaded machine under -race.
+		timeout  = 500 * time.Millisecond
+		cooldown = 100 * time.Millisecond
+		every    = 200 * time.Millisecond // twice the cool-down
+		bound    = 100 * time.Millisecond // a fifth of the timeout; a decision by the policy takes microseconds
+		backBy   = 2 * time.Second
+		during   = 8 // requests per outage once the breaker is open
+	)
+	before := runtime.NumGoroutine()
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	rs, err := redisstore.Open(ctx, srv.URL(), redisstore.WithDenialCache(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := failsafe.New(rs, failsafe.WithTimeout(timeout), failsafe.WithBreaker(2, cooldown), failsafe.WithPolicy(failsafe.Deny))
+	limit := ratekeeper.Limit{Algorithm: ratekeeper.TokenBucket, Rate: 1000000, Period: time.Second}
+	take := func() (ratekeeper.Decision, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		d, err := fs.Take(ctx, ratekeeper.Request{Key: "client", Limit: limit, N: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, time.Since(start)
+	}
+	if d, _ := take(); !d.Allowed || d.Fallback != ratekeeper.NoFallback {
+		t.Fatalf("Redis up: %+v", d)
+	}
+	for _, o := range []struct {
+		name       string
+		stop, back func()
+	}{
+		{"kill", srv.Kill, srv.Restart},
+		{"pause", srv.Pause, srv.Resume},
+	} {
+		o.stop()
+		st := fs.Stats()
+		// Until the breaker opens, a request may wait up to the timeout.
+		for n := 0; fs.Stats().BreakerOpens == st.BreakerOpens; n++ {
+			if n == 10 {
+				t.Fatalf("%s: the breaker is not open after %d requests: %+v", o.name, n, fs.Stats())
+			}
+			take()
+			time.Sleep(every)
+		}
+		var slowest time.Duration
+		for range during {
+			d, took := take()
+			slowest = max(slowest, took)
+			if took > bound {
+				t.Errorf("%s: with the breaker open a request took %v, more than %v", o.name, took, bound)
+			}
+			if d.Allowed || d.Fallback != ratekeeper.FallbackUncounted {
+				t.Errorf("%s: %+v, want refused by the deny policy", o.name, d)
+			}
+			time.Sleep(every)
+		}
+		mid := fs.Stats()
+		if mid.ProbeFailures <= st.ProbeFailures || mid.Errors > st.Errors+2 {
+			t.Errorf("%s: probes failed %d times, calls %d; want probes in the background, no calls: %+v", o.name, mid.ProbeFailures-st.ProbeFailures, mid.Errors-st.Errors, mid)
+		}
+		o.back()
+		back := time.Now()
+		for {
+			d, took := take()
+			if took > bound {
+				t.Errorf("%s: after Redis returned a request took %v, more than %v", o.name, took, bound)
+			}
+			if d.Fallback == ratekeeper.NoFallback {
+				if !d.Allowed {
+					t.Errorf("%s: Redis refused %+v", o.name, d)
+				}
+				break
+			}
+			if time.Since(back) > backBy {
+				t.Fatalf("%s: no decision from Redis within %v of its return: %+v", o.name, backBy, fs.Stats())
+			}
+			time.Sleep(every)
+		}
+		t.Logf("%s: %d requests every %v with the breaker open, the slowest %v; decisions from Redis again %v after its return", o.name, during, every, slowest.Round(time.Microsecond), time.Since(back).Round(time.Millisecond))
+	}
+	t.Logf("stats %+v", fs.Stats())
+	fs.Close()
+	rs.Close()
+	srv.Kill()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("goroutines: %d before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -172,6 +172,17 @@ func (s *Store) Close() error {
 // Client is the go-redis client the store uses.
 func (s *Store) Client() redis.UniversalClient { return s.client }
 
+// Probe reports whether Redis answers a PING within ctx, deciding and
+// counting nothing: the failsafe store's open circuit breaker calls it in
+// the background (failsafe.Prober) instead of letting a decision wait on a
+// server that may be down.
+func (s *Store) Probe(ctx context.Context) error {
+	if err := s.client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redisstore: ping: %w", err)
+	}
+	return nil
+}
+
 // Key is the Redis key that holds key's state for algorithm a.
 func (s *Store) Key(key string, a ratekeeper.Algorithm) string {
 	i := algoIndex(a)
