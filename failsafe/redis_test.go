@@ -28,6 +28,12 @@ func (w *watched) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.
 	return d, err
 }
 
+// Probe is the Redis store's, so that the open breaker probes Redis in the
+// background, as it does in the gateway and serve.
+func (w *watched) Probe(ctx context.Context) error {
+	return w.Store.(failsafe.Prober).Probe(ctx)
+}
+
 // watchedBy is watched with the Redis store's TakeBy, which the failsafe
 // store then uses to bound its calls instead of a context per call.
 type watchedBy struct {
@@ -47,6 +53,7 @@ var (
 	_ failsafe.DeadlineStore = watchedBy{}
 	_ failsafe.DeadlineStore = (*redisstore.Store)(nil) // serve bounds its Redis calls by TakeBy
 	_ failsafe.Prober        = (*redisstore.Store)(nil) // the open breaker probes Redis by PING
+	_ failsafe.Prober        = watchedBy{}
 )
 
 // call is one decision under load.
