@@ -266,20 +266,69 @@ type FallbackStats struct {
 }
 
 // CollectStoreFallback is CollectFallback for s's counters when s is a
-// failsafe store (a Redis store opened by storeconfig); for any other
-// store it does nothing.
+// failsafe store (a Redis store opened by storeconfig), with its circuit
+// breaker's metrics (see breakerCollector) and, for a Redis primary, the
+// shared store's; for any other store it does nothing.
 func (m *Metrics) CollectStoreFallback(s ratekeeper.Store) {
 	fs, ok := s.(*failsafe.Store)
-	if !ok {
+	if !ok || m == nil {
 		return
 	}
 	m.CollectFallback(func() FallbackStats {
 		st := fs.Stats()
 		return FallbackStats{Errors: st.Errors, Allowed: st.FallbackAllowed, Denied: st.FallbackDenied, Local: st.FallbackLocal}
 	})
-	if rs, ok := fs.Primary().(*redisstore.Store); ok && m != nil {
+	m.reg.MustRegister(&breakerCollector{fs})
+	if rs, ok := fs.Primary().(*redisstore.Store); ok {
 		m.reg.MustRegister(&sharedCollector{rs})
 	}
+}
+
+var (
+	breakerStateDesc = prometheus.NewDesc("ratekeeper_store_breaker_state",
+		"The store's circuit breaker: 1 for the state it is in (closed: calls go to Redis; open: to the on_error policy; half_open: a probe is testing Redis), 0 for the others.", []string{"state"}, nil)
+	breakerOpensDesc = prometheus.NewDesc("ratekeeper_store_breaker_opens_total",
+		"Times the store's circuit breaker opened after consecutive failures.", nil, nil)
+	shortCircuitsDesc = prometheus.NewDesc("ratekeeper_store_breaker_short_circuits_total",
+		"Calls the open circuit breaker sent straight to the on_error policy without asking Redis.", nil, nil)
+	timeoutsDesc = prometheus.NewDesc("ratekeeper_store_timeouts_total",
+		"Calls to Redis that ran out of the store timeout (counted in ratekeeper_store_fallback_errors_total too).", nil, nil)
+	probesDesc = prometheus.NewDesc("ratekeeper_store_breaker_probes_total",
+		"Probes of Redis by the open circuit breaker, by result: success (it closed) or failure (it stayed open for another cool-down).", []string{"result"}, nil)
+)
+
+// breakerStates are the values of the state label for each failsafe state.
+var breakerStates = [...]struct {
+	state failsafe.BreakerState
+	label string
+}{{failsafe.Closed, "closed"}, {failsafe.Open, "open"}, {failsafe.HalfOpen, "half_open"}}
+
+// breakerCollector exposes a failsafe store's circuit breaker.
+type breakerCollector struct{ s *failsafe.Store }
+
+func (c *breakerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{breakerStateDesc, breakerOpensDesc, shortCircuitsDesc, timeoutsDesc, probesDesc} {
+		ch <- d
+	}
+}
+
+func (c *breakerCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.Stats()
+	for _, b := range breakerStates {
+		v := 0.0
+		if st.Breaker == b.state {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(breakerStateDesc, prometheus.GaugeValue, v, b.label)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	counter(breakerOpensDesc, st.BreakerOpens)
+	counter(shortCircuitsDesc, st.ShortCircuits)
+	counter(timeoutsDesc, st.Timeouts)
+	counter(probesDesc, st.ProbeSuccesses, "success")
+	counter(probesDesc, st.ProbeFailures, "failure")
 }
 
 var (

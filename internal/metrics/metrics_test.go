@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/failsafe"
 	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
@@ -127,5 +128,50 @@ func TestAdminHandler(t *testing.T) {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+}
+
+// hanging is a primary that answers nothing until its context ends.
+type hanging struct{}
+
+func (hanging) Take(ctx context.Context, _ ratekeeper.Request) (ratekeeper.Decision, error) {
+	<-ctx.Done()
+	return ratekeeper.Decision{}, ctx.Err()
+}
+func (hanging) Refund(context.Context, ratekeeper.Request, ratekeeper.Decision) error { return nil }
+
+// TestBreakerMetrics: a failsafe store's breaker is on /metrics: its state
+// as a gauge per state, its openings, short-circuits, timeouts and probes.
+func TestBreakerMetrics(t *testing.T) {
+	reg := NewRegistry()
+	m := New(reg)
+	fs := failsafe.New(hanging{}, failsafe.WithTimeout(time.Millisecond), failsafe.WithBreaker(2, time.Hour))
+	defer fs.Close()
+	m.CollectStoreFallback(fs)
+	lim := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1, Period: time.Second}
+	for range 5 {
+		fs.Take(context.Background(), ratekeeper.Request{Key: "k", Limit: lim, N: 1})
+	}
+	rec := httptest.NewRecorder()
+	AdminHandler(reg, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		`ratekeeper_store_breaker_state{state="closed"} 0`,
+		`ratekeeper_store_breaker_state{state="open"} 1`,
+		`ratekeeper_store_breaker_state{state="half_open"} 0`,
+		`ratekeeper_store_breaker_opens_total 1`,
+		`ratekeeper_store_breaker_short_circuits_total 3`,
+		`ratekeeper_store_timeouts_total 2`,
+		`ratekeeper_store_breaker_probes_total{result="success"} 0`,
+		`ratekeeper_store_breaker_probes_total{result="failure"} 0`,
+		`ratekeeper_store_fallback_errors_total 2`,
+		`ratekeeper_store_fallback_decisions_total{action="allow"} 5`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(body)
 	}
 }
