@@ -17,6 +17,19 @@
 // application/problem+json body naming the rule and when to retry. A client
 // on the deny list gets 403.
 //
+// When the store could not decide and its failure policy did (package
+// failsafe; ratekeeper.Decision.Fallback), the answer says only what was
+// computed. A decision that counted nothing (FallbackUncounted: the allow
+// and deny policies) keeps its rule's X-RateLimit-Limit and
+// RateLimit-Policy, which are configuration, and sends no
+// X-RateLimit-Remaining, X-RateLimit-Reset or RateLimit item; a request
+// that such a decision refused gets 503 Service Unavailable with
+// Retry-After and a problem+json body saying that the rate limiter's store
+// is unavailable (a gRPC call: UNAVAILABLE), not a 429. The local policy's
+// decisions (FallbackLocal) are computed, on this instance's share of the
+// limit, and are answered as any other. Metrics count every decision as
+// before: a request the deny policy refused as limited.
+//
 // Shadow rules decide and report but never refuse. Queue rules (the leaky
 // bucket as a shaper) hold a request until its slot in a FIFO queue, up to
 // the rule's max_delay, and refuse it beyond.

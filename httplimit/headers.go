@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
 
@@ -34,6 +35,12 @@ var (
 // values are built one after another in s's buffer and become one string,
 // and the header slices share one backing array: a response costs two
 // allocations, whatever the number of rules.
+//
+// A decision that counted nothing (ratekeeper.FallbackUncounted: the store
+// was down and its failure policy allowed or refused) has no remaining and
+// no reset to report: its rule keeps X-RateLimit-Limit (as the rule's
+// capacity) and its RateLimit-Policy item, which are configuration, and
+// gets no X-RateLimit-Remaining, X-RateLimit-Reset or RateLimit item.
 func (m *Middleware) writeHeaders(h http.Header, v verdict, s *scratch) {
 	style := v.c.style
 	if style == rules.HeadersNone || v.worst < 0 || len(s.results) == 0 {
@@ -43,13 +50,19 @@ func (m *Middleware) writeHeaders(h http.Header, v verdict, s *scratch) {
 	ietf := style == rules.HeadersBoth || style == rules.HeadersIETF
 	b := s.hb[:0]
 	var ends [5]int
+	counted := false // the legacy fields' rule has figures to report
 	if legacy {
 		d := s.results[v.worst]
+		counted = d.Fallback != ratekeeper.FallbackUncounted
 		b = strconv.AppendInt(b, int64(d.Limit), 10)
 		ends[0] = len(b)
-		b = strconv.AppendInt(b, int64(d.Remaining), 10)
+		if counted {
+			b = strconv.AppendInt(b, int64(d.Remaining), 10)
+		}
 		ends[1] = len(b)
-		b = strconv.AppendInt(b, ceilSeconds(d.ResetAfter), 10)
+		if counted {
+			b = strconv.AppendInt(b, ceilSeconds(d.ResetAfter), 10)
+		}
 		ends[2] = len(b)
 	}
 	if ietf {
@@ -60,12 +73,17 @@ func (m *Middleware) writeHeaders(h http.Header, v verdict, s *scratch) {
 			b = append(b, v.c.rules[s.matches[i].Rule.Index].policy...)
 		}
 		ends[3] = len(b)
-		for n, i := range s.allMatches() {
+		n := 0
+		for _, i := range s.allMatches() {
 			rl := s.matches[i].Rule
 			d := s.results[i]
+			if d.Fallback == ratekeeper.FallbackUncounted {
+				continue
+			}
 			if n > 0 {
 				b = append(b, ", "...)
 			}
+			n++
 			t := d.ResetAfter
 			if !d.Allowed {
 				t = d.RetryAfter
@@ -82,25 +100,33 @@ func (m *Middleware) writeHeaders(h http.Header, v verdict, s *scratch) {
 	all := string(b)
 	vals := make([]string, 5)
 	if legacy {
-		vals[0], vals[1], vals[2] = all[:ends[0]], all[ends[0]:ends[1]], all[ends[1]:ends[2]]
+		vals[0] = all[:ends[0]]
 		h[canonLimit] = vals[0:1:1]
-		h[canonRemaining] = vals[1:2:2]
-		h[canonReset] = vals[2:3:3]
+		if counted {
+			vals[1], vals[2] = all[ends[0]:ends[1]], all[ends[1]:ends[2]]
+			h[canonRemaining] = vals[1:2:2]
+			h[canonReset] = vals[2:3:3]
+		}
 	}
 	if ietf && ends[3] > ends[2] {
-		vals[3], vals[4] = all[ends[2]:ends[3]], all[ends[3]:ends[4]]
+		vals[3] = all[ends[2]:ends[3]]
 		h[canonPolicy] = vals[3:4:4]
-		h[canonRateLimit] = vals[4:5:5]
+		if ends[4] > ends[3] {
+			vals[4] = all[ends[3]:ends[4]]
+			h[canonRateLimit] = vals[4:5:5]
+		}
 	}
 }
 
-// Problem is the application/problem+json body (RFC 9457) of a 429 or 403.
+// Problem is the application/problem+json body (RFC 9457) of a 429, a 403
+// or a 503.
 type Problem struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
 	Status int    `json:"status"`
 	Detail string `json:"detail"`
-	// Rule is the rule that refused the request.
+	// Rule is the rule that refused the request (none for a 503: no rule
+	// did).
 	Rule string `json:"rule,omitempty"`
 	// RetryAfter is the wait in whole seconds, as in Retry-After.
 	RetryAfter int64 `json:"retry_after,omitempty"`
@@ -134,6 +160,29 @@ func writeTooMany(w http.ResponseWriter, r *http.Request, rule string, retry tim
 		Status:     http.StatusTooManyRequests,
 		Detail:     fmt.Sprintf("rate limit %q exceeded: retry in %d s", rule, secs),
 		Rule:       rule,
+		RetryAfter: secs,
+	})
+}
+
+// writeUnavailable answers 503 for a request that the store could not
+// decide and its failure policy refused (failsafe's Deny): the limiter is
+// unavailable, the client did not use up a limit. Retry-After is the
+// policy's wait, rounded up to whole seconds (at least 1);
+// X-RateLimit-Retry-After, a rate limit's figure, is not sent. A gRPC call
+// gets UNAVAILABLE.
+func writeUnavailable(w http.ResponseWriter, r *http.Request, retry time.Duration) {
+	secs := max(ceilSeconds(retry), 1)
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	detail := fmt.Sprintf("the rate limiter's store is unavailable: retry in %d s", secs)
+	if IsGRPC(r) {
+		writeGRPC(w, grpcUnavailable, detail)
+		return
+	}
+	writeProblem(w, Problem{
+		Type:       "about:blank",
+		Title:      "Service Unavailable",
+		Status:     http.StatusServiceUnavailable,
+		Detail:     detail,
 		RetryAfter: secs,
 	})
 }
@@ -174,6 +223,7 @@ func IsGRPC(r *http.Request) bool {
 const (
 	grpcPermissionDenied  = 7
 	grpcResourceExhausted = 8
+	grpcUnavailable       = 14
 )
 
 // writeGRPC answers a gRPC call with status code and msg, in the headers

@@ -290,7 +290,8 @@ const (
 	pass outcome = iota
 	refuse
 	forbid
-	deferred // a queue rule matched and the caller cannot hold requests
+	unavailable // refused by the store's failure policy, not by a limit
+	deferred    // a queue rule matched and the caller cannot hold requests
 )
 
 // verdict carries a decision from decide to the response.
@@ -298,13 +299,14 @@ type verdict struct {
 	outcome outcome
 	c       *compiled
 	worst   int           // index into matches of the rule reported in X-RateLimit-*
-	retry   time.Duration // for refuse
+	retry   time.Duration // for refuse and unavailable
 	delay   time.Duration // how long to hold the request (queue mode)
 	ip      netip.Addr
 }
 
 // Handler wraps next: requests within every limit reach it, possibly after
-// a queue's delay; others are answered 429 (or 403) here.
+// a queue's delay; others are answered 429 (or 403, or 503 when the
+// store's failure policy refused them) here.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if m.admit(w, r, nil) == Admitted {
@@ -320,8 +322,8 @@ const (
 	// Admitted: every rule allows the request; the rate limit headers are
 	// set on the writer's header map, and the caller serves the request.
 	Admitted Admission = iota
-	// Answered: the request was refused (429) or forbidden (403), and the
-	// answer is written.
+	// Answered: the request was refused (429; 503 when the store's failure
+	// policy refused it) or forbidden (403), and the answer is written.
 	Answered
 	// Deferred: a queue rule matches it, or the rules in use are no longer
 	// the set it was read for; nothing was taken or written, and the
@@ -358,6 +360,11 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Se
 		name := s.matches[v.worst].Rule.Name
 		m.pool.Put(s)
 		writeTooMany(w, r, name, v.retry)
+		return Answered
+	case unavailable:
+		m.writeHeaders(w.Header(), v, s)
+		m.pool.Put(s)
+		writeUnavailable(w, r, v.retry)
 		return Answered
 	}
 	if len(s.matches) > 0 {
@@ -486,7 +493,7 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 		d, err := m.store.Take(ctx, ratekeeper.Request{Key: mt.Key, Limit: mt.Rule.Limit, N: 1, Now: now})
 		if err != nil {
 			m.logger.ErrorContext(ctx, "rate limit store failed for a shadow rule", "rule", mt.Rule.Name, "err", err)
-			d = ratekeeper.Decision{Allowed: true, Limit: mt.Rule.Limit.Capacity(), Remaining: mt.Rule.Limit.Capacity()}
+			d = ratekeeper.Decision{Allowed: true, Fallback: ratekeeper.FallbackUncounted, Limit: mt.Rule.Limit.Capacity()}
 		}
 		s.results[i] = d
 		if !d.Allowed {
@@ -513,22 +520,32 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 
 // refused finishes a refusal: the refused rule with the longest wait is the
 // one reported, and Retry-After is that wait, since only then can every
-// rule allow the request.
+// rule allow the request. A refusal that counted nothing (the store's
+// failure policy refused: ratekeeper.FallbackUncounted) is reported only
+// when no rule refused by its count, and then the request is unavailable,
+// not over a limit. Metrics count both as limited.
 func (m *Middleware) refused(ctx context.Context, r *http.Request, v verdict, s *scratch) verdict {
 	v.outcome = refuse
 	v.worst = -1
+	counted := false // the reported refusal is a limit's
 	for _, i := range s.enforced {
 		d := s.results[i]
 		if d.Allowed {
 			continue
 		}
 		inc(v.c.rules[s.matches[i].Rule.Index].counters[cLimited])
-		if v.worst < 0 || d.RetryAfter > v.retry {
-			v.worst, v.retry = i, d.RetryAfter
+		c := d.Fallback != ratekeeper.FallbackUncounted
+		switch {
+		case v.worst < 0, c && !counted, c == counted && d.RetryAfter > v.retry:
+			v.worst, v.retry, counted = i, d.RetryAfter, c
 		}
 	}
 	if v.worst < 0 { // cannot happen: a refusal has a refused rule
 		v.worst = s.enforced[0]
+		counted = true
+	}
+	if !counted {
+		v.outcome = unavailable
 	}
 	// The other rules took nothing: show their state as it is.
 	for _, i := range s.enforced {
@@ -537,13 +554,18 @@ func (m *Middleware) refused(ctx context.Context, r *http.Request, v verdict, s 
 		}
 	}
 	s.shadow = s.shadow[:0] // shadow rules are not asked about a refused request
-	m.logger.DebugContext(ctx, "rate limited", "rule", s.matches[v.worst].Rule.Name, "client_ip", v.ip, "method", r.Method, "path", r.URL.Path, "retry_after", v.retry.String())
+	msg := "rate limited"
+	if v.outcome == unavailable {
+		msg = "rate limit store unavailable; refused by its failure policy"
+	}
+	m.logger.DebugContext(ctx, msg, "rule", s.matches[v.worst].Rule.Name, "client_ip", v.ip, "method", r.Method, "path", r.URL.Path, "retry_after", v.retry.String())
 	return v
 }
 
 // mostRestrictive picks the rule whose headers X-RateLimit-* report: the
 // one with the least remaining, the longest reset on a tie; enforced rules
-// before shadow ones.
+// before shadow ones, and a decision that counted before one that did not
+// (ratekeeper.FallbackUncounted), whose zero remaining means nothing.
 func mostRestrictive(s *scratch) int {
 	best := -1
 	better := func(i int) bool {
@@ -551,6 +573,9 @@ func mostRestrictive(s *scratch) int {
 			return true
 		}
 		a, b := s.results[i], s.results[best]
+		if ua, ub := a.Fallback == ratekeeper.FallbackUncounted, b.Fallback == ratekeeper.FallbackUncounted; ua != ub {
+			return ub
+		}
 		if a.Remaining != b.Remaining {
 			return a.Remaining < b.Remaining
 		}
