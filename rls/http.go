@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -25,7 +26,10 @@ const maxBody = 1 << 20
 //   - GET /healthcheck: 200 while serving (the reference service's path).
 //
 // Both decision endpoints answer 200 when the request may pass, 429 when
-// it is over the limit, 400 for a bad request and 503 when the store fails.
+// it is over the limit, 400 for a bad request and 503 when the store fails:
+// with an error body when the store's failure does not let the service
+// answer, with the answer (OVER_LIMIT) and Retry-After when the store's
+// failure policy refused the request (see Decide).
 func (s *Service) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/check", s.serveCheck)
@@ -87,6 +91,11 @@ type CheckStatus struct {
 	// DurationUntilReset is, in seconds, how long until the limit is
 	// replenished when allowed, or until the request would pass when over.
 	DurationUntilReset float64 `json:"duration_until_reset"`
+	// Fallback says that the store did not answer and its failure policy
+	// (--store-on-error allow or deny) decided without counting: Code is
+	// the policy's, CurrentLimit is absent, and LimitRemaining and
+	// DurationUntilReset are zero and mean nothing.
+	Fallback bool `json:"fallback,omitempty"`
 }
 
 // CheckLimit is a limit as configured.
@@ -118,7 +127,7 @@ func (s *Service) serveCheck(w http.ResponseWriter, r *http.Request) {
 		}
 		req.Descriptors = append(req.Descriptors, pd)
 	}
-	resp, err := s.Decide(r.Context(), req)
+	resp, o, err := s.answer(r.Context(), req)
 	if err != nil {
 		decideError(w, err)
 		return
@@ -126,6 +135,7 @@ func (s *Service) serveCheck(w http.ResponseWriter, r *http.Request) {
 	out := CheckResponse{OverallCode: resp.OverallCode.String(), Statuses: make([]CheckStatus, len(resp.Statuses))}
 	for i, st := range resp.Statuses {
 		cs := CheckStatus{Code: st.Code.String(), LimitRemaining: st.LimitRemaining, DurationUntilReset: st.DurationUntilReset.AsDuration().Seconds()}
+		cs.Fallback = o.uncounted != nil && o.uncounted[i]
 		if l := st.CurrentLimit; l != nil {
 			cs.CurrentLimit = &CheckLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: l.Unit.String()}
 		}
@@ -142,7 +152,7 @@ func (s *Service) serveCheck(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusInternalServerError, err)
 		return
 	}
-	writeDecision(w, resp, "application/json", b)
+	writeDecision(w, resp, o, "application/json", b)
 }
 
 func (s *Service) serveJSON(w http.ResponseWriter, r *http.Request) {
@@ -156,7 +166,7 @@ func (s *Service) serveJSON(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, fmt.Errorf("body: %w", err))
 		return
 	}
-	resp, err := s.Decide(r.Context(), &req)
+	resp, o, err := s.answer(r.Context(), &req)
 	if err != nil {
 		decideError(w, err)
 		return
@@ -166,19 +176,24 @@ func (s *Service) serveJSON(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusInternalServerError, err)
 		return
 	}
-	writeDecision(w, resp, "application/json", b)
+	writeDecision(w, resp, o, "application/json", b)
 }
 
 // writeDecision writes b with 200, or 429 when over the limit, and the
-// rate limit headers the response carries.
-func writeDecision(w http.ResponseWriter, resp *rlsv3.RateLimitResponse, ctype string, b []byte) {
+// rate limit headers the response carries; or, when the store's failure
+// policy and no limit refused the request, 503 with its Retry-After.
+func writeDecision(w http.ResponseWriter, resp *rlsv3.RateLimitResponse, o outage, ctype string, b []byte) {
 	h := w.Header()
 	h.Set("Content-Type", ctype)
 	for _, hv := range resp.ResponseHeadersToAdd {
 		h.Set(hv.Key, hv.Value)
 	}
 	code := http.StatusOK
-	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+	switch {
+	case o.refused > 0:
+		code = http.StatusServiceUnavailable
+		h.Set("Retry-After", strconv.FormatInt(ceilSeconds(o.refused), 10))
+	case resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT:
 		code = http.StatusTooManyRequests
 	}
 	w.WriteHeader(code)

@@ -256,17 +256,46 @@ const (
 // Decide answers req: a status per descriptor, in order, and the overall
 // code. A refusal is an answer; errors are for bad requests (ErrInvalid)
 // and store failures.
+//
+// A descriptor that the store's failure policy decided without counting
+// (ratekeeper.FallbackUncounted: failsafe's allow and deny, while Redis is
+// down) gets a status with its code and nothing else: no current_limit,
+// limit_remaining or duration_until_reset, which nothing computed (and
+// from which Envoy would build its X-RateLimit-* headers). When such a
+// refusal alone puts the request over the limit, the overall code is
+// OVER_LIMIT (so that Envoy refuses the request whatever its
+// failure_mode_deny), raw_body says that the rate limiter's store is
+// unavailable (Envoy sends it as the body of its answer) and, with
+// WithResponseHeaders, Retry-After is the policy's wait.
 func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	resp, _, err := s.answer(ctx, req)
+	return resp, err
+}
+
+// outage is what an answer owes to the store's failure policy rather than
+// to counts. Its zero value: nothing.
+type outage struct {
+	// uncounted[i] says that the policy decided descriptor i without
+	// counting; nil when it decided none.
+	uncounted []bool
+	// refused, when positive, is the policy's wait: its refusal, and no
+	// limit's, put the request over the limit.
+	refused time.Duration
+}
+
+// answer is Decide, with what the answer owes to the store's failure
+// policy.
+func (s *Service) answer(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, outage, error) {
 	domain := req.GetDomain()
 	if domain == "" {
-		return nil, fmt.Errorf("%w: the domain must not be empty", ErrInvalid)
+		return nil, outage{}, fmt.Errorf("%w: the domain must not be empty", ErrInvalid)
 	}
 	descs := req.GetDescriptors()
 	if len(descs) == 0 {
-		return nil, fmt.Errorf("%w: the descriptor list must not be empty", ErrInvalid)
+		return nil, outage{}, fmt.Errorf("%w: the descriptor list must not be empty", ErrInvalid)
 	}
 	if len(descs) > s.maxDescriptors {
-		return nil, fmt.Errorf("%w: %d descriptors, more than the limit of %d", ErrInvalid, len(descs), s.maxDescriptors)
+		return nil, outage{}, fmt.Errorf("%w: %d descriptors, more than the limit of %d", ErrInvalid, len(descs), s.maxDescriptors)
 	}
 	cur := s.cur.Load()
 	rules := cur.rules
@@ -289,9 +318,9 @@ func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	for i, d := range descs {
 		switch n := len(d.GetEntries()); {
 		case n == 0:
-			return nil, fmt.Errorf("%w: descriptor %d has no entries", ErrInvalid, i)
+			return nil, outage{}, fmt.Errorf("%w: descriptor %d has no entries", ErrInvalid, i)
 		case n > s.maxEntries:
-			return nil, fmt.Errorf("%w: descriptor %d has %d entries, more than the limit of %d", ErrInvalid, i, n, s.maxEntries)
+			return nil, outage{}, fmt.Errorf("%w: descriptor %d has %d entries, more than the limit of %d", ErrInvalid, i, n, s.maxEntries)
 		}
 		entries = entries[:0]
 		for _, e := range d.GetEntries() {
@@ -353,9 +382,10 @@ func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		}
 	}
 	if err := s.decide(ctx, slots); err != nil {
-		return nil, err
+		return nil, outage{}, err
 	}
-	return s.respond(cur, slots), nil
+	resp, o := s.respond(cur, slots)
+	return resp, o, nil
 }
 
 // hits is a descriptor's cost: its own hits_addend, else the request's;
@@ -524,10 +554,14 @@ type oneStatus struct {
 }
 
 // respond builds the response from decided slots and counts the metrics.
-func (s *Service) respond(cur *served, slots []slot) *rlsv3.RateLimitResponse {
+func (s *Service) respond(cur *served, slots []slot) (*rlsv3.RateLimitResponse, outage) {
 	var (
 		resp   *rlsv3.RateLimitResponse
 		blocks []statusBlock
+		fb     outage
+		// counted: a limit's count put the request over the limit;
+		// policy: the store's failure policy refused a descriptor.
+		counted, policy bool
 	)
 	if len(slots) == 1 {
 		o := new(oneStatus)
@@ -553,6 +587,26 @@ func (s *Service) respond(cur *served, slots []slot) *rlsv3.RateLimitResponse {
 			continue
 		}
 		r := sl.r
+		if sl.d.Fallback == ratekeeper.FallbackUncounted {
+			// The store's failure policy decided without counting: the
+			// code, and no figure nothing computed.
+			if fb.uncounted == nil {
+				fb.uncounted = make([]bool, len(slots))
+			}
+			fb.uncounted[i] = true
+			if sl.over && !r.shadow {
+				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+				if sl.kind == take { // refused by the policy, not by the cost
+					policy = true
+					fb.refused = max(fb.refused, sl.d.RetryAfter, time.Second)
+				} else {
+					counted = true
+				}
+			}
+			s.count(cur, sl)
+			continue
+		}
 		b.limit.Name, b.limit.RequestsPerUnit, b.limit.Unit = r.name, r.rpu, r.unit
 		st.CurrentLimit = &b.limit
 		reset := sl.reset
@@ -573,16 +627,32 @@ func (s *Service) respond(cur *served, slots []slot) *rlsv3.RateLimitResponse {
 		if sl.over && !r.shadow {
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+			counted = true
 		}
 		s.count(cur, sl)
 		if best < 0 || st.LimitRemaining < resp.Statuses[best].LimitRemaining {
 			best = i
 		}
 	}
-	if s.headers && best >= 0 {
-		resp.ResponseHeadersToAdd = headers(resp, resp.Statuses[best])
+	if !policy || counted {
+		fb.refused = 0
+		if s.headers && best >= 0 {
+			resp.ResponseHeadersToAdd = headers(resp, resp.Statuses[best])
+		}
+		return resp, fb
 	}
-	return resp
+	// Only the failure policy refused: the store is unavailable.
+	secs := ceilSeconds(fb.refused)
+	resp.RawBody = []byte("the rate limiter's store is unavailable: retry in " + strconv.FormatInt(secs, 10) + " s\n")
+	if s.headers {
+		if best >= 0 {
+			// The limits that counted, as they are; the wait is the
+			// policy's.
+			resp.ResponseHeadersToAdd = headers(resp, resp.Statuses[best])[:3]
+		}
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(secs, 10)})
+	}
+	return resp, fb
 }
 
 func (s *Service) count(cur *served, sl *slot) {
