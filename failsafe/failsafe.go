@@ -91,7 +91,6 @@ type Stats struct {
 type Store struct {
 	config
 	primary ratekeeper.Store
-	prober  Prober // primary's, or nil
 	local   *memstore.Store
 
 	state     atomic.Int32 // 0 closed, 1 open
@@ -101,14 +100,17 @@ type Store struct {
 
 	calls, errs, timeouts, short    atomic.Uint64
 	fbAllow, fbDeny, fbLocal, opens atomic.Uint64
-	probeOK, probeFailed            atomic.Uint64
 	logMu                           sync.Mutex
 	lastLog                         time.Time
 	suppressed                      uint64
 
-	probeMu sync.Mutex     // guards closed and the start of a probe
-	closed  bool           // Close was called: no probe starts
-	probes  sync.WaitGroup // the probe in flight, which Close waits for
+	// The breaker's probes, after the fields every call touches, which
+	// keep their places.
+	prober               Prober // primary's, or nil
+	probeOK, probeFailed atomic.Uint64
+	probeMu              sync.Mutex     // guards closed and the start of a probe
+	closed               bool           // Close was called: no probe starts
+	probes               sync.WaitGroup // the probe in flight, which Close waits for
 }
 
 // Interface guard.
