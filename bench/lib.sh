@@ -28,3 +28,19 @@ start_redis() {
   echo "bench: redis-server on $1 did not answer" >&2
   return 1
 }
+
+# ticks PID prints the CPU time (user + system, in clock ticks: getconf
+# CLK_TCK a second) that PID and its children (nginx's workers) have used.
+# On a shared machine, CPU per request is steadier than requests/s.
+ticks() {
+  local t=0 p
+  for p in $1 $(pgrep -P "$1" || true); do
+    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+  done
+  echo "$t"
+}
+
+# to_ms turns a wrk latency (1.23ms, 800.00us, 1.02s) into milliseconds.
+to_ms() {
+  awk -v v="$1" 'BEGIN{ if (v ~ /us$/) {sub(/us$/,"",v); print v/1000} else if (v ~ /ms$/) {sub(/ms$/,"",v); print v+0} else if (v ~ /s$/) {sub(/s$/,"",v); print v*1000} else print v }'
+}

@@ -21,6 +21,7 @@
 # Output: bench/results/gateway.txt and bench/results/gateway-go.txt.
 set -euo pipefail
 cd "$(dirname "$0")"
+. ./lib.sh
 ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-10s} CONNS=${CONNS:-64} THREADS=${THREADS:-2} RATE=${RATE:-2000} COUNT=${COUNT:-6}
 
 need=()
@@ -71,17 +72,9 @@ for name in "${order[@]}"; do
   [ "$code" = 200 ] || { echo "run-gateway: $name answers $code" >&2; exit 1; }
 done
 
-# CPU time a contender's processes used (nginx: master and workers), in
-# clock ticks: on a shared machine, CPU per request is steadier than
-# requests/s. direct's is the upstream's own.
+# The processes whose CPU time (lib.sh's ticks) is a contender's (nginx:
+# master and workers). direct's is the upstream's own.
 declare -A pid=([direct]=$pid_direct [rk-1]=$pid_rk1 [rk-50]=$pid_rk50 [rk-net]=$pid_rknet [rk-std]=$pid_rkstd [go-rp]=$pid_gorp [go-floor]=$pid_floor [nginx]=$pid_nginx)
-ticks() {
-  local t=0 p
-  for p in $1 $(pgrep -P "$1" || true); do
-    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
-  done
-  echo "$t"
-}
 hz=$(getconf CLK_TCK)
 
 out=results/gateway.txt
@@ -89,9 +82,6 @@ out=results/gateway.txt
   echo "# gateway benchmark $(date -u +%FT%TZ), $(nproc) cores, wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS rounds"
   echo "# round contender wrk_requests/s wrk_p50_ms wrk_p99_ms | load at $RATE/s over $CONNS conns: p50_ms p99_ms | contender CPU µs per request under wrk"
 } > "$out"
-to_ms() { # wrk latency like 1.23ms, 800.00us, 1.02s -> ms
-  awk -v v="$1" 'BEGIN{ if (v ~ /us$/) {sub(/us$/,"",v); print v/1000} else if (v ~ /ms$/) {sub(/ms$/,"",v); print v+0} else if (v ~ /s$/) {sub(/s$/,"",v); print v*1000} else print v }'
-}
 for r in $(seq "$ROUNDS"); do
   for name in "${order[@]}"; do
     t0=$(ticks "${pid[$name]}")
