@@ -40,3 +40,28 @@ if [[ -s results/gateway.txt ]]; then
     -title "Gateway, wrk -c64 on loopback: requests per second (2 cores shared with wrk and the upstream)" -out "$img/bench-gateway.png"
   rm -f "$rounds"
 fi
+
+if [[ -s results/tls.txt ]]; then
+  # run-tls.sh's rounds ("round workload contender req/s p50 p99 cpu
+  # upstream-cpu errors") as benchmark lines: the workload as the group, the
+  # server as the series; new connections in conns/s, the HTTPS-upstream
+  # contenders apart.
+  rounds=$(mktemp)
+  awk '/^[0-9]+ [a-z]/ && NF >= 9 {
+    g = $2 == "h1" ? "https1.1" : $2 == "hs" ? "full" : $2 == "hr" ? "resumed" : $3 ~ /h2c/ ? "h2c" : "h2"
+    s = $3 ~ /^nginx/ ? "nginx" : $3 == "rk-std" ? "ratekeeper_standard" : "ratekeeper"
+    u = $2 == "hs" || $2 == "hr" ? "conns/s" : "req/s"
+    if ($3 ~ /-up-|-tr$/) { s = $3; gsub(/-/, "_", s); g = "upstream" }
+    printf "BenchmarkTLS/workload=%s/server=%s 1 %s %s %s cpu-us/req\n", g, s, $4, u, $7
+  }' results/tls.txt > "$rounds"
+  chart -in "$rounds" -match TLS -metric req/s -group workload -series server -order ratekeeper,ratekeeper_standard,nginx \
+    -title "TLS at the edge, keep-alive: requests per second (same certificate, limit and upstream)" -out "$img/bench-tls.png"
+  chart -in "$rounds" -match TLS -metric conns/s -group workload -series server -order ratekeeper,ratekeeper_standard,nginx \
+    -title "TLS at the edge: new connections per second, one request each" -out "$img/bench-tls-handshakes.png"
+  # HTTPS/1.1 at the edge with each kind of upstream: rk-fast and nginx
+  # (plain-HTTP upstream) beside the upstream contenders.
+  awk '/workload=https1.1\/server=(ratekeeper|nginx) / { sub(/workload=https1.1/, "workload=upstream"); sub(/server=ratekeeper /, "server=rk_fast "); print } /workload=upstream/' "$rounds" > "$rounds.up"
+  chart -in "$rounds.up" -match TLS -metric cpu-us/req -series server -order rk_fast,rk_std_tr,rk_up_tls,rk_up_h2,nginx,nginx_up_tls \
+    -title "HTTPS/1.1 at the edge, HTTP or HTTPS to the upstream: proxy CPU µs per request" -out "$img/bench-tls-upstream.png"
+  rm -f "$rounds" "$rounds.up"
+fi
