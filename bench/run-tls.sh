@@ -24,19 +24,21 @@
 #              as the gateway negotiates it; nginx-up-tls with HTTPS to the
 #              upstream; nginx-h2c clear text, HTTP/2 by prior knowledge
 # In the h2 workload "rk" is rk-fast's listener (h2 by ALPN). Each round
-# runs every workload's contenders in turn, starting one further along the
-# list each round, so that the machine's noise spreads over all. CPU per
+# runs every workload's contenders in turn, those compared next to each
+# other, forwards in odd rounds and backwards in even ones. CPU per
 # request is the contender's processes' (nginx: master and workers) and,
-# apart, the upstream's. Reported: medians over the rounds, and ratios of
-# medians measured in the same run.
-# Env: ROUNDS (3), DURATION (5s), CONNS (64), THREADS (2), H2_CONNS (16),
+# apart, the upstream's. Reported: each contender's medians over the
+# rounds, and each ratio as the median over the rounds of that round's
+# ratio (the machine is shared and noisy: a slow swing touches both sides
+# of a pair alike, a burst only one round).
+# Env: ROUNDS (5), DURATION (3s), CONNS (64), THREADS (2), H2_CONNS (16),
 # H2_STREAMS (4). QUICK=1: a smoke run (1 round of 2s, under a minute).
 # Output: bench/results/tls.txt.
 set -euo pipefail
 cd "$(dirname "$0")"
 . ./lib.sh
 if [ -n "${QUICK:-}" ]; then ROUNDS=${ROUNDS:-1} DURATION=${DURATION:-2s}; fi
-ROUNDS=${ROUNDS:-3} DURATION=${DURATION:-5s} CONNS=${CONNS:-64} THREADS=${THREADS:-2}
+ROUNDS=${ROUNDS:-5} DURATION=${DURATION:-3s} CONNS=${CONNS:-64} THREADS=${THREADS:-2}
 H2_CONNS=${H2_CONNS:-16} H2_STREAMS=${H2_STREAMS:-4}
 
 need=()
@@ -103,9 +105,10 @@ for n in rk-up-tls rk-up-h2 nginx-up-tls; do upstream_pid[$n]=$pid_uptls; done
 
 # Each workload's contenders and their addresses; before the run, curl
 # must get a 200 from each over the protocol its workload speaks.
-h1=(rk-fast rk-std rk-std-tr rk-up-tls rk-up-h2 nginx nginx-up-tls)
-h2=(rk nginx rk-h2c nginx-h2c)
-hs=(rk-fast rk-std nginx)
+# The pairs that a ratio below compares are next to each other.
+h1=(rk-std rk-fast nginx nginx-up-tls rk-up-h2 rk-up-tls rk-std-tr)
+h2=(rk nginx nginx-h2c rk-h2c)
+hs=(rk-std rk-fast nginx)
 hr=(rk-fast nginx)
 declare -A url
 for n in "${h1[@]}"; do url[h1/$n]="https://127.0.0.1:${port[$n]}/v1/items/7"; done
@@ -180,12 +183,17 @@ run() {
 for r in $(seq "$ROUNDS"); do
   for w in h1 h2 hs hr; do
     case $w in h1) list=("${h1[@]}") ;; h2) list=("${h2[@]}") ;; hs) list=("${hs[@]}") ;; hr) list=("${hr[@]}") ;; esac
-    k=${#list[@]}
-    for i in $(seq 0 $((k - 1))); do run "$w" "${list[$(((i + r - 1) % k))]}" "$r"; done
+    if ((r % 2 == 0)); then # backwards: each pair's two sides take turns going first
+      for ((i = ${#list[@]} - 1; i >= 0; i--)); do run "$w" "${list[$i]}" "$r"; done
+    else
+      for n in "${list[@]}"; do run "$w" "$n" "$r"; done
+    fi
   done
 done
 
-# Medians, and the ratios issue #16 asks about.
+# Medians, and the ratios issue #16 asks about: each the median over the
+# rounds of one round's ratio between two contenders measured one after
+# the other, whom the machine's slower swings touch alike.
 awk '
   function median(s,   a, n, i, j, t) {
     n = split(s, a, " ")
@@ -194,12 +202,29 @@ awk '
   }
   function m(w, n, f) { return median(v[w, n, f]) }
   function ratio(a, b) { return b > 0 ? a / b : 0 }
+  # pair: the median over the rounds of a / b in field f of workload w;
+  # lo and hi are the lowest and highest round.
+  function pair(w, a, b, f,   r, s, x) {
+    s = ""; lo = 1e9; hi = 0
+    for (r = 1; r <= rounds; r++) {
+      if (!((r, w, a, f) in val) || !((r, w, b, f) in val)) continue
+      x = ratio(val[r, w, a, f], val[r, w, b, f]); s = s " " x
+      if (x < lo) lo = x
+      if (x > hi) hi = x
+    }
+    return median(s)
+  }
+  function line(label, w, a, b,   t, tl, th, c) {
+    t = pair(w, a, b, 4); tl = lo; th = hi
+    c = pair(w, a, b, 7)
+    printf "%-48s %6.2fx (%.2f-%.2f) %6.2fx (%.2f-%.2f)\n", label, t, tl, th, c, lo, hi
+  }
   /^[0-9]/ {
     id = $2 SUBSEP $3
     if (!(id in seen)) { seen[id] = 1; order[++count] = id }
-    for (f = 4; f <= 8; f++) v[$2, $3, f] = v[$2, $3, f] " " $f
+    for (f = 4; f <= 8; f++) { v[$2, $3, f] = v[$2, $3, f] " " $f; val[$1, $2, $3, f] = $f }
     errs[$2, $3] += $9
-    rps[$1, $2, $3] = $4; rounds = $1 > rounds ? $1 : rounds
+    if ($1 > rounds) rounds = $1
   }
   END {
     printf "\n%-4s %-13s %10s %8s %8s %10s %10s %7s\n", "", "median", "req/s", "p50 ms", "p99 ms", "cpu µs/req", "upstream", "errors"
@@ -207,12 +232,19 @@ awk '
       split(order[i], k, SUBSEP)
       printf "%-4s %-13s %10.0f %8.3f %8.3f %10.1f %10.1f %7d\n", k[1], k[2], m(k[1], k[2], 4), m(k[1], k[2], 5), m(k[1], k[2], 6), m(k[1], k[2], 7), m(k[1], k[2], 8), errs[k[1], k[2]]
     }
-    printf "\nHTTPS/1.1 keep-alive, throughput vs nginx (target >= 0.8x): rk-fast %.2fx, rk-std %.2fx; CPU per request vs nginx: rk-fast %.2fx, rk-std %.2fx\n", ratio(m("h1", "rk-fast", 4), m("h1", "nginx", 4)), ratio(m("h1", "rk-std", 4), m("h1", "nginx", 4)), ratio(m("h1", "rk-fast", 7), m("h1", "nginx", 7)), ratio(m("h1", "rk-std", 7), m("h1", "nginx", 7))
-    printf "  rk-fast vs nginx round by round:"
-    for (r = 1; r <= rounds; r++) printf " %.2fx", ratio(rps[r, "h1", "rk-fast"], rps[r, "h1", "nginx"])
-    printf "\n"
-    printf "the fast path over TLS, rk-fast vs rk-std: %.2fx throughput, %.2fx CPU per request\n", ratio(m("h1", "rk-fast", 4), m("h1", "rk-std", 4)), ratio(m("h1", "rk-fast", 7), m("h1", "rk-std", 7))
-    printf "HTTPS upstream: rk-up-tls vs rk-std-tr (the upstream hop'"'"'s TLS alone) %.2fx throughput, %+.1f µs CPU per request in the gateway, %+.1f in the upstream; rk-up-tls vs rk-fast %.2fx; rk-up-h2 vs rk-up-tls %.2fx; nginx-up-tls vs nginx %.2fx (%+.1f µs CPU per request)\n", ratio(m("h1", "rk-up-tls", 4), m("h1", "rk-std-tr", 4)), m("h1", "rk-up-tls", 7) - m("h1", "rk-std-tr", 7), m("h1", "rk-up-tls", 8) - m("h1", "rk-std-tr", 8), ratio(m("h1", "rk-up-tls", 4), m("h1", "rk-fast", 4)), ratio(m("h1", "rk-up-h2", 4), m("h1", "rk-up-tls", 4)), ratio(m("h1", "nginx-up-tls", 4), m("h1", "nginx", 4)), m("h1", "nginx-up-tls", 7) - m("h1", "nginx", 7)
-    printf "HTTP/2 vs nginx: over TLS %.2fx throughput (%.2fx CPU per request), h2c %.2fx (%.2fx)\n", ratio(m("h2", "rk", 4), m("h2", "nginx", 4)), ratio(m("h2", "rk", 7), m("h2", "nginx", 7)), ratio(m("h2", "rk-h2c", 4), m("h2", "nginx-h2c", 4)), ratio(m("h2", "rk-h2c", 7), m("h2", "nginx-h2c", 7))
-    printf "new TLS connections per second vs nginx, full handshakes: rk-fast %.2fx (%.2fx CPU per connection), rk-std %.2fx (%.2fx); resumed: rk-fast %.2fx (%.2fx)\n", ratio(m("hs", "rk-fast", 4), m("hs", "nginx", 4)), ratio(m("hs", "rk-fast", 7), m("hs", "nginx", 7)), ratio(m("hs", "rk-std", 4), m("hs", "nginx", 4)), ratio(m("hs", "rk-std", 7), m("hs", "nginx", 7)), ratio(m("hr", "rk-fast", 4), m("hr", "nginx", 4)), ratio(m("hr", "rk-fast", 7), m("hr", "nginx", 7))
+    printf "\n%-48s %20s %20s\n", "ratio, median of the rounds (range)", "throughput", "CPU per request"
+    line("HTTPS/1.1: rk-fast / nginx (target >= 0.8x)", "h1", "rk-fast", "nginx"); target = pair("h1", "rk-fast", "nginx", 4)
+    line("HTTPS/1.1: rk-std / nginx", "h1", "rk-std", "nginx")
+    line("the fast path over TLS: rk-fast / rk-std", "h1", "rk-fast", "rk-std")
+    line("the upstream hop'"'"'s TLS: rk-up-tls / rk-std-tr", "h1", "rk-up-tls", "rk-std-tr")
+    line("an HTTPS upstream: rk-up-tls / rk-fast", "h1", "rk-up-tls", "rk-fast")
+    line("h2 to the upstream: rk-up-h2 / rk-up-tls", "h1", "rk-up-h2", "rk-up-tls")
+    line("nginx, HTTPS upstream: nginx-up-tls / nginx", "h1", "nginx-up-tls", "nginx")
+    line("HTTP/2 over TLS: rk / nginx", "h2", "rk", "nginx")
+    line("h2c: rk-h2c / nginx-h2c", "h2", "rk-h2c", "nginx-h2c")
+    line("full handshakes: rk-fast / nginx", "hs", "rk-fast", "nginx")
+    line("full handshakes: rk-std / nginx", "hs", "rk-std", "nginx")
+    line("resumed handshakes: rk-fast / nginx", "hr", "rk-fast", "nginx")
+    printf "\nthe upstream hop'"'"'s TLS in CPU µs per request (medians): gateway %+.1f (rk-up-tls - rk-std-tr), its upstream %+.1f; nginx %+.1f, its upstream %+.1f\n", m("h1", "rk-up-tls", 7) - m("h1", "rk-std-tr", 7), m("h1", "rk-up-tls", 8) - m("h1", "rk-std-tr", 8), m("h1", "nginx-up-tls", 7) - m("h1", "nginx", 7), m("h1", "nginx-up-tls", 8) - m("h1", "nginx", 8)
+    printf "target, HTTPS/1.1 throughput >= 0.8x nginx: %s (%.2fx)\n", (target >= 0.8 ? "met" : "missed"), target
   }' "$out" | tee -a "$out"
