@@ -26,18 +26,19 @@ type Config struct {
 	// Upstream is the URL of the API behind the gateway, or "builtin:demo"
 	// for the small demo API built into the binary.
 	Upstream string `yaml:"upstream"`
-	// UpstreamTransport is how the gateway sends requests to a plain-HTTP
-	// upstream: "direct" (default) on the request's own goroutine over its
-	// own pool of keep-alive connections, or "standard" through Go's
-	// http.Transport for every request. HTTPS upstreams, upgrades and
-	// "Expect: 100-continue" always take http.Transport.
+	// UpstreamTransport is how the gateway sends HTTP/1.1 requests to the
+	// upstream (http:// or https://): "direct" (default) on the request's
+	// own goroutine over its own pool of keep-alive connections, or
+	// "standard" through Go's http.Transport for every request. HTTP/2 to
+	// the upstream (upstream_protocol: h2), upgrades and "Expect:
+	// 100-continue" always take http.Transport.
 	UpstreamTransport string `yaml:"upstream_transport"`
 	// ClientTransport is how the gateway reads requests from clients:
 	// "fast" (default) serves plain HTTP/1.1 requests on its own fast path
 	// and hands every other connection to Go's net/http server, "standard"
 	// gives every connection to net/http. The fast path needs the direct
-	// upstream transport; with "standard" there, or an HTTPS upstream, or
-	// the demo, every connection goes to net/http.
+	// upstream transport; with "standard" there, or upstream_protocol: h2,
+	// or the demo, every connection goes to net/http.
 	ClientTransport string `yaml:"client_transport"`
 	// ShutdownTimeout bounds how long a graceful shutdown waits for
 	// in-flight requests, default 30s.
@@ -63,9 +64,10 @@ type Config struct {
 	// that begin with its preface (prior knowledge); HTTP/1.1 as before.
 	// The Upgrade form of h2c is never served. Default false.
 	H2C bool `yaml:"h2c"`
-	// UpstreamProtocol is the protocol spoken to the upstream: "auto"
-	// (the default: HTTP/1.1 to http://, HTTP/2 or HTTP/1.1 by ALPN to
-	// https://), "http1" (HTTP/1.1 only) or "h2" (HTTP/2 only: prior
+	// UpstreamProtocol is the protocol spoken to the upstream: "auto" (the
+	// default) and "http1" speak HTTP/1.1, to http:// and https:// alike,
+	// over the gateway's own transport, which measured cheaper than HTTP/2
+	// to the upstream (docs/benchmarks.md); "h2" speaks HTTP/2 only (prior
 	// knowledge to http://, h2 by ALPN to https://), which gRPC services
 	// need.
 	UpstreamProtocol string `yaml:"upstream_protocol"`

@@ -3,10 +3,11 @@
 //
 // It is an httputil.ReverseProxy behind the httplimit middleware: bodies
 // stream both ways, WebSocket upgrades pass through, and an unreachable
-// upstream is answered 502 with a problem+json body that says so. Requests
-// to a plain-HTTP upstream go out on the serving goroutine over the
-// gateway's own keep-alive pool (internal/upstream), everything else
-// through http.Transport; upstream_transport: standard keeps
+// upstream is answered 502 with a problem+json body that says so. HTTP/1.1
+// requests to the upstream (http:// or https://) go out on the serving
+// goroutine over the gateway's own keep-alive pool (internal/upstream),
+// everything else (HTTP/2 to the upstream, upgrades) through
+// http.Transport; upstream_transport: standard keeps
 // http.Transport for all. In front of the direct transport, plain HTTP/1.1
 // requests take a fast path (internal/fastpath, reading the wire format of
 // internal/h1) that reads the client connection itself; any other

@@ -308,12 +308,13 @@ func TestUpstreamTLS(t *testing.T) {
 		name, extra, want string
 		status            int
 	}{
-		{"verified, HTTP/2 by ALPN", good, "HTTP/2.0 client=gateway", 200},
+		{"verified, auto", good, "HTTP/1.1 client=gateway", 200},
+		{"verified, h2", good + "upstream_protocol: h2\n", "HTTP/2.0 client=gateway", 200},
 		{"verified, http1", good + "upstream_protocol: http1\n", "HTTP/1.1 client=gateway", 200},
 		{"without the CA", "upstream_tls:\n  server_name: api.internal\n  cert_file: gwclient.crt\n  key_file: gwclient.key\n", "", 502},
 		{"the wrong name", "upstream_tls:\n  ca_file: upca.crt\n  cert_file: gwclient.crt\n  key_file: gwclient.key\n", "", 502},
 		{"no client certificate", "upstream_tls:\n  ca_file: upca.crt\n  server_name: api.internal\n", "", 502},
-		{"insecure_skip_verify", "upstream_tls:\n  insecure_skip_verify: true\n  cert_file: gwclient.crt\n  key_file: gwclient.key\n", "HTTP/2.0 client=gateway", 200},
+		{"insecure_skip_verify", "upstream_tls:\n  insecure_skip_verify: true\n  cert_file: gwclient.crt\n  key_file: gwclient.key\n", "HTTP/1.1 client=gateway", 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			yaml := "listen: 127.0.0.1:0\nwatch: -1s\nupstream: " + url + "\n" + tc.extra
@@ -328,8 +329,8 @@ func TestUpstreamTLS(t *testing.T) {
 			if warned := strings.Contains(log.String(), "insecure_skip_verify is set"); warned != strings.Contains(tc.extra, "insecure") {
 				t.Errorf("warned of insecure_skip_verify: %v; log:\n%s", warned, log.String())
 			}
-			if g.direct != nil {
-				t.Error("an https upstream took the direct transport")
+			if direct := g.direct != nil; direct != !strings.Contains(tc.extra, "h2") {
+				t.Errorf("the direct transport in use: %v", direct)
 			}
 			rec := httptest.NewRecorder()
 			g.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/x", nil))
@@ -337,6 +338,18 @@ func TestUpstreamTLS(t *testing.T) {
 				t.Errorf("%d %q, want %d %q", rec.Code, rec.Body.String(), tc.status, tc.want)
 			}
 		})
+	}
+	// The fast path serves an https:// upstream too: no hand-off.
+	os.WriteFile(filepath.Join(e.dir, "upca.crt"), upCA.PEM, 0o644)
+	g := runGateway(t, "fast", url, "upstream_tls:\n  ca_file: "+filepath.Join(e.dir, "upca.crt")+"\n  server_name: api.internal\n  cert_file: "+filepath.Join(e.dir, "gwclient.crt")+"\n  key_file: "+filepath.Join(e.dir, "gwclient.key")+"\n")
+	for range 3 {
+		resp, body := fetch(t, http.DefaultClient, "http://"+g.Addr().String()+"/x")
+		if resp.StatusCode != 200 || body != "HTTP/1.1 client=gateway" {
+			t.Errorf("through the fast path: %d %q", resp.StatusCode, body)
+		}
+	}
+	if n := handOffCount(g.Addr().String()); n != 0 {
+		t.Errorf("%d hand-offs: the fast path did not serve the https upstream", n)
 	}
 }
 

@@ -260,11 +260,8 @@ func (g *Gateway) proxyTo(s string, direct bool) (*httputil.ReverseProxy, error)
 		p.SetUnencryptedHTTP2(true) // prior knowledge
 	case protocol == ProtocolH2:
 		p.SetHTTP2(true)
-	case protocol == ProtocolHTTP1 || target.Scheme == "http":
+	default: // auto and http1: HTTP/1.1, over the direct transport
 		p.SetHTTP1(true)
-	default: // auto, to https://: what ALPN agrees on
-		p.SetHTTP1(true)
-		p.SetHTTP2(true)
 	}
 	tr.Protocols = &p
 	var rt http.RoundTripper = tr

@@ -147,13 +147,8 @@ func upstreamProtocol(c *gateway.Config) string {
 		if https {
 			s = "HTTP/2 (h2 by ALPN)"
 		}
-	case gateway.ProtocolHTTP1:
-		s = "HTTP/1.1"
 	default:
 		s = "HTTP/1.1"
-		if https {
-			s = "HTTP/2 or HTTP/1.1 by ALPN"
-		}
 	}
 	if https {
 		u := c.UpstreamTLS

@@ -102,7 +102,7 @@ func TestCheckEdge(t *testing.T) {
 	if err != nil {
 		t.Fatalf("check: %v\n%s", err, errOut)
 	}
-	for _, want := range []string{"HTTPS: HTTP/2 and HTTP/1.1 by ALPN, TLS 1.2 or later, 2 certificate(s) chosen by SNI, client certificates required", "spoken to in HTTP/2 or HTTP/1.1 by ALPN, verified against ca.crt"} {
+	for _, want := range []string{"HTTPS: HTTP/2 and HTTP/1.1 by ALPN, TLS 1.2 or later, 2 certificate(s) chosen by SNI, client certificates required", "spoken to in HTTP/1.1, verified against ca.crt"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("check's output lacks %q:\n%s", want, out)
 		}

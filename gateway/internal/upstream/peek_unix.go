@@ -3,6 +3,7 @@
 package upstream
 
 import (
+	"crypto/tls"
 	"net"
 	"syscall"
 )
@@ -11,7 +12,13 @@ import (
 // peek at its socket finds nothing to read. A closed one reads end of
 // file, and one the upstream wrote to unasked cannot be trusted with a
 // response either. It keeps what it needs, so a check allocates nothing.
+//
+// Over TLS the socket holds records, and crypto/tls may have read some of
+// them from the socket already: a read of the TLS connection that must
+// return at once (readTLS) takes what it holds first, then the socket is
+// peeked as for clear text.
 type peeker struct {
+	tls   *tls.Conn
 	rc    syscall.RawConn
 	clean bool
 	buf   [1]byte
@@ -20,6 +27,10 @@ type peeker struct {
 
 func newPeeker(nc net.Conn) *peeker {
 	p := &peeker{}
+	if tc, ok := nc.(*tls.Conn); ok {
+		p.tls = tc
+		nc = tc.NetConn()
+	}
 	if sc, ok := nc.(syscall.Conn); ok {
 		p.rc, _ = sc.SyscallConn()
 	}
@@ -33,6 +44,9 @@ func newPeeker(nc net.Conn) *peeker {
 
 // alive reports whether the connection is open with nothing unread.
 func (p *peeker) alive() bool {
+	if p.tls != nil && !readTLS(p.tls, p.buf[:]) {
+		return false
+	}
 	if p.rc == nil {
 		return true
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -21,13 +22,16 @@ import (
 	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
 )
 
-// Transport sends plain HTTP/1.1 requests to one upstream on the calling
+// Transport sends HTTP/1.1 requests to one upstream on the calling
 // goroutine: it writes the request and reads the response headers itself,
 // over a pool of keep-alive connections, where http.Transport hands each
 // request to a writer goroutine and takes the response from a reader
 // goroutine (two goroutine switches each way, a measurable part of the
 // proxy's CPU on a small machine). It uses net/http's own Request.Write and
 // ReadResponse, so what goes on the wire is what http.Transport would send.
+//
+// An https:// upstream is spoken to over TLS (ALPN http/1.1), with the
+// fallback's TLSClientConfig.
 //
 // Everything else goes to the fallback transport unchanged: another
 // scheme or host, protocol upgrades (WebSocket), "Expect: 100-continue",
@@ -46,6 +50,9 @@ import (
 // its connections from the same pool with Get.
 type Transport struct {
 	fallback    http.RoundTripper
+	scheme      string      // http or https
+	tls         *tls.Config // https: the client's TLS; nil for http
+	handshake   time.Duration
 	host        string // the upstream URL's host, as requests carry it
 	addr        string // host:port to dial
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -59,11 +66,12 @@ type Transport struct {
 	closed bool
 }
 
-// New returns the direct transport to target, or nil when target is not a
-// plain-HTTP URL it can serve (the caller then uses tr).
-// It takes its settings from tr, and hands tr what it does not serve.
+// New returns the direct transport to target, or nil when target is not
+// an http:// or https:// URL it can serve (the caller then uses tr). It
+// takes its settings from tr (TLSClientConfig included), and hands tr what
+// it does not serve.
 func New(target *url.URL, tr *http.Transport) *Transport {
-	if target.Scheme != "http" || target.Host == "" {
+	if target.Scheme != "http" && target.Scheme != "https" || target.Host == "" {
 		return nil
 	}
 	if tr.Proxy != nil {
@@ -74,10 +82,15 @@ func New(target *url.URL, tr *http.Transport) *Transport {
 	port := target.Port()
 	if port == "" {
 		port = "80"
+		if target.Scheme == "https" {
+			port = "443"
+		}
 	}
 	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	t := &Transport{
 		fallback:    tr,
+		scheme:      target.Scheme,
+		handshake:   tr.TLSHandshakeTimeout,
 		host:        target.Host,
 		addr:        net.JoinHostPort(target.Hostname(), port),
 		dial:        d.DialContext,
@@ -95,12 +108,25 @@ func New(target *url.URL, tr *http.Transport) *Transport {
 	if t.maxHeader <= 0 {
 		t.maxHeader = 10 << 20 // http.Transport's default
 	}
+	if target.Scheme == "https" {
+		t.tls = &tls.Config{}
+		if tr.TLSClientConfig != nil {
+			t.tls = tr.TLSClientConfig.Clone()
+		}
+		if t.tls.ServerName == "" {
+			t.tls.ServerName = target.Hostname()
+		}
+		t.tls.NextProtos = []string{"http/1.1"}
+		if t.handshake <= 0 {
+			t.handshake = 10 * time.Second
+		}
+	}
 	return t
 }
 
 // serves reports whether req goes on the direct path.
 func (t *Transport) serves(req *http.Request) bool {
-	if req.URL.Scheme != "http" || req.URL.Host != t.host {
+	if req.URL.Scheme != t.scheme || req.URL.Host != t.host {
 		return false
 	}
 	h := req.Header
@@ -225,6 +251,16 @@ func (t *Transport) Get(ctx context.Context, pooled bool) (*Conn, error) {
 	nc, err := t.dial(ctx, "tcp", t.addr)
 	if err != nil {
 		return nil, err
+	}
+	if t.tls != nil {
+		tc := tls.Client(nc, t.tls)
+		tc.SetDeadline(time.Now().Add(t.handshake))
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, err
+		}
+		tc.SetDeadline(time.Time{})
+		nc = tc
 	}
 	c := &Conn{t: t, nc: nc, peek: newPeeker(nc)}
 	c.R = bufio.NewReaderSize(c, 4<<10)

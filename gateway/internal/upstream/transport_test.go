@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -17,10 +18,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/gateway/internal/h1/h1test"
+	"github.com/ratekeeper/ratekeeper/internal/tlstest"
 )
 
 // recorder is a fallback transport that counts what it was given.
@@ -620,8 +623,8 @@ type outcome struct {
 
 // exchange sends one request through rt, which dials a pipe whose other
 // end reads the request and answers raw, then closes.
-func exchange(rt http.RoundTripper, method string) outcome {
-	req, _ := http.NewRequest(method, "http://upstream.test/x", nil)
+func exchange(rt http.RoundTripper, method, scheme string) outcome {
+	req, _ := http.NewRequest(method, scheme+"://upstream.test/x", nil)
 	resp, err := rt.RoundTrip(req)
 	if err != nil {
 		return outcome{err: true}
@@ -645,43 +648,215 @@ func pipeDialer(raw []byte) func(context.Context, string, string) (net.Conn, err
 	}
 }
 
+// tlsPipeDialer is pipeDialer with the upstream's end speaking TLS as
+// server: the dialer returns the clear end, which each transport wraps in
+// its own TLS client. The two ends are a loopback TCP connection, not a
+// net.Pipe: TLS 1.3's server writes its session tickets while the client
+// writes its request, which needs the buffers a socket has.
+func tlsPipeDialer(raw []byte, server *tls.Config) func(context.Context, string, string) (net.Conn, error) {
+	return func(context.Context, string, string) (net.Conn, error) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		client, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			return nil, err
+		}
+		end, err := ln.Accept()
+		if err != nil {
+			client.Close()
+			return nil, err
+		}
+		go func() {
+			s := tls.Server(end, server)
+			defer s.Close()
+			if _, err := http.ReadRequest(bufio.NewReader(s)); err != nil {
+				return
+			}
+			s.Write(raw)
+		}()
+		return client, nil
+	}
+}
+
+// pki is a CA and an upstream certificate for upstream.test.
+type pki struct {
+	server, client *tls.Config
+}
+
+func newPKI(t testing.TB) pki {
+	ca := tlstest.NewCA(t, "upstream CA")
+	return pki{
+		server: &tls.Config{Certificates: []tls.Certificate{ca.Server(t, "upstream.test", "127.0.0.1").TLS(t)}},
+		client: &tls.Config{RootCAs: ca.Pool()},
+	}
+}
+
 // checkSameAsStandard demands that the direct transport report raw as
-// http.Transport does.
-func checkSameAsStandard(t *testing.T, raw []byte, method string) {
+// http.Transport does, over clear text and, with a pki, over TLS.
+func checkSameAsStandard(t *testing.T, raw []byte, method string, over *pki) {
 	wd := time.AfterFunc(5*time.Second, func() { panic(fmt.Sprintf("HANG %s %q", method, raw)) })
 	defer wd.Stop()
-	std := &http.Transport{DialContext: pipeDialer(raw), DisableCompression: true, MaxResponseHeaderBytes: 4 << 10}
+	scheme, dial := "http", pipeDialer(raw)
+	base := &http.Transport{MaxResponseHeaderBytes: 4 << 10}
+	if over != nil {
+		scheme, dial = "https", tlsPipeDialer(raw, over.server)
+		base.TLSClientConfig = over.client
+	}
+	std := base.Clone()
+	std.DialContext, std.DisableCompression = dial, true
 	defer std.CloseIdleConnections()
-	want := exchange(std, method)
+	want := exchange(std, method, scheme)
 	if want.status == http.StatusSwitchingProtocols {
 		return // unasked for: the direct transport refuses it (and the proxy would answer 502 either way)
 	}
-	u, _ := url.Parse("http://upstream.test")
-	dt := New(u, &http.Transport{MaxResponseHeaderBytes: 4 << 10})
-	dt.dial = pipeDialer(raw)
+	u, _ := url.Parse(scheme + "://upstream.test")
+	dt := New(u, base)
+	dt.dial = dial
 	defer dt.CloseIdleConnections()
-	if got := exchange(dt, method); got != want {
-		t.Errorf("%s, response %q:\ndirect   %+v\nstandard %+v", method, raw, got, want)
+	if got := exchange(dt, method, scheme); got != want {
+		t.Errorf("%s %s, response %q:\ndirect   %+v\nstandard %+v", scheme, method, raw, got, want)
 	}
 }
 
 func TestDirectSameAsStandard(t *testing.T) {
+	p := newPKI(t)
 	for _, raw := range h1test.Responses {
 		for _, method := range []string{"GET", "HEAD"} {
-			checkSameAsStandard(t, []byte(raw), method)
+			checkSameAsStandard(t, []byte(raw), method, nil)
+			checkSameAsStandard(t, []byte(raw), method, &p)
 		}
 	}
 }
 
 func FuzzDirectSameAsStandard(f *testing.F) {
+	p := newPKI(f)
 	for _, raw := range h1test.Responses {
-		f.Add([]byte(raw), false)
+		f.Add([]byte(raw), false, false)
 	}
-	f.Fuzz(func(t *testing.T, raw []byte, head bool) {
+	f.Add([]byte(h1test.Responses[0]), false, true)
+	f.Fuzz(func(t *testing.T, raw []byte, head, overTLS bool) {
 		method := "GET"
 		if head {
 			method = "HEAD"
 		}
-		checkSameAsStandard(t, raw, method)
+		over := &p
+		if !overTLS {
+			over = nil
+		}
+		checkSameAsStandard(t, raw, method, over)
 	})
+}
+
+// An https:// upstream: the direct transport speaks TLS, verifies the
+// upstream, keeps one connection for requests in turn (TLS 1.3's session
+// tickets, which arrive after the handshake, do not make it look
+// unclean), and never reuses a connection on which the upstream sent more
+// than its response, whether the extra bytes came with the response (and
+// crypto/tls may have read them already) or later.
+func TestDirectTLS(t *testing.T) {
+	p := newPKI(t)
+	for _, tc := range []struct {
+		name  string
+		extra string        // written after each response, in its own record
+		after time.Duration // before the extra bytes
+		conns int64         // for three requests
+	}{
+		{"clean", "", 0, 1},
+		{"extra bytes at once", "HTTP/1.1 200 OK\r\n", 0, 3},
+		{"extra bytes later", "HTTP/1.1 200 OK\r\n", 20 * time.Millisecond, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var conns atomic.Int64
+			ln, err := tls.Listen("tcp", "127.0.0.1:0", p.server)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					conns.Add(1)
+					go func() {
+						defer c.Close()
+						br := bufio.NewReader(c)
+						for {
+							if _, err := http.ReadRequest(br); err != nil {
+								return
+							}
+							io.WriteString(c, h1test.OKResponse)
+							if tc.extra != "" {
+								time.Sleep(tc.after) // the extra bytes' timing is the case
+								io.WriteString(c, tc.extra)
+							}
+						}
+					}()
+				}
+			}()
+			u := "https://" + ln.Addr().String()
+			tr := &http.Transport{TLSClientConfig: p.client.Clone(), MaxIdleConnsPerHost: 4}
+			tr.TLSClientConfig.ServerName = "upstream.test"
+			pu, _ := url.Parse(u)
+			dt := New(pu, tr)
+			defer dt.CloseIdleConnections()
+			for i := range 3 {
+				if resp, b := roundTrip(t, dt, "GET", u+"/x", nil); resp.StatusCode != 200 || b != "ok" {
+					t.Errorf("request %d: %d %q", i, resp.StatusCode, b)
+				}
+				if tc.after > 0 {
+					// Let the late bytes arrive while the connection is idle.
+					deadline := time.Now().Add(2 * time.Second)
+					for !peeked(dt) && time.Now().Before(deadline) {
+						time.Sleep(5 * time.Millisecond)
+					}
+				}
+			}
+			if n := conns.Load(); n != tc.conns {
+				t.Errorf("%d connections for 3 requests, want %d", n, tc.conns)
+			}
+		})
+	}
+	// A certificate the transport cannot verify fails the request.
+	ln, _ := tls.Listen("tcp", "127.0.0.1:0", p.server)
+	defer ln.Close()
+	go func() {
+		for c, err := ln.Accept(); err == nil; c, err = ln.Accept() {
+			go func() { c.(*tls.Conn).Handshake(); c.Close() }()
+		}
+	}()
+	pu, _ := url.Parse("https://" + ln.Addr().String())
+	dt := New(pu, &http.Transport{})
+	req, _ := http.NewRequest("GET", pu.String(), nil)
+	if _, err := dt.RoundTrip(req); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("an unverifiable upstream: %v", err)
+	}
+}
+
+// peeked reports whether the idle connection has something to read: the
+// late bytes have arrived.
+func peeked(dt *Transport) bool {
+	dt.mu.Lock()
+	defer dt.mu.Unlock()
+	if len(dt.idle) == 0 {
+		return true
+	}
+	c := dt.idle[len(dt.idle)-1]
+	tc := c.nc.(*tls.Conn)
+	sc, ok := tc.NetConn().(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, _ := sc.SyscallConn()
+	var n int
+	rc.Read(func(fd uintptr) bool {
+		var b [1]byte
+		n, _, _ = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return true
+	})
+	return n > 0
 }
