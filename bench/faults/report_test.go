@@ -47,8 +47,14 @@ type result struct {
 	leaks       string
 }
 
-func analyse(r *run, samples []sample, seconds [][2]float64) result {
+func analyse(r *run, samples []sample, ticks [][2]float64) result {
 	res := result{fault: r.fault.name, mode: r.mode, marks: r.marks, recovery: -1, recovered: true}
+	perSecond := int(time.Second / scrapeEvery)
+	seconds := make([][2]float64, (len(ticks)+perSecond-1)/perSecond)
+	for i, v := range ticks {
+		seconds[i/perSecond][0] += v[0]
+		seconds[i/perSecond][1] += v[1]
+	}
 	n := len(seconds)
 	for _, s := range samples {
 		n = max(n, int(s.at/time.Second)+1)
@@ -94,19 +100,25 @@ func analyse(r *run, samples []sample, seconds [][2]float64) result {
 		}
 	}
 	res.p99 = time.Duration(quantile(all, 0.99) * float64(time.Millisecond))
-	// Recovery: from when the topology served again to the end of the
-	// first second after it in which the store, not the fallback, made
-	// nearly all the decisions (a rare timeout on two busy cores is not a
-	// fallback that lasts).
+	// Recovery: from when the topology served again to the start of the
+	// first half second after it in which the store, not the fallback,
+	// made nearly all the decisions (a rare timeout on two busy cores is
+	// not a fallback that lasts). Requests per tick are the load's rate.
 	mostly := func(i int) bool {
 		w := res.rows[i]
 		return seconds[i][1] <= 0.02*float64(w.ok+w.refused+w.policy+w.fail)
 	}
+	perTick := float64(hotPerTick*100+coldKeys*coldPerKey+servePerSec) * scrapeEvery.Seconds()
 	if rec := r.at("recovered"); rec >= 0 && res.fellBack > 0 {
 		res.recovered = false
-		for i := int(rec / time.Second); i < len(seconds); i++ {
-			if mostly(i) {
-				res.recovery = max(0, time.Duration(i+1)*time.Second-rec)
+		half := perSecond / 2
+		for i := int(rec / scrapeEvery); i+half <= len(ticks); i++ {
+			clean := true
+			for _, v := range ticks[i : i+half] {
+				clean = clean && v[1] <= 0.02*perTick
+			}
+			if clean {
+				res.recovery = max(0, time.Duration(i)*scrapeEvery-rec)
 				res.recovered = true
 				break
 			}
@@ -157,7 +169,8 @@ func overAdmission(admitted []time.Duration) float64 {
 // each episode of fallback, two more bursts: the gateways' local buckets
 // start full when it takes over, and Redis's bucket, which never saw what
 // the fallback admitted, has filled up again when Redis takes back; when
-// counters were lost without a fallback, one burst; sync mode's stated
+// counters were lost without a fallback, one burst (and a failover's
+// replication lag, 100 ms of admissions, beside a fallback); sync mode's stated
 // bound, (N−1)·r·(2T+2δ) with T = 100 ms and δ = the 50 ms timeout.
 func allowance(r *run, episodes int) float64 {
 	if r.fault.unbounded {
@@ -167,6 +180,11 @@ func allowance(r *run, episodes int) float64 {
 	switch {
 	case episodes > 0:
 		a += 2 * hotBurst * float64(episodes)
+		if r.fault.losesState {
+			// A failover loses what the replica had not received yet:
+			// about 100 ms of admissions at most on one machine.
+			a += 0.1 * hotRate
+		}
 	case r.fault.losesState:
 		a += hotBurst
 	}
