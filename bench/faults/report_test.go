@@ -320,6 +320,11 @@ func drawRun(path string, r *run, res result) error {
 	title := fmt.Sprintf("%s, %s mode: %d requests, %d failed, max %v, over-admission %.0f (allowed %.0f)",
 		res.fault, res.mode, res.total, res.fail, res.maxLat.Round(time.Millisecond), res.over, res.allowance)
 	dc.FillText(sans(12), vg.Point{X: 0.3 * vg.Inch, Y: dc.Max.Y - 0.3*vg.Inch}, title)
+	rows := res.rows
+	if len(rows) > 1 {
+		rows = rows[:len(rows)-1] // the last second is cut short by the end of the load
+	}
+	plots := make([][]*plot.Plot, len(panels))
 	for i, pn := range panels {
 		p := plot.New()
 		p.Title.Text = pn.title
@@ -339,8 +344,8 @@ func drawRun(path string, r *run, res result) error {
 		p.Legend.TextStyle = sans(8)
 		var top float64
 		for _, s := range pn.lines {
-			pts := make(plotter.XYs, len(res.rows))
-			for k, w := range res.rows {
+			pts := make(plotter.XYs, len(rows))
+			for k, w := range rows {
 				pts[k] = plotter.XY{X: float64(w.sec) + 0.5, Y: s.y(w)}
 				top = max(top, pts[k].Y)
 			}
@@ -362,9 +367,17 @@ func drawRun(path string, r *run, res result) error {
 			ml.Color, ml.Dashes, ml.Width = markColor, []vg.Length{2, 2}, 1
 			p.Add(ml)
 		}
-		y0 := dc.Max.Y - headH - vg.Length(i+1)*panelH
-		c := draw.Canvas{Canvas: dc, Rectangle: vg.Rectangle{Min: vg.Point{X: 0, Y: y0}, Max: vg.Point{X: width - 1.4*vg.Inch, Y: y0 + panelH}}}
-		p.Draw(c)
+		p.X.Min, p.X.Max = 0, float64(len(rows))
+		p.X.Tick.Marker = wholeTicks{}
+		p.Y.Tick.Marker = wholeTicks{}
+		plots[i] = []*plot.Plot{p}
+	}
+	// One column of panels whose data areas line up, so that the marks
+	// fall at the same x in each.
+	area := draw.Canvas{Canvas: dc, Rectangle: vg.Rectangle{Min: vg.Point{X: 0, Y: 0}, Max: vg.Point{X: width - 1.4*vg.Inch, Y: dc.Max.Y - headH}}}
+	canvases := plot.Align(plots, draw.Tiles{Rows: len(panels), Cols: 1, PadY: 0.1 * vg.Inch}, area)
+	for i := range plots {
+		plots[i][0].Draw(canvases[i][0])
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -375,4 +388,27 @@ func drawRun(path string, r *run, res result) error {
 		return err
 	}
 	return f.Close()
+}
+
+// wholeTicks marks an axis at a round step, labelled without decimals
+// (gonum's default writes 500.00).
+type wholeTicks struct{}
+
+func (wholeTicks) Ticks(lo, hi float64) []plot.Tick {
+	span := hi - lo
+	if span <= 0 {
+		return nil
+	}
+	step := math.Pow(10, math.Floor(math.Log10(span/4)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if span/(step*m) <= 6 {
+			step *= m
+			break
+		}
+	}
+	var ticks []plot.Tick
+	for v := math.Ceil(lo/step) * step; v <= hi+1e-9; v += step {
+		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
+	}
+	return ticks
 }
