@@ -528,9 +528,13 @@ func TestDirectFallsBack(t *testing.T) {
 			t.Errorf("case %d: fallback used %d times, want %d", i, n, i+1)
 		}
 	}
-	u, _ := url.Parse("https://example.com")
+	u, _ := url.Parse("ftp://example.com")
 	if New(u, &http.Transport{}) != nil {
-		t.Error("a direct transport for https")
+		t.Error("a direct transport for ftp")
+	}
+	u, _ = url.Parse("https://example.com")
+	if dt := New(u, &http.Transport{}); dt == nil || dt.addr != "example.com:443" || dt.tls.ServerName != "example.com" {
+		t.Error("no direct transport for https, or not to port 443 under its host's name")
 	}
 	u, _ = url.Parse("http://example.com")
 	proxied := &http.Transport{Proxy: func(*http.Request) (*url.URL, error) { return url.Parse("http://proxy:3128") }}
