@@ -369,24 +369,7 @@ func BenchmarkTLS(b *testing.B) {
 			c := e.client(tc.h2)
 			c.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
 			defer c.CloseIdleConnections()
-			url := "https://localhost:" + portOf(g.Addr()) + "/v1/items/7"
-			b.ReportAllocs()
-			b.SetParallelism(16)
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					resp, err := c.Get(url)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
-						b.Errorf("status %d", resp.StatusCode)
-						return
-					}
-				}
-			})
+			getParallelWith(b, c, "https://localhost:"+portOf(g.Addr())+"/v1/items/7")
 		})
 	}
 }

@@ -77,7 +77,11 @@ func BenchmarkProxy(b *testing.B) {
 func getParallel(b *testing.B, url string) {
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}
 	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: tr}
+	getParallelWith(b, &http.Client{Transport: tr}, url)
+}
+
+// getParallelWith is getParallel through c.
+func getParallelWith(b *testing.B, c *http.Client, url string) {
 	b.ReportAllocs()
 	b.SetParallelism(16)
 	b.RunParallel(func(pb *testing.PB) {
