@@ -549,3 +549,64 @@ func TestFallbackMarks(t *testing.T) {
 		})
 	}
 }
+
+// partial is a primary of which one part is down (a Cluster with a dead
+// primary): keys named "dead" fail, others succeed, those named "slow"
+// after release is closed.
+type partial struct{ release chan struct{} }
+
+func (p *partial) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
+	switch req.Key {
+	case "dead":
+		return ratekeeper.Decision{}, errDown
+	case "slow":
+		<-p.release
+	}
+	return ratekeeper.Decision{Allowed: true, Limit: req.Limit.Capacity(), Remaining: 7}, nil
+}
+
+func (p *partial) Refund(context.Context, ratekeeper.Request, ratekeeper.Decision) error { return nil }
+
+// A call that began before the breaker opened and succeeds after it does
+// not close it: only the probe does. During a Cluster's partial outage such
+// successes (other keys, on nodes that are up) closed the breaker at once,
+// it opened again on the dead node's keys, and each time the local
+// fallback's refilled buckets admitted beside Redis.
+func TestOnlyTheProbeCloses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		p := &partial{release: make(chan struct{})}
+		s := New(p, WithTimeout(0), WithBreaker(3, 250*time.Millisecond))
+		defer s.Close()
+		done := make(chan ratekeeper.Decision)
+		go func() {
+			d, _ := s.Take(ctx, req("slow"))
+			done <- d
+		}()
+		synctest.Wait() // in flight, before the breaker opens
+		for range 3 {
+			s.Take(ctx, req("dead"))
+		}
+		if st := s.Stats(); st.Breaker != Open {
+			t.Fatalf("after 3 failures: %+v", st)
+		}
+		close(p.release)
+		if d := <-done; d.Fallback != ratekeeper.NoFallback {
+			t.Fatalf("the slow call: %+v", d)
+		}
+		if st := s.Stats(); st.Breaker != Open {
+			t.Fatalf("a call that began before the breaker opened closed it: %+v", st)
+		}
+		if d, _ := s.Take(ctx, req("other")); d.Fallback == ratekeeper.NoFallback {
+			t.Fatal("a call reached the primary while the breaker was open")
+		}
+		// After the cool-down the probe (in band: no Prober) closes it.
+		time.Sleep(250 * time.Millisecond)
+		if d, _ := s.Take(ctx, req("other")); d.Fallback != ratekeeper.NoFallback {
+			t.Fatalf("the probe: %+v", d)
+		}
+		if st := s.Stats(); st.Breaker != Closed {
+			t.Fatalf("after a successful probe: %+v", st)
+		}
+	})
+}

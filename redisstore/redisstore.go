@@ -175,9 +175,20 @@ func (s *Store) Client() redis.UniversalClient { return s.client }
 // Probe reports whether Redis answers a PING within ctx, deciding and
 // counting nothing: the failsafe store's open circuit breaker calls it in
 // the background (failsafe.Prober) instead of letting a decision wait on a
-// server that may be down.
+// server that may be down. On a Cluster every primary must answer: a PING
+// to whichever node answered let the breaker close while one primary was
+// dead, and the calls to that primary's slots opened it again, over and
+// over; each time the breaker went back and forth, the local fallback's
+// buckets, full again, admitted beside Redis (the fault harness measured
+// a hot key at twice its limit while a primary was down in lease mode).
 func (s *Store) Probe(ctx context.Context) error {
-	if err := s.client.Ping(ctx).Err(); err != nil {
+	var err error
+	if c, ok := s.client.(*redis.ClusterClient); ok {
+		err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() })
+	} else {
+		err = s.client.Ping(ctx).Err()
+	}
+	if err != nil {
 		return fmt.Errorf("redisstore: ping: %w", err)
 	}
 	return nil

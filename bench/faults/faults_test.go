@@ -153,7 +153,7 @@ var allFaults = []fault{
 }
 
 // shortFaults run in CI: a Redis outage and a Cluster failover in the two
-// modes that must never over-admit, and a gateway restart.
+// modes that must never over-admit, and a gateway restart in lease mode.
 var shortFaults = []string{"redis-restart", "cluster-kill-primary", "gateway-restart"}
 
 func TestFaults(t *testing.T) {
@@ -191,14 +191,8 @@ func TestFaults(t *testing.T) {
 	var results []result
 	for _, f := range chosen {
 		ms := modes
-		switch {
-		case f.gateway && *faultsFlag == "short":
+		if f.gateway && *faultsFlag == "short" {
 			ms = []string{"lease"} // the mode whose gateway holds quota
-		case f.name == "cluster-kill-primary" && *faultsFlag == "short":
-			// In lease mode this fault went past its allowance in one of
-			// two full runs (docs/reliability.md): open in issue #17, run
-			// by run-faults.sh, not yet a CI check.
-			ms = []string{"exact"}
 		}
 		for _, mode := range ms {
 			t.Run(f.name+"/"+mode, func(t *testing.T) {
