@@ -39,7 +39,9 @@
 // however sparse the traffic; another primary is probed by letting one call
 // through, which the others do not wait for. The first successful probe
 // closes the breaker, so decisions come from the primary again within about
-// a cool-down of its return (and of the next call after it).
+// a cool-down of its return (and of the next call after it); nothing else
+// closes it, not even a call that was in flight when it opened and
+// succeeds after.
 //
 // Decisions made by the policy are visible four ways: their Fallback field;
 // Stats, which counts them by policy (FallbackAllowed, FallbackDenied,
