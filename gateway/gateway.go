@@ -415,7 +415,7 @@ func withTLSState(ctx context.Context, c net.Conn) context.Context {
 	if _, ok := c.(*tls.Conn); ok {
 		return ctx // net/http sets r.TLS itself
 	}
-	for {
+	for range 4 { // the wrappers are few: the hand-off's over TLS's
 		u, ok := c.(interface{ NetConn() net.Conn })
 		if !ok {
 			return ctx
@@ -426,6 +426,7 @@ func withTLSState(ctx context.Context, c net.Conn) context.Context {
 			return context.WithValue(ctx, tlsStateKey{}, &st)
 		}
 	}
+	return ctx
 }
 
 type tlsStateKey struct{}
