@@ -17,7 +17,7 @@ test-deps:
 	@scripts/test-deps.sh curl:curl openssl:openssl
 
 build:
-	$(GO) build -o bin/ratekeeper ./cmd/ratekeeper
+	$(GO) build -buildvcs=auto -o bin/ratekeeper ./cmd/ratekeeper
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

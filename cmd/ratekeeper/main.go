@@ -1,6 +1,6 @@
 // Command ratekeeper is the rate limiter's one binary: a gateway in front of
 // any HTTP API (proxy), Envoy's rate limit service (serve), the algorithm
-// simulator (simulate) and a config checker (check).
+// simulator (simulate), a config checker (check) and its version (version).
 package main
 
 import (
@@ -33,6 +33,7 @@ var commands = map[string]command{
 	"serve":    {"answer Envoy's rate limit service API (gRPC) and a JSON API", runServe},
 	"simulate": {"show how each algorithm shapes a workload, as charts and a table", runSimulate},
 	"check":    {"validate a config file and print what each rule does", runCheck},
+	"version":  {"print the version and source revision of this binary", runVersion},
 }
 
 // run is main without the process: it returns the exit code.
@@ -43,6 +44,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return 0
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args[0] = "version"
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {

@@ -29,7 +29,7 @@ func binary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "ratekeeper")
-		out, err := exec.Command("go", "build", "-race", "-o", binPath, ".").CombinedOutput()
+		out, err := exec.Command("go", "build", "-race", "-buildvcs=auto", "-o", binPath, ".").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
