@@ -248,14 +248,7 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 				fs.Close()
 				rs.Close()
 				srv.Kill()
-				deadline := time.Now().Add(5 * time.Second)
-				for runtime.NumGoroutine() > before {
-					if time.Now().After(deadline) {
-						buf := make([]byte, 1<<20)
-						t.Fatalf("goroutines: %d before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
+				noGoroutinesPast(t, before)
 			})
 		}
 	}
@@ -369,12 +362,19 @@ func TestSparseTrafficDuringOutage(t *testing.T) {
 	fs.Close()
 	rs.Close()
 	srv.Kill()
+	noGoroutinesPast(t, before)
+}
+
+// noGoroutinesPast waits, up to a deadline, for the goroutines to come
+// back to before, and fails t with their stacks if they do not.
+func noGoroutinesPast(t *testing.T, before int) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for runtime.NumGoroutine() > before {
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)
 			t.Fatalf("goroutines: %d before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // polling, bounded above
 	}
 }
