@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,10 +94,8 @@ type Store struct {
 	primary ratekeeper.Store
 	local   *memstore.Store
 
-	state     atomic.Int32 // 0 closed, 1 open
-	failures  atomic.Int32
-	openUntil atomic.Int64 // unix ns: no probe before
-	probing   atomic.Bool
+	main     breaker    // the primary's, or the keys' of no known part
+	mainOnly []*breaker // main alone, for batches
 
 	calls, errs, timeouts, short    atomic.Uint64
 	fbAllow, fbDeny, fbLocal, opens atomic.Uint64
@@ -106,11 +105,24 @@ type Store struct {
 
 	// The breaker's probes, after the fields every call touches, which
 	// keep their places.
-	prober               Prober // primary's, or nil
+	prober               Prober      // primary's, or nil
+	parted               Partitioned // primary's, or nil
+	partsMu              sync.Mutex
+	parts                map[string]*breaker // by part, when parted
 	probeOK, probeFailed atomic.Uint64
 	probeMu              sync.Mutex     // guards closed and the start of a probe
 	closed               bool           // Close was called: no probe starts
 	probes               sync.WaitGroup // the probe in flight, which Close waits for
+}
+
+// breaker is a circuit breaker: the store's, or one part's of a
+// Partitioned primary.
+type breaker struct {
+	state     atomic.Int32 // 0 closed, 1 open
+	failures  atomic.Int32
+	openUntil atomic.Int64 // unix ns: no probe before
+	probing   atomic.Bool
+	part      string // "" for the store's
 }
 
 // Interface guard.
@@ -139,6 +151,28 @@ type DeadlineStore interface {
 // about ctx's deadline.
 type Prober interface {
 	Probe(ctx context.Context) error
+}
+
+// Partitioned is a primary whose keys live on servers that fail apart, as
+// a Redis Cluster's primaries do; the Redis store is one when its client is
+// a Cluster's. The failsafe store then keeps a circuit breaker per part, so
+// that a dead server sends its own keys to the policy at once while the
+// others' keys keep the primary's decisions: with one breaker for the whole
+// store, the live primaries' successes kept resetting its count of
+// consecutive failures, and every call to the dead one waited out the
+// timeout (the fault harness's cluster-kill-primary run showed a p99 of
+// the timeout itself), or it opened and sent every key to the policy.
+//
+// Part names the part that holds req's key now, "" when it is not known
+// (that request then uses the store's breaker, which Probe tests). It is
+// called on every decision and must be cheap. ProbePart reports whether a
+// part answers, within ctx; it returns nil too when the part no longer
+// holds any key (a primary replaced by its replica), so that its breaker
+// closes and is forgotten.
+type Partitioned interface {
+	Prober
+	Part(req ratekeeper.Request) string
+	ProbePart(ctx context.Context, part string) error
 }
 
 // config is what the options set.
@@ -249,7 +283,11 @@ func WithFallbackHook(f func(ratekeeper.Request, ratekeeper.Decision)) Option {
 // which Close stops; primary is the caller's to close.
 func New(primary ratekeeper.Store, opts ...Option) *Store {
 	s := &Store{config: buildConfig(opts), primary: primary}
+	s.mainOnly = []*breaker{&s.main}
 	s.prober, _ = primary.(Prober)
+	if p, ok := primary.(Partitioned); ok {
+		s.parted, s.parts = p, map[string]*breaker{}
+	}
 	if s.policy == Local {
 		s.local = memstore.New()
 	}
@@ -283,15 +321,65 @@ func (s *Store) Stats() Stats {
 		BreakerOpens:    s.opens.Load(),
 		ProbeSuccesses:  s.probeOK.Load(),
 		ProbeFailures:   s.probeFailed.Load(),
-		Breaker:         Closed,
+		Breaker:         s.main.report(),
 	}
-	if s.state.Load() == 1 {
-		st.Breaker = Open
-		if s.probing.Load() {
-			st.Breaker = HalfOpen
+	if s.parted != nil {
+		s.partsMu.Lock()
+		for _, b := range s.parts {
+			st.Breaker = worse(st.Breaker, b.report())
 		}
+		s.partsMu.Unlock()
 	}
 	return st
+}
+
+// report is b's state.
+func (b *breaker) report() BreakerState {
+	switch {
+	case b.state.Load() == 0:
+		return Closed
+	case b.probing.Load():
+		return HalfOpen
+	}
+	return Open
+}
+
+// worse is the state to report of a store two of whose breakers are in
+// states a and b: open if either is, then half-open, then closed.
+func worse(a, b BreakerState) BreakerState {
+	rank := func(s BreakerState) int {
+		switch s {
+		case Open:
+			return 2
+		case HalfOpen:
+			return 1
+		}
+		return 0
+	}
+	if rank(b) > rank(a) {
+		return b
+	}
+	return a
+}
+
+// breakerFor is the breaker of req's part: the store's unless the primary
+// is Partitioned and knows the part.
+func (s *Store) breakerFor(req ratekeeper.Request) *breaker {
+	if s.parted == nil {
+		return &s.main
+	}
+	part := s.parted.Part(req)
+	if part == "" {
+		return &s.main
+	}
+	s.partsMu.Lock()
+	b := s.parts[part]
+	if b == nil {
+		b = &breaker{part: part}
+		s.parts[part] = b
+	}
+	s.partsMu.Unlock()
+	return b
 }
 
 // Primary is the store failsafe wraps.
@@ -305,7 +393,8 @@ func (s *Store) Policy() Policy { return s.policy }
 // caller's own cancelled context is returned as an error.
 func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
 	s.calls.Add(1)
-	ok, probe := s.admit()
+	b := s.breakerFor(req)
+	ok, probe := s.admit(b)
 	if !ok {
 		s.short.Add(1)
 		return s.fallback(ctx, req)
@@ -317,11 +406,11 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 	if ds, ok := s.primary.(DeadlineStore); ok && s.timeout > 0 {
 		deadline := time.Now().Add(s.timeout)
 		d, err = ds.TakeBy(ctx, req, deadline)
-		err = s.settle(ctx, err, probe, err != nil && !time.Now().Before(deadline))
+		err = s.settle(ctx, err, probe, err != nil && !time.Now().Before(deadline), b)
 	} else {
 		d, err = s.callPrimary(ctx, func(ctx context.Context) (ratekeeper.Decision, error) {
 			return s.primary.Take(ctx, req)
-		}, probe)
+		}, probe, b)
 	}
 	if err == nil {
 		return d, nil
@@ -336,11 +425,12 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 // breaker is open; when that fails, the Local policy's store gets it (the
 // decision may have come from there) and no error is returned.
 func (s *Store) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper.Decision) error {
-	ok, probe := s.admit()
+	b := s.breakerFor(req)
+	ok, probe := s.admit(b)
 	if ok {
 		_, err := s.callPrimary(ctx, func(ctx context.Context) (ratekeeper.Decision, error) {
 			return ratekeeper.Decision{}, s.primary.Refund(ctx, req, d)
-		}, probe)
+		}, probe, b)
 		if err == nil {
 			return nil
 		}
@@ -355,7 +445,7 @@ func (s *Store) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper
 	return nil
 }
 
-func (s *Store) callPrimary(ctx context.Context, call func(context.Context) (ratekeeper.Decision, error), probe bool) (ratekeeper.Decision, error) {
+func (s *Store) callPrimary(ctx context.Context, call func(context.Context) (ratekeeper.Decision, error), probe bool, bs ...*breaker) (ratekeeper.Decision, error) {
 	cctx := ctx
 	if s.timeout > 0 {
 		var cancel context.CancelFunc
@@ -363,24 +453,26 @@ func (s *Store) callPrimary(ctx context.Context, call func(context.Context) (rat
 		defer cancel()
 	}
 	d, err := call(cctx)
-	return d, s.settle(ctx, err, probe, err != nil && cctx.Err() != nil)
+	return d, s.settle(ctx, err, probe, err != nil && cctx.Err() != nil, bs...)
 }
 
-// settle counts the outcome err of a call to the primary made for ctx and
-// returns err, saying so if it was the timeout (late: the call ended past
-// it).
-func (s *Store) settle(ctx context.Context, err error, probe, late bool) error {
+// settle counts the outcome err of a call to the primary made for ctx on
+// the parts of breakers bs and returns err, saying so if it was the
+// timeout (late: the call ended past it). A probe is a call on one part.
+func (s *Store) settle(ctx context.Context, err error, probe, late bool, bs ...*breaker) error {
 	if err == nil {
 		if probe {
 			s.probeOK.Add(1)
 		}
-		s.succeeded(probe)
+		for _, b := range bs {
+			s.succeeded(b, probe)
+		}
 		return nil
 	}
 	if ctx.Err() != nil {
 		// The caller gave up: not the store's failure.
 		if probe {
-			s.probing.Store(false)
+			bs[0].probing.Store(false)
 		}
 		return err
 	}
@@ -392,7 +484,9 @@ func (s *Store) settle(ctx context.Context, err error, probe, late bool) error {
 	if probe {
 		s.probeFailed.Add(1)
 	}
-	s.failed(probe)
+	for _, b := range bs {
+		s.failed(b, probe)
+	}
 	if s.onError != nil {
 		s.onError(err)
 	}
@@ -404,16 +498,16 @@ func (s *Store) settle(ctx context.Context, err error, probe, late bool) error {
 // half-open breaker's probe. With a Prober, no call is: the call that
 // finds the cool-down over starts the probe in the background and is not
 // admitted.
-func (s *Store) admit() (ok, probe bool) {
-	if s.threshold <= 0 || s.state.Load() == 0 {
+func (s *Store) admit(b *breaker) (ok, probe bool) {
+	if s.threshold <= 0 || b.state.Load() == 0 {
 		return true, false
 	}
-	if s.now().UnixNano() < s.openUntil.Load() {
+	if s.now().UnixNano() < b.openUntil.Load() {
 		return false, false
 	}
-	if s.probing.CompareAndSwap(false, true) {
+	if b.probing.CompareAndSwap(false, true) {
 		if s.prober != nil {
-			s.startProbe()
+			s.startProbe(b)
 			return false, false
 		}
 		return true, true
@@ -421,38 +515,52 @@ func (s *Store) admit() (ok, probe bool) {
 	return false, false
 }
 
-// startProbe runs the Prober's health check in a goroutine of its own,
-// unless Close was called. The caller holds probing.
-func (s *Store) startProbe() {
+// startProbe runs the Prober's health check of b's part in a goroutine of
+// its own, unless Close was called. The caller holds b.probing.
+func (s *Store) startProbe(b *breaker) {
 	s.probeMu.Lock()
 	if s.closed {
 		s.probeMu.Unlock()
-		s.probing.Store(false)
+		b.probing.Store(false)
 		return
 	}
 	s.probes.Add(1)
 	s.probeMu.Unlock()
-	go s.probe()
+	go s.probe(b)
 }
 
-// probe asks the Prober whether the primary answers, within the timeout:
-// yes closes the breaker, no keeps it open for another cool-down.
-func (s *Store) probe() {
+// probe asks the Prober whether b's part answers, within the timeout: yes
+// closes the breaker, no keeps it open for another cool-down.
+func (s *Store) probe(b *breaker) {
 	defer s.probes.Done()
 	timeout := s.timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	err := s.prober.Probe(ctx)
+	var err error
+	if b.part == "" {
+		err = s.prober.Probe(ctx)
+	} else {
+		err = s.parted.ProbePart(ctx, b.part)
+	}
 	cancel()
 	if err == nil {
 		s.probeOK.Add(1)
-		s.succeeded(true)
+		s.succeeded(b, true)
+		if b.part != "" {
+			// Forgotten once closed, so that parts that come and go (a
+			// Cluster's nodes over months) are not kept.
+			s.partsMu.Lock()
+			if s.parts[b.part] == b && b.state.Load() == 0 {
+				delete(s.parts, b.part)
+			}
+			s.partsMu.Unlock()
+		}
 		return
 	}
 	s.probeFailed.Add(1)
-	s.failed(true)
+	s.failed(b, true)
 	s.logError(fmt.Errorf("failsafe: probe: %w", err))
 }
 
@@ -464,37 +572,47 @@ func (s *Store) probe() {
 // partial outage, and each time it closed and opened again the local
 // fallback's buckets, full again, admitted beside Redis: the fault harness
 // measured a hot key at 1.6 to 2 times its limit while a primary was down.
-func (s *Store) succeeded(probe bool) {
-	if s.state.Load() != 0 {
+func (s *Store) succeeded(b *breaker, probe bool) {
+	if b.state.Load() != 0 {
 		if !probe {
 			return
 		}
-		if s.state.CompareAndSwap(1, 0) && s.logger != nil {
-			s.logger.Info("ratekeeper store is back: circuit breaker closed", "policy", string(s.policy))
+		if b.state.CompareAndSwap(1, 0) && s.logger != nil {
+			s.logger.Info("ratekeeper store is back: circuit breaker closed", s.breakerAttrs(b)...)
 		}
 	}
-	s.failures.Store(0)
+	if b.failures.Load() != 0 {
+		b.failures.Store(0)
+	}
 	if probe {
-		s.probing.Store(false)
+		b.probing.Store(false)
 	}
 }
 
-func (s *Store) failed(probe bool) {
+func (s *Store) failed(b *breaker, probe bool) {
 	if s.threshold <= 0 {
 		return
 	}
 	if probe {
-		s.openUntil.Store(s.now().Add(s.cooldown).UnixNano())
-		s.probing.Store(false)
+		b.openUntil.Store(s.now().Add(s.cooldown).UnixNano())
+		b.probing.Store(false)
 		return
 	}
-	if s.failures.Add(1) >= s.threshold && s.state.CompareAndSwap(0, 1) {
-		s.openUntil.Store(s.now().Add(s.cooldown).UnixNano())
+	if b.failures.Add(1) >= s.threshold && b.state.CompareAndSwap(0, 1) {
+		b.openUntil.Store(s.now().Add(s.cooldown).UnixNano())
 		s.opens.Add(1)
 		if s.logger != nil {
-			s.logger.Warn("ratekeeper store is failing: circuit breaker open", "policy", string(s.policy), "failures", s.failures.Load(), "cooldown", s.cooldown)
+			s.logger.Warn("ratekeeper store is failing: circuit breaker open", append(s.breakerAttrs(b), "failures", b.failures.Load(), "cooldown", s.cooldown)...)
 		}
 	}
+}
+
+// breakerAttrs are the log attributes that name b.
+func (s *Store) breakerAttrs(b *breaker) []any {
+	if b.part == "" {
+		return []any{"policy", string(s.policy)}
+	}
+	return []any{"policy", string(s.policy), "part", b.part}
 }
 
 func (s *Store) logError(err error) {
@@ -570,14 +688,15 @@ var _ ratekeeper.BatchStore = (*Store)(nil)
 // the batch on the in-memory store, all or none.
 func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ratekeeper.Decision) (bool, error) {
 	s.calls.Add(1)
-	ok, probe := s.admit()
+	bs := s.breakersFor(reqs)
+	ok, probe := s.admitAll(bs)
 	if ok {
 		var all bool
 		_, err := s.callPrimary(ctx, func(ctx context.Context) (ratekeeper.Decision, error) {
 			var err error
 			all, err = ratekeeper.TakeAll(ctx, s.primary, reqs, out)
 			return ratekeeper.Decision{}, err
-		}, probe)
+		}, probe, bs...)
 		if err == nil {
 			return all, nil
 		}
@@ -619,4 +738,46 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ra
 		}
 	}
 	return all, nil
+}
+
+// breakersFor are the breakers of reqs' parts, each once.
+func (s *Store) breakersFor(reqs []ratekeeper.Request) []*breaker {
+	if s.parted == nil || len(reqs) == 0 {
+		return s.mainOnly
+	}
+	var bs []*breaker // the parts' breakers; main's is added at the end
+	main := false
+	for _, req := range reqs {
+		b := s.breakerFor(req)
+		if b == &s.main {
+			main = true
+		} else if !slices.Contains(bs, b) {
+			bs = append(bs, b)
+		}
+	}
+	if len(bs) == 0 {
+		return s.mainOnly
+	}
+	if main {
+		bs = append(bs, &s.main)
+	}
+	return bs
+}
+
+// admitAll says whether to call the primary for a batch on the parts of
+// bs: when every breaker admits it. A batch is a probe only on one part:
+// a batch on several parts is not admitted while one of them is open, and
+// that one's probe comes from a call on it alone (or, with a Prober, from
+// the background).
+func (s *Store) admitAll(bs []*breaker) (ok, probe bool) {
+	if len(bs) == 1 {
+		return s.admit(bs[0])
+	}
+	for _, b := range bs {
+		if s.threshold > 0 && b.state.Load() != 0 {
+			s.admit(b) // starts a Prober's probe once the cool-down has passed
+			return false, false
+		}
+	}
+	return true, false
 }

@@ -610,3 +610,128 @@ func TestOnlyTheProbeCloses(t *testing.T) {
 		}
 	})
 }
+
+// parted is a Partitioned primary of two parts, a and b: a key's part is
+// its first letter; keys of a part in down fail; ProbePart answers from
+// down, and says gone parts are fine.
+type parted struct {
+	mu     sync.Mutex
+	down   map[string]bool
+	calls  map[string]int
+	probes map[string]int
+}
+
+func newParted() *parted {
+	return &parted{down: map[string]bool{}, calls: map[string]int{}, probes: map[string]int{}}
+}
+
+func (p *parted) Part(req ratekeeper.Request) string { return req.Key[:1] }
+
+func (p *parted) setDown(part string, down bool) {
+	p.mu.Lock()
+	p.down[part] = down
+	p.mu.Unlock()
+}
+
+func (p *parted) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls[req.Key[:1]]++
+	if p.down[req.Key[:1]] {
+		return ratekeeper.Decision{}, errDown
+	}
+	return ratekeeper.Decision{Allowed: true, Limit: req.Limit.Capacity(), Remaining: 7}, nil
+}
+
+func (p *parted) Refund(context.Context, ratekeeper.Request, ratekeeper.Decision) error { return nil }
+
+func (p *parted) Probe(ctx context.Context) error { return p.ProbePart(ctx, "") }
+
+func (p *parted) ProbePart(ctx context.Context, part string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.probes[part]++
+	if p.down[part] {
+		return errDown
+	}
+	return nil
+}
+
+func (p *parted) count(m map[string]int, part string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return m[part]
+}
+
+var _ Partitioned = (*parted)(nil)
+
+// TestPartsFailApart: with a Partitioned primary (a Redis Cluster), one
+// dead part opens its own breaker though the other part's calls succeed
+// in between (with one breaker for the store they reset its count, and
+// every call on the dead part waited out the timeout); its keys then go to
+// the policy at once while the other part's keep the primary's decisions;
+// a batch that touches the open part goes to the policy whole; and the
+// part's probe closes its breaker and forgets it.
+func TestPartsFailApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		p := newParted()
+		const cooldown = 250 * time.Millisecond
+		s := New(p, WithTimeout(50*time.Millisecond), WithBreaker(3, cooldown), WithPolicy(Deny))
+		defer s.Close()
+		p.setDown("a", true)
+		for range 3 {
+			s.Take(ctx, req("a1"))
+			if d, _ := s.Take(ctx, req("b1")); d.Fallback != ratekeeper.NoFallback {
+				t.Fatalf("a call on the live part fell back: %+v", d)
+			}
+		}
+		if st := s.Stats(); st.Breaker != Open || st.BreakerOpens != 1 {
+			t.Fatalf("after 3 failures of part a between successes of b: %+v", st)
+		}
+		for range 10 {
+			if d, _ := s.Take(ctx, req("a2")); d.Fallback != ratekeeper.FallbackUncounted {
+				t.Fatalf("a call on the open part: %+v", d)
+			}
+			if d, _ := s.Take(ctx, req("b2")); d.Fallback != ratekeeper.NoFallback {
+				t.Fatalf("a call on the live part: %+v", d)
+			}
+		}
+		if n := p.count(p.calls, "a"); n != 3 {
+			t.Fatalf("part a was called %d times, want the 3 that opened its breaker", n)
+		}
+		out := make([]ratekeeper.Decision, 2)
+		if _, err := s.TakeAll(ctx, []ratekeeper.Request{req("b3"), req("a3")}, out); err != nil || out[0].Fallback != ratekeeper.FallbackUncounted {
+			t.Fatalf("a batch on both parts while a is open: %+v %v", out, err)
+		}
+		if n := p.count(p.calls, "b"); n != 13 {
+			t.Fatalf("part b was called %d times, want 13 (no batch)", n)
+		}
+
+		// After the cool-down a call on a starts a's probe, in the
+		// background; a failed probe keeps it open.
+		time.Sleep(cooldown)
+		s.Take(ctx, req("a4"))
+		synctest.Wait()
+		if st := s.Stats(); st.Breaker != Open || p.count(p.probes, "a") != 1 || p.count(p.probes, "") != 0 {
+			t.Fatalf("after a's failed probe: %+v, probes %v", st, p.probes)
+		}
+		// a is back (or gone): the next probe closes and forgets it.
+		p.setDown("a", false)
+		time.Sleep(cooldown)
+		s.Take(ctx, req("a5"))
+		synctest.Wait()
+		if st := s.Stats(); st.Breaker != Closed || st.ProbeSuccesses != 1 {
+			t.Fatalf("after a's probe succeeded: %+v", st)
+		}
+		if d, _ := s.Take(ctx, req("a6")); d.Fallback != ratekeeper.NoFallback {
+			t.Fatalf("part a after its breaker closed: %+v", d)
+		}
+		s.partsMu.Lock()
+		n := len(s.parts)
+		s.partsMu.Unlock()
+		if n != 2 {
+			t.Fatalf("%d parts' breakers kept, want the 2 in use", n)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package failsafe_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/failsafe"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/redisstore"
+	"github.com/redis/go-redis/v9"
 )
 
 // watched is the Redis store, remembering when it last answered.
@@ -377,4 +379,118 @@ func noGoroutinesPast(t *testing.T, before int) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling, bounded above
 	}
+}
+
+// TestClusterPrimaryDownAlone: on a real Cluster, one primary that stops
+// answering (CLIENT PAUSE) opens its own breaker: its keys then go to the
+// policy at once while the other primaries' keys keep Redis's decisions,
+// without waiting; once it answers again its probe closes the breaker.
+// With one breaker for the store, the live primaries' successes reset the
+// count of consecutive failures, and every call on the paused primary
+// waited out the timeout.
+func TestClusterPrimaryDownAlone(t *testing.T) {
+	const (
+		timeout = 200 * time.Millisecond
+		bound   = 100 * time.Millisecond // half the timeout; an answer takes about a millisecond
+		pause   = 3 * time.Second
+	)
+	url := redistest.Cluster(t)
+	ctx := context.Background()
+	rs, err := redisstore.Open(ctx, url, redisstore.WithDenialCache(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	fs := failsafe.New(rs, failsafe.WithTimeout(timeout), failsafe.WithBreaker(3, 100*time.Millisecond), failsafe.WithPolicy(failsafe.Deny))
+	defer fs.Close()
+	limit := ratekeeper.Limit{Algorithm: ratekeeper.TokenBucket, Rate: 1000000, Period: time.Second}
+	reqOf := func(key string) ratekeeper.Request { return ratekeeper.Request{Key: key, Limit: limit, N: 1} }
+	// A key on the victim and one on each other primary.
+	byPart := map[string]string{}
+	for i := 0; len(byPart) < 3 && i < 1000; i++ {
+		k := fmt.Sprintf("client-%d", i)
+		if p := rs.Part(reqOf(k)); p != "" && byPart[p] == "" {
+			byPart[p] = k
+		}
+	}
+	if len(byPart) != 3 {
+		t.Fatalf("keys found on %d primaries, want 3: %v", len(byPart), byPart)
+	}
+	var victim, victimKey string
+	var live []string
+	for p, k := range byPart {
+		if victim == "" {
+			victim, victimKey = p, k
+		} else {
+			live = append(live, k)
+		}
+	}
+	take := func(key string) (ratekeeper.Decision, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		d, err := fs.Take(ctx, reqOf(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, time.Since(start)
+	}
+	for _, k := range append(live, victimKey) {
+		if d, _ := take(k); d.Fallback != ratekeeper.NoFallback {
+			t.Fatalf("%s before the pause: %+v", k, d)
+		}
+	}
+
+	node := redis.NewClient(&redis.Options{Addr: victim})
+	defer node.Close()
+	if err := node.Do(ctx, "CLIENT", "PAUSE", pause.Milliseconds(), "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	// Until its breaker opens, a call on the victim waits out the timeout;
+	// the others' calls in between succeed.
+	for n := 0; fs.Stats().Breaker != failsafe.Open; n++ {
+		if n == 10 {
+			t.Fatalf("the victim's breaker is not open after %d calls: %+v", n, fs.Stats())
+		}
+		take(victimKey)
+		for _, k := range live {
+			if d, took := take(k); d.Fallback != ratekeeper.NoFallback || took > bound {
+				t.Fatalf("%s on a live primary while the victim fails: %+v in %v", k, d, took)
+			}
+		}
+	}
+	// Open: the victim's keys go to the policy at once, the others' to
+	// Redis, until the pause nearly ends.
+	checked := 0
+	for time.Since(paused) < pause-timeout-bound {
+		if d, took := take(victimKey); d.Fallback != ratekeeper.FallbackUncounted || took > bound {
+			t.Fatalf("the victim's key with its breaker open: %+v in %v", d, took)
+		}
+		for _, k := range live {
+			if d, took := take(k); d.Fallback != ratekeeper.NoFallback || took > bound {
+				t.Fatalf("%s on a live primary with the victim's breaker open: %+v in %v", k, d, took)
+			}
+		}
+		checked++
+		time.Sleep(10 * time.Millisecond) // pacing the checks, not waiting for a condition
+	}
+	if checked == 0 {
+		t.Fatal("the breaker took the whole pause to open")
+	}
+	// Back: the victim's probe closes its breaker.
+	deadline := paused.Add(pause + 5*time.Second)
+	for {
+		d, _ := take(victimKey)
+		if d.Fallback == ratekeeper.NoFallback {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the victim's key still falls back 5s after the pause ended: %+v", fs.Stats())
+		}
+		time.Sleep(20 * time.Millisecond) // polling, bounded above
+	}
+	if st := fs.Stats(); st.Breaker != failsafe.Closed || st.BreakerOpens != 1 {
+		t.Fatalf("after the pause: %+v, want closed after one opening", st)
+	}
+	t.Logf("%d rounds with the victim's breaker open; stats %+v", checked, fs.Stats())
 }

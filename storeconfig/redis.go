@@ -59,6 +59,9 @@ func openRedis(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.S
 	return fs, closers{fs, rs, client}, nil
 }
 
+// The Redis store keeps a breaker per Cluster primary in failsafe.
+var _ failsafe.Partitioned = (*redisstore.Store)(nil)
+
 // pingTimeout bounds the check at start that Redis answers.
 const pingTimeout = 2 * time.Second
 

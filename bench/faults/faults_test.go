@@ -195,12 +195,6 @@ func TestFaults(t *testing.T) {
 		switch {
 		case f.gateway && *faultsFlag == "short":
 			ms = []string{"lease"} // the mode whose gateway holds quota
-		case f.name == "cluster-kill-primary" && *faultsFlag == "short":
-			// In lease mode this fault can still go past its allowance
-			// (256 of 222 in a CI run after the breaker fix; within it in
-			// every run on a quiet machine): open in issue #17, checked
-			// by run-faults.sh, not yet by CI.
-			ms = []string{"exact"}
 		}
 		for _, mode := range ms {
 			t.Run(f.name+"/"+mode, func(t *testing.T) {
