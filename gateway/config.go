@@ -40,6 +40,15 @@ type Config struct {
 	// upstream transport; with "standard" there, or upstream_protocol: h2,
 	// or the demo, every connection goes to net/http.
 	ClientTransport string `yaml:"client_transport"`
+	// AccessLog is the access log: "off" (the default), "all" (a line per
+	// request) or "refused" (a line per request refused: 429, 503 by the
+	// store's failure policy, 403 by the deny list). Lines are JSON, one
+	// per request, on standard output (the server's own logs go to
+	// standard error): time, client, method, path (without the query),
+	// status, rules (those that matched), refused_by, duration in seconds.
+	// Requests are served by net/http while it is on: the fast path does
+	// not log (docs/benchmarks.md gives the cost). Read at start only.
+	AccessLog string `yaml:"access_log"`
 	// ShutdownTimeout bounds how long a graceful shutdown waits for
 	// in-flight requests, default 30s.
 	ShutdownTimeout rules.Duration `yaml:"shutdown_timeout"`
@@ -254,6 +263,11 @@ func (c *Config) problems() []*rules.Error {
 	case "", ProtocolAuto, ProtocolHTTP1, ProtocolH2:
 	default:
 		fail("upstream_protocol", "%q: use auto, http1 or h2", c.UpstreamProtocol)
+	}
+	switch c.AccessLog {
+	case "", AccessLogOff, AccessLogAll, AccessLogRefused:
+	default:
+		fail("access_log", "%q: use off, all or refused", c.AccessLog)
 	}
 	return append(errs, c.Config.Problems()...)
 }

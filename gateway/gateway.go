@@ -1,16 +1,19 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -80,6 +83,9 @@ type Options struct {
 	ClientTransport string
 	// Store's non-zero fields override the file's store section.
 	Store storeconfig.Config
+	// AccessLog receives the access log's lines when the file turns it on
+	// (access_log); nil is standard output.
+	AccessLog io.Writer
 }
 
 // New loads the config file at path and builds the gateway: the store, the
@@ -91,55 +97,7 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	file := startOnly(cfg)
-	if o.Listen != "" {
-		cfg.Listen = o.Listen
-	}
-	if o.AdminListen != "" {
-		cfg.AdminListen = o.AdminListen
-	}
-	if o.Upstream != "" {
-		cfg.Upstream = o.Upstream
-	}
-	if o.ClientTransport != "" {
-		cfg.ClientTransport = o.ClientTransport
-	}
-	if o.Store.URL != "" {
-		cfg.Store.URL = o.Store.URL
-	}
-	if o.Store.Timeout != 0 {
-		cfg.Store.Timeout = o.Store.Timeout
-	}
-	if o.Store.OnError != "" {
-		cfg.Store.OnError = o.Store.OnError
-	}
-	if o.Store.Instances != 0 {
-		cfg.Store.Instances = o.Store.Instances
-	}
-	if o.Store.Mode != "" {
-		cfg.Store.Mode = o.Store.Mode
-	}
-	if o.Store.SyncPeriod != 0 {
-		cfg.Store.SyncPeriod = o.Store.SyncPeriod
-	}
-	// The file's store paths are the file's directory's; the flags' were
-	// made absolute by the command.
-	cfg.Store = cfg.Store.Resolve(cfg.dir)
-	for _, f := range []struct {
-		dst *string
-		src string
-	}{
-		{&cfg.Store.TLS.CAFile, o.Store.TLS.CAFile},
-		{&cfg.Store.TLS.CertFile, o.Store.TLS.CertFile},
-		{&cfg.Store.TLS.KeyFile, o.Store.TLS.KeyFile},
-		{&cfg.Store.TLS.ServerName, o.Store.TLS.ServerName},
-	} {
-		if f.src != "" {
-			*f.dst = f.src
-		}
-	}
-	if o.Store.TLS.InsecureSkipVerify {
-		cfg.Store.TLS.InsecureSkipVerify = true
-	}
+	o.Apply(cfg)
 	set, err := rules.Compile(&cfg.Config)
 	if err != nil {
 		return nil, err
@@ -157,7 +115,12 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 		proc.Close()
 		return nil, err
 	}
-	g.mw, err = httplimit.New(store, set, httplimit.WithLogger(g.logger), httplimit.WithMetrics(g.metrics))
+	mwOpts := []httplimit.Option{httplimit.WithLogger(g.logger), httplimit.WithMetrics(g.metrics)}
+	al := newAccessLog(cfg.AccessLog, cmp.Or[io.Writer](o.AccessLog, os.Stdout))
+	if al != nil {
+		mwOpts = append(mwOpts, httplimit.WithDecided(decided))
+	}
+	g.mw, err = httplimit.New(store, set, mwOpts...)
 	if err != nil {
 		proc.Close()
 		return nil, err
@@ -168,8 +131,77 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.handler = g.view(g.mw.Handler(g.buffer(up)))
+	if al != nil {
+		g.handler = al.handler(g.handler, func(r *http.Request) string { return g.mw.Rules().ClientIP().Addr(r).String() })
+	}
 	proc.Loaded(len(set.Rules))
 	return g, nil
+}
+
+// Apply sets the fields of c, a file LoadFile read, that o overrides, as
+// New does: o's non-zero fields (the command's flags and environment) win
+// over the file's. The store's relative paths, the file's and o's, are
+// made relative to the file's directory and the working directory.
+func (o Options) Apply(c *Config) {
+	if o.Listen != "" {
+		c.Listen = o.Listen
+	}
+	if o.AdminListen != "" {
+		c.AdminListen = o.AdminListen
+	}
+	if o.Upstream != "" {
+		c.Upstream = o.Upstream
+	}
+	if o.ClientTransport != "" {
+		c.ClientTransport = o.ClientTransport
+	}
+	if o.Store.URL != "" {
+		c.Store.URL = o.Store.URL
+	}
+	if o.Store.Timeout != 0 {
+		c.Store.Timeout = o.Store.Timeout
+	}
+	if o.Store.OnError != "" {
+		c.Store.OnError = o.Store.OnError
+	}
+	if o.Store.Instances != 0 {
+		c.Store.Instances = o.Store.Instances
+	}
+	if o.Store.Mode != "" {
+		c.Store.Mode = o.Store.Mode
+	}
+	if o.Store.SyncPeriod != 0 {
+		c.Store.SyncPeriod = o.Store.SyncPeriod
+	}
+	if o.Store.MaxKeys != 0 {
+		c.Store.MaxKeys = o.Store.MaxKeys
+	}
+	if o.Store.Password != "" {
+		c.Store.Password = o.Store.Password
+	}
+	// The file's store paths are the file's directory's; the flags' were
+	// made absolute by the command.
+	c.Store = c.Store.Resolve(c.dir)
+	for _, f := range []struct {
+		dst *string
+		src string
+	}{
+		{&c.Store.TLS.CAFile, o.Store.TLS.CAFile},
+		{&c.Store.TLS.CertFile, o.Store.TLS.CertFile},
+		{&c.Store.TLS.KeyFile, o.Store.TLS.KeyFile},
+		{&c.Store.TLS.ServerName, o.Store.TLS.ServerName},
+		{&c.Store.PasswordFile, o.Store.PasswordFile},
+	} {
+		if f.src != "" {
+			*f.dst = f.src
+		}
+	}
+	if o.Store.TLS.InsecureSkipVerify {
+		c.Store.TLS.InsecureSkipVerify = true
+	}
+	if o.Store.Password != "" && o.Store.PasswordFile == "" {
+		c.Store.PasswordFile = "" // the file's, overridden
+	}
 }
 
 // Handler is the gateway's request path: the limits, then the upstream.
@@ -384,7 +416,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	var servers []server.Server
 	var fast *fastpath.Server
-	if cfg.ClientTransport != "standard" && g.direct != nil {
+	if cfg.ClientTransport != "standard" && g.direct != nil && newAccessLog(cfg.AccessLog, nil) == nil {
 		// nil when the upstream URL has what the fast path does not
 		// forward (a query, an escaped path): net/http serves all then.
 		fast = fastpath.New(g.mw, g.direct, g.target, g.settings.fastPath(), g.logger, a)
@@ -470,6 +502,7 @@ func (g *Gateway) reload() (int, []any, error) {
 		{"paths, client or upstream_timeouts", was.bounds, now.bounds},
 		{"rules' store_mode", was.modes, now.modes},
 		{"tls, h2c, upstream_protocol or upstream_tls (certificates follow their files)", was.edge, now.edge},
+		{"access_log", was.access, now.access},
 	} {
 		if f.was != f.now {
 			g.logger.Warn("config change needs a restart to take effect; keeping the old value", "field", f.name, "old", f.was, "new", f.now)
@@ -479,6 +512,7 @@ func (g *Gateway) reload() (int, []any, error) {
 	cfg.Listen, cfg.AdminListen, cfg.Upstream, cfg.UpstreamTransport, cfg.ClientTransport, cfg.Store = old.Listen, old.AdminListen, old.Upstream, old.UpstreamTransport, old.ClientTransport, old.Store
 	cfg.Paths, cfg.Client, cfg.UpstreamTimeouts = old.Paths, old.Client, old.UpstreamTimeouts
 	cfg.TLS, cfg.H2C, cfg.UpstreamProtocol, cfg.UpstreamTLS = old.TLS, old.H2C, old.UpstreamProtocol, old.UpstreamTLS
+	cfg.AccessLog = old.AccessLog
 	g.mw.SetRules(set)
 	g.cfg.Store(cfg)
 	return len(set.Rules), []any{"rules", len(set.Rules)}, nil
@@ -496,7 +530,7 @@ func (b bufferPool) Get() []byte    { return b.p.Get().(*[32 << 10]byte)[:] }
 func (b bufferPool) Put(buf []byte) { b.p.Put((*[32 << 10]byte)(buf[:32<<10])) }
 
 // startFields are the fields read at start only.
-type startFields struct{ listen, admin, upstream, transport, client, store, bounds, modes, edge string }
+type startFields struct{ listen, admin, upstream, transport, client, store, bounds, modes, edge, access string }
 
 func startOnly(c *Config) startFields {
 	var modes []string
@@ -507,5 +541,5 @@ func startOnly(c *Config) startFields {
 	}
 	return startFields{c.Listen, c.AdminListen, c.Upstream, c.UpstreamTransport, c.ClientTransport, c.Store.String(),
 		fmt.Sprintf("%+v %+v %+v", c.Paths, c.Client, c.UpstreamTimeouts), strings.Join(modes, " "),
-		fmt.Sprintf("%+v %v %s %+v", c.TLS, c.H2C, c.UpstreamProtocol, c.UpstreamTLS)}
+		fmt.Sprintf("%+v %v %s %+v", c.TLS, c.H2C, c.UpstreamProtocol, c.UpstreamTLS), c.AccessLog}
 }

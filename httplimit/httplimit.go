@@ -32,6 +32,7 @@ type config struct {
 	metrics Metrics            // nil: none
 	headers *rules.HeaderStyle // nil: the set's
 	clock   ratekeeper.Clock   // nil: the store's
+	decided func(*http.Request, Decided)
 }
 
 // buildConfig applies opts to the defaults, which are all here.
@@ -95,6 +96,27 @@ const (
 	// ResultError: the store failed; the request went through.
 	ResultError = "error"
 )
+
+// Decided is what the middleware decided for one request, as WithDecided
+// reports it.
+type Decided struct {
+	// Rules are the names of the rules that matched the request, enforced
+	// and shadow, in the rule set's order. The slice is the middleware's:
+	// valid only during the call.
+	Rules []string
+	// RefusedBy names the rule that refused the request (the most
+	// restrictive of those that did), "access" for the deny list, "" when
+	// it was admitted. A refusal because the store is unavailable names
+	// the rule reported in the headers.
+	RefusedBy string
+}
+
+// WithDecided calls f after each request the middleware decided, before
+// it is answered or passed on (the gateway's access log). f must be fast
+// and safe for concurrent use.
+func WithDecided(f func(r *http.Request, d Decided)) Option {
+	return optionFunc(func(c *config) { c.decided = f })
+}
 
 // WithMetrics counts decisions by rule and result in mt. Default: none.
 func WithMetrics(mt Metrics) Option {
@@ -250,7 +272,8 @@ type scratch struct {
 	shadow   []int
 	results  []ratekeeper.Decision // per match, for headers
 	keyBuf   []byte
-	hb       []byte // header values are built here
+	hb       []byte   // header values are built here
+	names    []string // the matched rules' names, for WithDecided
 }
 
 // allMatches yields the indexes of the enforced rules, then the shadow ones:
@@ -346,6 +369,9 @@ func (m *Middleware) Admit(w http.ResponseWriter, r *http.Request, set *rules.Se
 func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Set) Admission {
 	s := m.pool.Get().(*scratch)
 	v := m.decide(r.Context(), r, s, set)
+	if m.decided != nil && v.outcome != deferred {
+		m.report(r, v, s)
+	}
 	switch v.outcome {
 	case deferred:
 		s.reset()
@@ -380,6 +406,25 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Se
 	s.reset()
 	m.pool.Put(s)
 	return Admitted
+}
+
+// report calls the WithDecided hook with v.
+func (m *Middleware) report(r *http.Request, v verdict, s *scratch) {
+	d := Decided{Rules: s.names[:0]}
+	for _, mt := range s.matches {
+		d.Rules = append(d.Rules, mt.Rule.Name)
+	}
+	switch v.outcome {
+	case forbid:
+		d.RefusedBy = "access"
+	case refuse, unavailable:
+		if len(s.matches) > 0 {
+			d.RefusedBy = s.matches[v.worst].Rule.Name
+		}
+	}
+	m.decided(r, d)
+	clear(d.Rules)
+	s.names = d.Rules[:0]
 }
 
 // hold waits out a queued request's delay. When the client leaves first it
@@ -498,7 +543,7 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 		s.results[i] = d
 		if !d.Allowed {
 			inc(c.rules[mt.Rule.Index].counters[cShadow])
-			m.logger.InfoContext(ctx, "shadow rule would refuse", "rule", mt.Rule.Name, "client_ip", v.ip, "method", r.Method, "path", r.URL.Path, "retry_after", d.RetryAfter.String())
+			m.logger.DebugContext(ctx, "shadow rule would refuse", "rule", mt.Rule.Name, "client_ip", v.ip, "method", r.Method, "path", r.URL.Path, "retry_after", d.RetryAfter)
 		} else {
 			inc(c.rules[mt.Rule.Index].counters[cAllowed])
 		}
@@ -558,7 +603,7 @@ func (m *Middleware) refused(ctx context.Context, r *http.Request, v verdict, s 
 	if v.outcome == unavailable {
 		msg = "rate limit store unavailable; refused by its failure policy"
 	}
-	m.logger.DebugContext(ctx, msg, "rule", s.matches[v.worst].Rule.Name, "client_ip", v.ip, "method", r.Method, "path", r.URL.Path, "retry_after", v.retry.String())
+	m.logger.DebugContext(ctx, msg, "rule", s.matches[v.worst].Rule.Name, "client_ip", v.ip, "method", r.Method, "path", r.URL.Path, "retry_after", v.retry)
 	return v
 }
 

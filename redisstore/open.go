@@ -61,6 +61,9 @@ func NewClient(rawURL string, opts ...ClientOption) (redis.UniversalClient, erro
 		o.Protocol = resp(o.Protocol)
 		o.ContextTimeoutEnabled = true
 		o.TLSConfig = cc.tlsFor(o.TLSConfig)
+		if cc.password != "" {
+			o.Password = cc.password
+		}
 		return redis.NewClient(o), nil
 	case "redis+sentinel", "rediss+sentinel":
 		o, err := parseSentinel(strings.TrimSuffix(scheme, "+sentinel"), rest)
@@ -70,6 +73,9 @@ func NewClient(rawURL string, opts ...ClientOption) (redis.UniversalClient, erro
 		o.Protocol = resp(o.Protocol)
 		o.ContextTimeoutEnabled = true
 		o.TLSConfig = cc.tlsFor(o.TLSConfig)
+		if cc.password != "" {
+			o.Password = cc.password
+		}
 		return redis.NewFailoverClient(o), nil
 	case "redis+cluster", "rediss+cluster":
 		o, err := parseCluster(strings.TrimSuffix(scheme, "+cluster"), rest)
@@ -79,6 +85,9 @@ func NewClient(rawURL string, opts ...ClientOption) (redis.UniversalClient, erro
 		o.Protocol = resp(o.Protocol)
 		o.ContextTimeoutEnabled = true
 		o.TLSConfig = cc.tlsFor(o.TLSConfig)
+		if cc.password != "" {
+			o.Password = cc.password
+		}
 		return redis.NewClusterClient(o), nil
 	}
 	return nil, fmt.Errorf("redisstore: %s: unknown scheme %q (redis, rediss, unix, redis+sentinel, rediss+sentinel, redis+cluster, rediss+cluster)", redact(rawURL), scheme)
@@ -90,7 +99,8 @@ type ClientOption interface {
 }
 
 type clientConfig struct {
-	tls *tls.Config
+	tls      *tls.Config
+	password string
 }
 
 type clientOptionFunc func(*clientConfig)
@@ -108,6 +118,15 @@ func (f clientOptionFunc) applyClient(c *clientConfig) { f(c) }
 // applies. A nil cfg changes nothing.
 func WithTLSConfig(cfg *tls.Config) ClientOption {
 	return clientOptionFunc(func(c *clientConfig) { c.tls = cfg })
+}
+
+// WithPassword sets the password of the Redis servers (the primary and
+// replicas, every cluster node; not the sentinels', which the URL's
+// sentinel_password sets), in place of one in the URL: a password read from
+// a file or the environment need not be written into a URL, which ends up
+// in command lines and logs. An empty p changes nothing.
+func WithPassword(p string) ClientOption {
+	return clientOptionFunc(func(c *clientConfig) { c.password = p })
 }
 
 // tlsFor returns the TLS config for a client whose URL gave fromURL (nil

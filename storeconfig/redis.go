@@ -28,6 +28,16 @@ func openRedis(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.S
 		return nil, nil, fmt.Errorf("store: on_error: %w", err)
 	}
 	var copts []redisstore.ClientOption
+	switch {
+	case c.PasswordFile != "":
+		p, err := readPassword(c.PasswordFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: password_file: %w", err)
+		}
+		copts = append(copts, redisstore.WithPassword(p))
+	case c.Password != "":
+		copts = append(copts, redisstore.WithPassword(c.Password))
+	}
 	if !c.TLS.IsZero() {
 		tc, err := c.TLS.Config(tlsconfig.Options{Logger: logger})
 		if err != nil {

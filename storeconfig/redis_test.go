@@ -5,12 +5,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/failsafe"
@@ -141,4 +144,53 @@ func collectorOf(t *testing.T, reg *prometheus.Registry, name string) prometheus
 	}
 	t.Fatalf("no %s", name)
 	return nil
+}
+
+// TestPassword: Redis's password from password_file or from Password (the
+// commands' RATEKEEPER_STORE_PASSWORD), never needed in the URL, on a real
+// redis-server that requires it; without it every decision is the
+// policy's.
+func TestPassword(t *testing.T) {
+	in := redistest.Start(t)
+	ctx := context.Background()
+	admin := redis.NewClient(&redis.Options{Addr: in.Addr()})
+	if err := admin.ConfigSet(ctx, "requirepass", "s3cret").Err(); err != nil {
+		t.Fatal(err)
+	}
+	admin.Close()
+	file := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(file, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lim := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 10, Period: time.Hour}
+	for _, tt := range []struct {
+		name     string
+		c        Config
+		fallback bool
+	}{
+		{"password_file", Config{PasswordFile: file}, false},
+		{"Password", Config{Password: "s3cret"}, false},
+		{"none", Config{}, true},
+		{"wrong", Config{Password: "guess"}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := tt.c
+			c.URL, c.OnError, c.Timeout = in.URL(), "deny", time.Second
+			s, closer, err := Open(ctx, c, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closer.Close()
+			d, err := s.Take(ctx, ratekeeper.Request{Key: "password-" + tt.name, Limit: lim, N: 1})
+			if err != nil || (d.Fallback != ratekeeper.NoFallback) != tt.fallback {
+				t.Fatalf("%+v %v; want fallback %v", d, err, tt.fallback)
+			}
+			if !tt.fallback && !strings.Contains(c.String(), "password from") {
+				t.Errorf("String() = %q, want where the password comes from", c.String())
+			}
+			if strings.Contains(c.String(), "s3cret") {
+				t.Errorf("String() = %q shows the password", c.String())
+			}
+		})
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -30,8 +32,9 @@ const (
 )
 
 // Config describes the store: yaml `store: {url, timeout, on_error,
-// instances, mode, sync_period, tls}`. The zero Config is the memory
-// store; the other fields only matter for Redis.
+// instances, mode, sync_period, tls, password_file, max_keys}`. The zero
+// Config is the memory store; max_keys only matters for it, the other
+// fields only for Redis.
 type Config struct {
 	// URL is "memory://" (the default) or a Redis URL: redis://, rediss://,
 	// or the Sentinel and Cluster forms redisstore.Open accepts.
@@ -66,6 +69,20 @@ type Config struct {
 	// node. Set with another scheme, it is an error. Relative paths are
 	// relative to the working directory until Resolve.
 	TLS tlsconfig.Client `yaml:"tls"`
+	// PasswordFile is a file that holds Redis's password (a trailing
+	// newline is not part of it), so that it is needed neither in the URL
+	// nor on a command line: a Kubernetes Secret mounted as a file, a
+	// systemd credential. Relative to the working directory until Resolve.
+	PasswordFile string `yaml:"password_file"`
+	// Password is Redis's password given by the program (the commands read
+	// it from the RATEKEEPER_STORE_PASSWORD environment variable); never
+	// read from a file's yaml. A URL that holds a password as well is an
+	// error, and so is a Password with a PasswordFile.
+	Password string `yaml:"-"`
+	// MaxKeys caps the keys the memory store holds (default
+	// memstore.DefaultMaxKeys): past it a new key evicts an idle one, or
+	// the one closest to idle, whose count is forgotten (see memstore).
+	MaxKeys int `yaml:"max_keys"`
 }
 
 // WithDefaults returns c with its zero fields set to the defaults.
@@ -95,6 +112,9 @@ func (c Config) WithDefaults() Config {
 // relative to dir, the directory of the config file that named them.
 func (c Config) Resolve(dir string) Config {
 	c.TLS = c.TLS.Resolve(dir)
+	if c.PasswordFile != "" && !filepath.IsAbs(c.PasswordFile) {
+		c.PasswordFile = filepath.Join(dir, c.PasswordFile)
+	}
 	return c
 }
 
@@ -143,7 +163,43 @@ func (c Config) Validate() error {
 	if c.SyncPeriod < time.Millisecond || c.SyncPeriod > time.Minute {
 		return fmt.Errorf("sync_period: %v is outside 1ms to 1m", c.SyncPeriod)
 	}
+	if c.MaxKeys < 0 {
+		return fmt.Errorf("max_keys: must not be negative, not %d", c.MaxKeys)
+	}
+	if c.MaxKeys > 0 && u.Scheme != "memory" {
+		return fmt.Errorf("max_keys: caps the memory store's keys, but the store is %s:// (Redis's own maxmemory bounds it)", u.Scheme)
+	}
+	if c.Password != "" || c.PasswordFile != "" {
+		if u.Scheme == "memory" {
+			return fmt.Errorf("password_file: the memory store has no password")
+		}
+		if c.Password != "" && c.PasswordFile != "" {
+			return fmt.Errorf("password_file: the password is given twice, by password_file and by RATEKEEPER_STORE_PASSWORD")
+		}
+		if _, has := u.User.Password(); has {
+			return fmt.Errorf("password_file: the password is given twice, in the URL and by password_file or RATEKEEPER_STORE_PASSWORD")
+		}
+		if c.PasswordFile != "" {
+			if _, err := readPassword(c.PasswordFile); err != nil {
+				return fmt.Errorf("password_file: %w", err)
+			}
+		}
+	}
 	return nil
+}
+
+// readPassword reads a password file: its content without one trailing
+// newline (CRLF or LF). An empty password is an error.
+func readPassword(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	p := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if p == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return p, nil
 }
 
 // isTLS reports whether a URL scheme is one of Redis's over TLS.
@@ -158,6 +214,9 @@ func tlsError(err error) error {
 	return fmt.Errorf("tls: %w", err)
 }
 
+// Redacted is c's URL with any password hidden, for messages.
+func (c Config) Redacted() string { return redactURL(c.URL) }
+
 // redactURL hides a password in u for messages.
 func redactURL(s string) string {
 	if u, err := url.Parse(s); err == nil {
@@ -170,6 +229,9 @@ func redactURL(s string) string {
 func (c Config) String() string {
 	c = c.WithDefaults()
 	if c.IsMemory() {
+		if c.MaxKeys > 0 {
+			return fmt.Sprintf("memory:// (at most %d keys)", c.MaxKeys)
+		}
 		return "memory://"
 	}
 	mode := c.Mode
@@ -177,6 +239,12 @@ func (c Config) String() string {
 		mode += " every " + c.SyncPeriod.String()
 	}
 	s := fmt.Sprintf("%s (timeout %v, on_error %s, instances %d, mode %s", redactURL(c.URL), c.Timeout, c.OnError, c.Instances, mode)
+	switch {
+	case c.PasswordFile != "":
+		s += ", password from " + c.PasswordFile
+	case c.Password != "":
+		s += ", password from RATEKEEPER_STORE_PASSWORD"
+	}
 	if u, err := url.Parse(c.URL); err == nil && isTLS(u.Scheme) {
 		s += ", " + tlsString(c.TLS)
 	}
@@ -217,7 +285,11 @@ func Open(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.Store,
 		logger = slog.New(slog.DiscardHandler)
 	}
 	if c.IsMemory() {
-		s := memstore.New()
+		var opts []memstore.Option
+		if c.MaxKeys > 0 {
+			opts = append(opts, memstore.WithMaxKeys(c.MaxKeys))
+		}
+		s := memstore.New(opts...)
 		return s, s, nil
 	}
 	return openRedis(ctx, c, logger)
@@ -243,19 +315,54 @@ func SetLimitModes(s ratekeeper.Store, modes map[ratekeeper.Limit]string) error 
 
 // RegisterFlags defines the shared store flags on fs, writing into c:
 // --store, --store-timeout, --store-on-error, --store-instances,
-// --store-mode, --store-sync-period, and for TLS --store-tls-ca-file,
+// --store-mode, --store-sync-period, --store-password-file,
+// --store-max-keys, and for TLS --store-tls-ca-file,
 // --store-tls-cert-file, --store-tls-key-file, --store-tls-server-name.
 // Values already in c are the flags' defaults.
 func RegisterFlags(fs *flag.FlagSet, c *Config) {
 	d := c.WithDefaults()
-	fs.StringVar(&c.URL, "store", d.URL, "store `URL`: memory:// or redis://[user:pass@]host:port/db (rediss://, redis+sentinel://, redis+cluster://)")
-	fs.DurationVar(&c.Timeout, "store-timeout", d.Timeout, "bound on each store call; past it --store-on-error decides")
-	fs.StringVar(&c.OnError, "store-on-error", d.OnError, "when the store fails: allow, deny or local")
-	fs.IntVar(&c.Instances, "store-instances", d.Instances, "processes sharing the store (the local fallback gives each 1/N of a limit)")
-	fs.StringVar(&c.Mode, "store-mode", d.Mode, "how shared limits are decided: exact (each in Redis), sync (locally, counts synced; bounded over-admission) or lease (locally, from leased quota; never over)")
-	fs.DurationVar(&c.SyncPeriod, "store-sync-period", d.SyncPeriod, "how often sync and lease modes talk to Redis")
-	fs.StringVar(&c.TLS.CAFile, "store-tls-ca-file", d.TLS.CAFile, "PEM `file` of the CAs Redis's certificates must chain to, for rediss:// URLs (default: the system's CAs)")
-	fs.StringVar(&c.TLS.CertFile, "store-tls-cert-file", d.TLS.CertFile, "PEM client certificate `file` for a Redis that requires one (with --store-tls-key-file); reread when it changes")
-	fs.StringVar(&c.TLS.KeyFile, "store-tls-key-file", d.TLS.KeyFile, "PEM private key `file` of --store-tls-cert-file")
-	fs.StringVar(&c.TLS.ServerName, "store-tls-server-name", d.TLS.ServerName, "the `name` every Redis server's certificate must hold (default: the host each is dialed at)")
+	*c = d
+	registerFlags(fs, c, d, func(field, def string) string {
+		// The flag package shows the defaults that are not zero values.
+		switch field {
+		case "tls.ca_file", "tls.server_name", "max_keys":
+			return " (default: " + def + ")"
+		}
+		return ""
+	})
+}
+
+// RegisterOverrideFlags defines the same flags as RegisterFlags for a
+// command whose config file has a store section: each flag overrides its
+// field, so the flags have no defaults of their own, and their help names
+// the field and its default instead of a default that the file would
+// silently override.
+func RegisterOverrideFlags(fs *flag.FlagSet, c *Config) {
+	d := Config{}.WithDefaults()
+	*c = Config{}
+	registerFlags(fs, c, d, func(field, def string) string {
+		if def == "" {
+			return " (default: the file's store." + field + ")"
+		}
+		return " (default: the file's store." + field + ", else " + def + ")"
+	})
+}
+
+// registerFlags defines the store flags into c, whose values are the
+// flags' defaults (zero for RegisterOverrideFlags); what(field, def) is
+// the help's note on the default of a field whose own default is def.
+func registerFlags(fs *flag.FlagSet, c *Config, d Config, what func(field, def string) string) {
+	num := func(n int) string { return fmt.Sprint(n) }
+	fs.StringVar(&c.URL, "store", c.URL, "store `URL`: memory:// or redis://[user@]host:port/db (rediss://, redis+sentinel://, redis+cluster://); the password from --store-password-file or RATEKEEPER_STORE_PASSWORD"+what("url", d.URL))
+	fs.DurationVar(&c.Timeout, "store-timeout", c.Timeout, "bound on each store call; past it --store-on-error decides"+what("timeout", d.Timeout.String()))
+	fs.StringVar(&c.OnError, "store-on-error", c.OnError, "when the store fails: allow, deny or local"+what("on_error", d.OnError))
+	fs.IntVar(&c.Instances, "store-instances", c.Instances, "processes sharing the store (the local fallback gives each 1/N of a limit)"+what("instances", num(d.Instances)))
+	fs.StringVar(&c.Mode, "store-mode", c.Mode, "how shared limits are decided: exact (each in Redis), sync (locally, counts synced; bounded over-admission) or lease (locally, from leased quota; never over)"+what("mode", d.Mode))
+	fs.DurationVar(&c.SyncPeriod, "store-sync-period", c.SyncPeriod, "how often sync and lease modes talk to Redis"+what("sync_period", d.SyncPeriod.String()))
+	fs.StringVar(&c.PasswordFile, "store-password-file", c.PasswordFile, "`file` holding Redis's password (one trailing newline ignored), instead of the URL"+what("password_file", ""))
+	fs.IntVar(&c.MaxKeys, "store-max-keys", c.MaxKeys, "the most keys the memory store holds; past it a new key evicts an idle one"+what("max_keys", num(memstore.DefaultMaxKeys)))
+	fs.StringVar(&c.TLS.CAFile, "store-tls-ca-file", c.TLS.CAFile, "PEM `file` of the CAs Redis's certificates must chain to, for rediss:// URLs"+what("tls.ca_file", "the system's CAs"))
+	fs.StringVar(&c.TLS.CertFile, "store-tls-cert-file", c.TLS.CertFile, "PEM client certificate `file` for a Redis that requires one (with --store-tls-key-file); reread when it changes"+what("tls.cert_file", ""))
+	fs.StringVar(&c.TLS.KeyFile, "store-tls-key-file", c.TLS.KeyFile, "PEM private key `file` of --store-tls-cert-file"+what("tls.key_file", ""))
+	fs.StringVar(&c.TLS.ServerName, "store-tls-server-name", c.TLS.ServerName, "the `name` every Redis server's certificate must hold"+what("tls.server_name", "the host each is dialed at"))
 }

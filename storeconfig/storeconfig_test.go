@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/tlstest"
+	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/tlsconfig"
 )
 
@@ -144,6 +146,65 @@ func TestString(t *testing.T) {
 		}
 		if s := c.String(); strings.Contains(s, "pw") || strings.Contains(s, "PRIVATE") {
 			t.Errorf("%s shows a secret", s)
+		}
+	}
+}
+
+// TestValidatePasswordAndMaxKeys: each way to get the password or the key
+// cap wrong is an error that names the field.
+func TestValidatePasswordAndMaxKeys(t *testing.T) {
+	dir := t.TempDir()
+	good, empty := filepath.Join(dir, "pw"), filepath.Join(dir, "empty")
+	os.WriteFile(good, []byte("pw\r\n"), 0o600)
+	os.WriteFile(empty, []byte("\n"), 0o600)
+	if p, err := readPassword(good); err != nil || p != "pw" {
+		t.Fatalf("readPassword = %q %v, want pw without its line ending", p, err)
+	}
+	for _, c := range []Config{{MaxKeys: 10}, {URL: "redis://h:1", PasswordFile: good}, {URL: "redis://user@h:1", Password: "x"}} {
+		if err := c.Validate(); err != nil {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+	for _, tt := range []struct {
+		c     Config
+		field string
+	}{
+		{Config{MaxKeys: -1}, "max_keys"},
+		{Config{URL: "redis://h:1", MaxKeys: 10}, "max_keys"},
+		{Config{PasswordFile: good}, "password_file"},
+		{Config{URL: "redis://h:1", PasswordFile: good, Password: "x"}, "password_file"},
+		{Config{URL: "redis://:inurl@h:1", PasswordFile: good}, "password_file"},
+		{Config{URL: "redis://:inurl@h:1", Password: "x"}, "password_file"},
+		{Config{URL: "redis://h:1", PasswordFile: empty}, "password_file"},
+		{Config{URL: "redis://h:1", PasswordFile: filepath.Join(dir, "missing")}, "password_file"},
+	} {
+		err := tt.c.Validate()
+		if err == nil || !strings.HasPrefix(err.Error(), tt.field+":") {
+			t.Errorf("%+v: %v, want an error about %s", tt.c, err, tt.field)
+		}
+	}
+}
+
+// TestMaxKeys: the memory store holds at most about max_keys keys: past
+// the cap new keys evict idle ones, which the default cap does not do for
+// as few keys.
+func TestMaxKeys(t *testing.T) {
+	lim := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1, Period: time.Hour}
+	for _, tt := range []struct {
+		max   int
+		evict bool
+	}{{64, true}, {0, false}} {
+		s, closer, err := Open(context.Background(), Config{MaxKeys: tt.max}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2000 {
+			s.Take(context.Background(), ratekeeper.Request{Key: fmt.Sprint("k", i), Limit: lim, N: 1})
+		}
+		n := s.(*memstore.Store).Evictions()
+		closer.Close()
+		if (n > 0) != tt.evict {
+			t.Errorf("max_keys %d: %d evictions for 2000 keys", tt.max, n)
 		}
 	}
 }

@@ -7,11 +7,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"sort"
 	"strings"
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/gateway"
 	"github.com/ratekeeper/ratekeeper/rules"
+	"github.com/ratekeeper/ratekeeper/storeconfig"
 )
 
 // errInvalid makes check exit 1 after it printed the problems itself.
@@ -24,18 +27,34 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.SetOutput(stderr)
 	config := fs.String("config", "", "the config `file` to check; required")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: ratekeeper check --config FILE\n\nValidates FILE and prints what each rule does. Exit status 1 if it is invalid.\n\nflags:")
+		fmt.Fprintln(stderr, "usage: ratekeeper check --config FILE\n\nValidates FILE and prints what each rule does, with the settings that\nRATEKEEPER_* environment variables override as ratekeeper proxy would\n(its flags win over the environment, the environment over the file).\nExit status 1 if it is invalid.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if _, err := osEnv(fs, args); err != nil {
 		return err
 	}
 	if *config == "" || fs.NArg() > 0 {
 		fs.Usage()
-		return usageError{errors.New("--config FILE is required, and no arguments")}
+		return usageError{errors.New("--config FILE (or RATEKEEPER_CONFIG) is required, and no arguments")}
 	}
+	// The proxy's flags, set by the environment alone, as the proxy would
+	// lay them over the file.
+	pfs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+	pfs.SetOutput(io.Discard)
+	pf := registerProxyFlags(pfs)
+	env, err := applyEnv(pfs, os.LookupEnv, os.Environ())
+	if err != nil {
+		return err
+	}
+	pf.common.store.Password = storePassword(pfs, env, os.LookupEnv)
 	c, err := gateway.LoadFile(*config)
 	var set *rules.Set
+	if err == nil {
+		pf.options(pfs).Apply(c)
+		if err = c.Store.Validate(); err != nil {
+			err = fmt.Errorf("store, with the environment's overrides (%s): %w", envList(env), err)
+		}
+	}
 	if err == nil {
 		set, err = rules.Compile(&c.Config)
 	}
@@ -52,7 +71,45 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintf(stdout, "%s: valid\n\n", *config)
 	printConfig(stdout, c, set)
+	printEnv(stdout, pfs, env)
 	return nil
+}
+
+// envList names the variables that set flags, or says there are none.
+func envList(env fromEnv) string {
+	if len(env.set) == 0 {
+		return "none set"
+	}
+	vars := make([]string, 0, len(env.set))
+	for _, v := range env.set {
+		vars = append(vars, v)
+	}
+	sort.Strings(vars)
+	return strings.Join(vars, ", ")
+}
+
+// printEnv says which of proxy's settings the environment overrides, in
+// which order the sources apply, and which variables name no flag.
+func printEnv(w io.Writer, fs *flag.FlagSet, env fromEnv) {
+	fmt.Fprintf(w, "\nsettings: ratekeeper proxy's flags win, then RATEKEEPER_* variables, then the file\n")
+	if p, ok := os.LookupEnv(passwordEnv); ok && p != "" {
+		fmt.Fprintf(w, "  the store's password from %s\n", passwordEnv)
+	}
+	if len(env.set) == 0 {
+		fmt.Fprintf(w, "  no variable overrides the file\n")
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if v := env.set[f.Name]; v != "" {
+			val := f.Value.String()
+			if f.Name == "store" {
+				val = storeconfig.Config{URL: val}.Redacted()
+			}
+			fmt.Fprintf(w, "  --%s = %s, from %s\n", f.Name, val, v)
+		}
+	})
+	for _, v := range env.unknown {
+		fmt.Fprintf(w, "  %s names no flag of ratekeeper proxy: ignored\n", v)
+	}
 }
 
 func printConfig(w io.Writer, c *gateway.Config, set *rules.Set) {

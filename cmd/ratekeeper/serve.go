@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ratekeeper/ratekeeper/rls"
+	"github.com/ratekeeper/ratekeeper/storeconfig"
 	"github.com/ratekeeper/ratekeeper/tlsconfig"
 )
 
@@ -22,7 +23,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.PrintDefaults()
 	}
 	var (
-		common       = registerServerFlags(fs, "the config `path`: a YAML file or a directory of them; required")
+		common       = registerServerFlags(fs, "the config `path`: a YAML file or a directory of them; required", storeconfig.RegisterFlags)
 		grpcListen   = fs.String("grpc-listen", rls.DefaultGRPCListen, "gRPC `address` (envoy.service.ratelimit.v3, health, reflection)")
 		httpListen   = fs.String("http-listen", rls.DefaultHTTPListen, "HTTP JSON API `address`, or - for none")
 		adminListen  = fs.String("admin-listen", rls.DefaultAdminListen, "admin `address` (/metrics, /healthz, /readyz), or - for none; always clear text, so keep it on a private address")

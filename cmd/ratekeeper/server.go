@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/ratekeeper/ratekeeper/storeconfig"
@@ -23,36 +25,73 @@ type serverFlags struct {
 	logLevel *string
 	logFmt   *string
 	store    storeconfig.Config
+	env      fromEnv // what the environment set, once parsed
 }
 
 // registerServerFlags adds the shared flags to fs; configHelp describes
-// --config.
-func registerServerFlags(fs *flag.FlagSet, configHelp string) *serverFlags {
+// --config, and storeFlags registers the store's (storeconfig's
+// RegisterFlags, or RegisterOverrideFlags where the file has a store).
+func registerServerFlags(fs *flag.FlagSet, configHelp string, storeFlags func(*flag.FlagSet, *storeconfig.Config)) *serverFlags {
 	f := &serverFlags{
 		config:   fs.String("config", "", configHelp),
 		logLevel: fs.String("log-level", "info", "debug, info, warn or error"),
 		logFmt:   fs.String("log-format", "text", "text or json"),
 	}
-	storeconfig.RegisterFlags(fs, &f.store)
+	storeFlags(fs, &f.store)
 	return f
 }
 
-// parse parses args into fs, checks that --config was given and builds the
-// logger. what names --config's value in the usage error ("FILE", "PATH").
+// parse parses args into fs, then the environment (env.go), checks that
+// --config was given and builds the logger, which then says which
+// variables set flags and which named none. what names --config's value in
+// the usage error ("FILE", "PATH").
 func (f *serverFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer, what string) (*slog.Logger, error) {
-	if err := fs.Parse(args); err != nil {
+	env, err := osEnv(fs, args)
+	if err != nil {
 		return nil, err
 	}
+	f.env = env
+	f.store.Password = storePassword(fs, env, os.LookupEnv)
 	if *f.config == "" || fs.NArg() > 0 {
 		fs.Usage()
-		return nil, usageError{fmt.Errorf("--config %s is required, and no arguments", what)}
+		return nil, usageError{fmt.Errorf("--config %s (or %s) is required, and no arguments", what, envName("config"))}
 	}
 	logger, err := newLogger(stderr, *f.logLevel, *f.logFmt)
 	if err != nil {
 		return nil, usageError{err}
 	}
 	storeconfig.LogRedisTo(logger)
+	if len(env.set) > 0 {
+		vars := make([]string, 0, len(env.set))
+		for _, v := range env.set {
+			vars = append(vars, v)
+		}
+		sort.Strings(vars)
+		logger.Info("flags set by the environment", "variables", strings.Join(vars, " "))
+	}
+	for _, v := range env.unknown {
+		logger.Warn("environment variable names no flag of this command; ignored", "variable", v, "command", fs.Name())
+	}
 	return logger, nil
+}
+
+// storePassword is Redis's password from RATEKEEPER_STORE_PASSWORD, unless
+// --store-password-file was given on the command line, which wins.
+func storePassword(fs *flag.FlagSet, env fromEnv, lookup func(string) (string, bool)) string {
+	p, ok := lookup(passwordEnv)
+	if !ok {
+		return ""
+	}
+	onCommandLine := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "store-password-file" && env.set[f.Name] == "" {
+			onCommandLine = true
+		}
+	})
+	if onCommandLine {
+		return ""
+	}
+	return p
 }
 
 // newLogger builds the slog logger the commands write to stderr.
@@ -61,7 +100,7 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
-	opts := &slog.HandlerOptions{Level: lv}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: seconds}
 	switch format {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
@@ -69,6 +108,15 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format: %q is not text or json", format)
+}
+
+// seconds writes every duration in the logs in one unit, seconds, as a
+// number: slog's JSON would write nanoseconds, its text "1.5s" or "250ms".
+func seconds(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.Float64(a.Key, a.Value.Duration().Seconds())
+	}
+	return a
 }
 
 // serverGCPercent is the collector's heap growth target in proxy and serve

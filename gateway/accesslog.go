@@ -1,0 +1,124 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/httplimit"
+)
+
+// The access_log values.
+const (
+	AccessLogOff     = "off"
+	AccessLogAll     = "all"
+	AccessLogRefused = "refused"
+)
+
+// accessLog writes a JSON line per request (or per refused request) with
+// what the limits decided. Refusals are otherwise counted by the metrics,
+// never logged per request: under a flood of refused clients, the line per
+// refusal is the cost the operator asked for.
+type accessLog struct {
+	logger      *slog.Logger
+	refusedOnly bool
+}
+
+// newAccessLog writes to w, or returns nil for "off".
+func newAccessLog(mode string, w io.Writer) *accessLog {
+	if mode == "" || mode == AccessLogOff {
+		return nil
+	}
+	return &accessLog{logger: slog.New(slog.NewJSONHandler(w, nil)), refusedOnly: mode == AccessLogRefused}
+}
+
+// record is one request's line, filled as it goes.
+type record struct {
+	decided   bool
+	rules     []string
+	refusedBy string
+}
+
+type recordKey struct{}
+
+// decided is the middleware's WithDecided hook: it copies the decision into
+// the request's record, if the access log gave it one.
+func decided(r *http.Request, d httplimit.Decided) {
+	if rec, ok := r.Context().Value(recordKey{}).(*record); ok {
+		rec.decided = true
+		rec.rules = append(rec.rules[:0], d.Rules...)
+		rec.refusedBy = d.RefusedBy
+	}
+}
+
+// handler wraps next, the view and everything after it.
+func (a *accessLog) handler(next http.Handler, clientIP func(*http.Request) string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &record{}
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), recordKey{}, rec)))
+		status := sw.status
+		if status == 0 {
+			status = http.StatusOK // nothing written: net/http answers 200
+		}
+		if a.refusedOnly && rec.refusedBy == "" {
+			return
+		}
+		rules := rec.rules
+		if rules == nil {
+			rules = []string{}
+		}
+		a.logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("client", clientIP(r)),
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.Path),
+			slog.Int("status", status),
+			slog.Any("rules", rules),
+			slog.String("refused_by", rec.refusedBy),
+			slog.Float64("duration", time.Since(start).Seconds()),
+		)
+	})
+}
+
+// statusWriter remembers the status written through it. Unwrap lets
+// http.ResponseController (ReverseProxy's flushes, upgrades) reach the
+// connection's writer; Flush and Hijack serve those who assert them.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if w.status == 0 {
+		w.status = http.StatusSwitchingProtocols
+	}
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}

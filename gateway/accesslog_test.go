@@ -1,0 +1,137 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// lockedBuffer is a buffer the gateway writes and the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) lines(t *testing.T) []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("an access log line is not JSON: %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestAccessLog: access_log: all writes a JSON line per request with the
+// client, method, path without its query, status, the rules that matched,
+// the one that refused and the duration in seconds; refused writes only
+// the refusals; off (the default) writes nothing; and while it is on the
+// fast path serves nothing, so that no request goes unlogged.
+func TestAccessLog(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+	defer up.Close()
+	for _, tc := range []struct {
+		mode     string
+		statuses []float64
+	}{
+		{"all", []float64{200, 429, 200}},
+		{"refused", []float64{429}},
+		{"off", nil},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "gw.yaml")
+			yaml := "listen: 127.0.0.1:0\nwatch: -1s\naccess_log: " + tc.mode + "\nupstream: " + up.URL + "\nrules:\n" +
+				"  - name: api\n    match: {path_prefix: /api/}\n    key: [ip]\n    limit: {algorithm: fixed_window, rate: 1, period: 1h}\n" +
+				"  - name: watch\n    mode: shadow\n    match: {path_prefix: /api/}\n    limit: {algorithm: fixed_window, rate: 100, period: 1h}\n"
+			if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var buf lockedBuffer
+			g, err := New(context.Background(), path, Options{AccessLog: &buf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- g.Run(ctx) }()
+			defer func() {
+				cancel()
+				<-done
+			}()
+			deadline := time.Now().Add(5 * time.Second)
+			for g.Addr() == nil {
+				if time.Now().After(deadline) {
+					t.Fatal("the gateway did not start")
+				}
+				time.Sleep(time.Millisecond) // polling, bounded above
+			}
+			base := "http://" + g.Addr().String()
+			for _, p := range []string{"/api/x?token=secret", "/api/x?token=secret", "/other"} {
+				resp, err := http.Get(base + p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			lines := buf.lines(t)
+			if len(lines) != len(tc.statuses) {
+				t.Fatalf("%d lines, want %d: %v", len(lines), len(tc.statuses), lines)
+			}
+			for i, l := range lines {
+				if l["status"] != tc.statuses[i] || l["client"] != "127.0.0.1" || l["method"] != "GET" || l["msg"] != "request" {
+					t.Errorf("line %d: %v", i, l)
+				}
+				if d, ok := l["duration"].(float64); !ok || d <= 0 || d > 5 {
+					t.Errorf("line %d: duration %v, want seconds", i, l["duration"])
+				}
+				if strings.Contains(l["path"].(string), "secret") {
+					t.Errorf("line %d logs the query: %v", i, l["path"])
+				}
+				want, refused := `["api","watch"]`, ""
+				if l["status"] == 429.0 {
+					refused = "api"
+				}
+				if l["path"] == "/other" {
+					want = "[]"
+				}
+				if got := toJSON(l["rules"]); got != want || l["refused_by"] != refused {
+					t.Errorf("line %d: rules %s refused_by %q; want %s and %q", i, got, l["refused_by"], want, refused)
+				}
+			}
+			fast := testutil.ToFloat64(g.metrics.ConnectionCounter("fast"))
+			if on := tc.mode != "off"; on && fast != 0 || !on && fast == 0 {
+				t.Errorf("access_log %s: %v connections on the fast path", tc.mode, fast)
+			}
+		})
+	}
+}
+
+func toJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
