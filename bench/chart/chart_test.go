@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"image/color"
 	"path/filepath"
 	"slices"
@@ -10,22 +11,23 @@ import (
 
 func TestFormatTick(t *testing.T) {
 	for _, tc := range []struct {
-		v, step float64
-		want    string
+		v, step, top float64
+		want         string
 	}{
-		{0, 25000, "0"},
-		{75000, 25000, "75k"},
-		{250000, 50000, "250k"},
-		{1.5e6, 500000, "1.5M"},
-		{2500, 500, "2,500"},
-		{40, 10, "40"},
-		{0.6, 0.2, "0.6"},    // 3 × 0.2 is 0.6000000000000001
-		{0.75, 0.25, "0.75"}, // two decimals where the step has two
-		{1, 0.5, "1.0"},
-		{-20, 10, "-20"},
+		{0, 25000, 1e5, "0"},
+		{75000, 25000, 1e5, "75k"},
+		{250000, 50000, 3.5e5, "250k"},
+		{1.5e6, 500000, 3e6, "1.5M"},
+		{4000, 1000, 4500, "4,000"}, // as the bars' 4,028: no k below 10,000
+		{2500, 500, 4500, "2,500"},
+		{40, 10, 55, "40"},
+		{0.6, 0.2, 1.6, "0.6"},    // 3 × 0.2 is 0.6000000000000001
+		{0.75, 0.25, 1.6, "0.75"}, // two decimals where the step has two
+		{1, 0.5, 1.6, "1.0"},
+		{-20, 10, 40, "-20"},
 	} {
-		if got := formatTick(tc.v, tc.step); got != tc.want {
-			t.Errorf("formatTick(%v, %v) = %q, want %q", tc.v, tc.step, got, tc.want)
+		if got := formatTick(tc.v, tc.step, tc.top); got != tc.want {
+			t.Errorf("formatTick(%v, %v, %v) = %q, want %q", tc.v, tc.step, tc.top, got, tc.want)
 		}
 	}
 }
@@ -59,10 +61,12 @@ func TestFormat(t *testing.T) {
 		{22.8, "22.8"},
 		{22, "22"},
 		{154.8, "155"},
-		{9614, "9.61k"},
+		{9614, "9,614"},
+		{1301.4, "1,301"},
+		{9999.7, "10k"},
 		{41162, "41.2k"},
 		{309000, "309k"},
-		{999.96, "1k"}, // not 1000 nor 1e+03
+		{999.96, "1,000"}, // not 1e+03
 		{2647897, "2.65M"},
 		{-0.049, "-0.049"},
 	} {
@@ -72,22 +76,36 @@ func TestFormat(t *testing.T) {
 	}
 }
 
-func TestColoursDistinct(t *testing.T) {
-	cs, err := colours(len(palette))
+func TestColours(t *testing.T) {
+	var series []string
+	for i := range palette {
+		series = append(series, fmt.Sprint("s", i))
+	}
+	cs, err := colours(series, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := map[color.RGBA]bool{}
-	for _, c := range cs {
-		r, g, b, _ := c.RGBA()
-		k := color.RGBA{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8), 0xff}
-		if seen[k] || k == color.RGBA(targetStyle.Color.(color.RGBA)) {
-			t.Errorf("colour %v used twice", k)
+	seen := map[color.Color]bool{targetStyle.Color: true}
+	for i, c := range cs {
+		if seen[c] {
+			t.Errorf("%s: colour %v used twice, or the target line's", series[i], c)
 		}
-		seen[k] = true
+		seen[c] = true
 	}
-	if _, err := colours(len(palette) + 1); err == nil {
+	if _, err := colours(append(series, "one more"), nil); err == nil {
 		t.Error("more series than colours: no error")
+	}
+	// With an order, a series keeps its colour when another is left out.
+	all, err := colours([]string{"direct", "rk", "nginx"}, []string{"direct", "rk", "nginx"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	some, err := colours([]string{"rk", "nginx"}, []string{"direct", "rk", "nginx"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if some[0] != all[1] || some[1] != all[2] {
+		t.Errorf("rk and nginx: colours %v without direct, %v with it", some, all[1:])
 	}
 }
 

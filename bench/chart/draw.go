@@ -36,10 +36,8 @@ const (
 	legendRowH   = 16
 )
 
-// palette holds the series' colours, in the order the series come: the
-// simulator's colours first, then others far enough from them and from
-// each other to tell apart. A chart with more series than colours is an
-// error rather than a chart with two series in one colour.
+// palette holds the series' colours: the simulator's colours first, then
+// others far enough from them and from each other to tell apart.
 var palette = []color.Color{
 	color.RGBA{0x1f, 0x77, 0xb4, 0xff}, // blue
 	color.RGBA{0xe6, 0x7e, 0x22, 0xff}, // orange
@@ -59,12 +57,24 @@ var (
 	targetStyle = draw.LineStyle{Color: color.RGBA{0xd6, 0x27, 0x28, 0xff}, Width: 1.6, Dashes: []vg.Length{6, 3}}
 )
 
-// colours gives n series a colour each, none shared.
-func colours(n int) ([]color.Color, error) {
-	if n > len(palette) {
-		return nil, fmt.Errorf("%d series and %d colours: draw fewer series (-order)", n, len(palette))
+// colours gives each series a colour of its own: the one at its place in
+// order (-order) when there is one, so that a contender keeps its colour
+// across the charts drawn with the same order, even where some are left
+// out (-minus); else at its place in series. More series than colours is
+// an error rather than two series in one colour.
+func colours(series, order []string) ([]color.Color, error) {
+	cs := make([]color.Color, len(series))
+	for i, s := range series {
+		k := i
+		if order != nil {
+			k = index(order, s)
+		}
+		if k >= len(palette) {
+			return nil, fmt.Errorf("series %s is number %d and there are %d colours: draw fewer series (-order)", s, k+1, len(palette))
+		}
+		cs[i] = palette[k]
 	}
-	return palette[:n], nil
+	return cs, nil
 }
 
 // chart is a table ready to draw.
@@ -76,7 +86,11 @@ type chart struct {
 }
 
 func newChart(t *table, c config) (*chart, error) {
-	colors, err := colours(len(t.series))
+	var order []string
+	if c.order != "" {
+		order = strings.Split(c.order, ",")
+	}
+	colors, err := colours(t.series, order)
 	if err != nil {
 		return nil, err
 	}
@@ -329,7 +343,7 @@ func valueStyle(st text.Style, texts []string, barW vg.Length) text.Style {
 	for _, s := range texts {
 		widest = max(widest, st.Width(s))
 	}
-	if widest <= barW+1 {
+	if widest <= barW-3 { // a gap of 2 points at least between neighbours
 		return withAlign(st, draw.XCenter, draw.YBottom)
 	}
 	st = withAlign(st, draw.XLeft, draw.YCenter)
@@ -423,7 +437,7 @@ type niceTicks struct{}
 
 func (niceTicks) Ticks(lo, hi float64) []plot.Tick {
 	if hi <= lo {
-		return []plot.Tick{{Value: lo, Label: formatTick(lo, 1)}}
+		return []plot.Tick{{Value: lo, Label: formatTick(lo, 1, lo)}}
 	}
 	raw := (hi - lo) / 8
 	mag := math.Pow(10, math.Floor(math.Log10(raw)))
@@ -440,21 +454,23 @@ func (niceTicks) Ticks(lo, hi float64) []plot.Tick {
 		if v == 0 {
 			v = 0 // not -0
 		}
-		ts = append(ts, plot.Tick{Value: v, Label: formatTick(v, step)})
+		ts = append(ts, plot.Tick{Value: v, Label: formatTick(v, step, max(math.Abs(lo), math.Abs(hi)))})
 	}
 	return ts
 }
 
-// formatTick writes a tick's value v on an axis marked every step: 250k
-// and 1.5M where the step is a thousand or more, 2,500 where it is whole,
-// else with the step's decimals (0.25, 0.5): never 75000.00.
-func formatTick(v, step float64) string {
+// formatTick writes a tick's value v on an axis marked every step up to
+// top: 250k and 1.5M where the axis reaches 10,000 and the step is a
+// thousand or more, 2,500 where the step is whole, else with the step's
+// decimals (0.25, 0.5): never 75000.00. Below 10,000 the ticks are whole
+// numbers, as the values on the bars are.
+func formatTick(v, step, top float64) string {
 	switch {
 	case v == 0:
 		return "0"
-	case step >= 1000 && math.Abs(v) >= 1e6:
+	case step >= 1000 && top >= 1e4 && math.Abs(v) >= 1e6:
 		return strconv.FormatFloat(v/1e6, 'f', -1, 64) + "M"
-	case step >= 1000:
+	case step >= 1000 && top >= 1e4:
 		return strconv.FormatFloat(v/1e3, 'f', -1, 64) + "k"
 	case step >= 1:
 		return thousands(int64(math.Round(v)))
@@ -486,14 +502,17 @@ func thousands(n int64) string {
 
 // format writes a bar's value to three significant digits, in thousands
 // (41.2k) or millions (2.65M) when it is that large, without trailing
-// zeros.
+// zeros; from 1,000 to 9,999 whole, as the docs' tables write them (1.3k
+// would hide what 1,301 says in four characters).
 func format(v float64) string {
 	a := round3(math.Abs(v))
 	switch {
 	case a >= 1e6:
 		return sig3(v/1e6) + "M"
-	case a >= 1e3:
+	case a >= 1e4:
 		return sig3(v/1e3) + "k"
+	case math.Abs(v) >= 999.5:
+		return thousands(int64(math.Round(v)))
 	}
 	return sig3(v)
 }
