@@ -2,8 +2,10 @@
 // (the raw output that benchstat reads): for one metric, the median over
 // the file's rounds of every benchmark matching a filter, with one bar per
 // series (a sub-benchmark key such as lib or impl) in each group (another
-// key, such as mode or callers). docs/benchmarks.md shows the charts it
-// draws from bench/results; bench/charts.sh redraws them all.
+// key, such as mode or callers). The title and the legend sit above the
+// plot, never over the bars; each series has a colour of its own and
+// every value is written on its bar. docs/benchmarks.md shows the charts
+// it draws from bench/results; bench/charts.sh redraws them all.
 //
 //	go run ./chart -in results/memory.txt -match MemoryManyKeys -metric sec/op \
 //		-series lib -title "1M keys" -out ../docs/img/bench-memory.png
@@ -13,16 +15,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"image/color"
 	"io"
 	"os"
 	"slices"
 	"strings"
 
 	"golang.org/x/perf/benchfmt"
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
 )
 
 func main() {
@@ -30,11 +28,18 @@ func main() {
 	flag.StringVar(&c.in, "in", "", "results file (Go benchmark format)")
 	flag.StringVar(&c.match, "match", "", "only benchmarks whose full name contains every comma-separated part")
 	flag.StringVar(&c.metric, "metric", "sec/op", "the unit to draw (sec/op, decisions/s, B/key, ...)")
+	flag.Float64Var(&c.scale, "scale", 1, "multiply every value by this (0.001: µs to ms)")
 	flag.StringVar(&c.group, "group", "", "sub-benchmark key whose values make the groups along the x axis (empty: one group)")
 	flag.StringVar(&c.series, "series", "lib", "sub-benchmark key whose values make the bars in a group")
 	flag.StringVar(&c.order, "order", "", "comma-separated series values to draw, in that order (default: all, as first seen)")
+	flag.StringVar(&c.names, "names", "", "comma-separated value=name pairs: how to write series and group values")
+	flag.StringVar(&c.minus, "minus", "", "a series subtracted from the others in each group, and not drawn")
 	flag.StringVar(&c.title, "title", "", "chart title")
-	flag.StringVar(&c.ylabel, "ylabel", "", "y axis label (default: the metric)")
+	flag.StringVar(&c.subtitle, "subtitle", "", "a line under the title: the setup, where the numbers come from")
+	flag.StringVar(&c.ylabel, "ylabel", "", "y axis label, with the unit (default: the metric)")
+	flag.StringVar(&c.xlabel, "xlabel", "", "x axis label; with it the groups are written as their bare values")
+	flag.Float64Var(&c.target, "target", 0, "draw a horizontal line at this value (0: none)")
+	flag.StringVar(&c.targetLabel, "target-label", "target", "the target line's name in the legend")
 	flag.StringVar(&c.out, "out", "", "output file (.png or .svg)")
 	flag.Parse()
 	if err := run(c); err != nil {
@@ -44,7 +49,9 @@ func main() {
 }
 
 type config struct {
-	in, match, metric, group, series, order, title, ylabel, out string
+	in, match, metric, group, series, order, names, minus string
+	title, subtitle, ylabel, xlabel, targetLabel, out     string
+	scale, target                                         float64
 }
 
 // table is the medians to draw: values[group][series].
@@ -66,11 +73,16 @@ func run(c config) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", c.in, err)
 	}
-	p, err := draw(t, c)
+	if c.minus != "" {
+		if err := t.subtract(c.minus); err != nil {
+			return fmt.Errorf("%s: %w", c.in, err)
+		}
+	}
+	ch, err := newChart(t, c)
 	if err != nil {
 		return err
 	}
-	return p.Save(8*vg.Inch, 4*vg.Inch, c.out)
+	return ch.save(c.out)
 }
 
 // read collects, for every (group, series) the filter keeps, the metric's
@@ -79,6 +91,17 @@ func read(r io.Reader, c config) (*table, error) {
 	samples := map[[2]string][]float64{}
 	t := &table{values: map[string]map[string]float64{}}
 	parts := strings.Split(c.match, ",")
+	var want []string
+	if c.order != "" {
+		want = strings.Split(c.order, ",")
+		if c.minus != "" && !slices.Contains(want, c.minus) {
+			want = append(want, c.minus)
+		}
+	}
+	scale := c.scale
+	if scale == 0 {
+		scale = 1
+	}
 	br := benchfmt.NewReader(r, c.in)
 	for br.Scan() {
 		res, ok := br.Result().(*benchfmt.Result)
@@ -108,7 +131,7 @@ func read(r io.Reader, c config) (*table, error) {
 		if c.group != "" && key[0] == "" || key[1] == "" {
 			continue
 		}
-		if c.order != "" && !slices.Contains(strings.Split(c.order, ","), key[1]) {
+		if want != nil && !slices.Contains(want, key[1]) {
 			continue
 		}
 		if !slices.Contains(t.groups, key[0]) {
@@ -117,7 +140,7 @@ func read(r io.Reader, c config) (*table, error) {
 		if !slices.Contains(t.series, key[1]) {
 			t.series = append(t.series, key[1])
 		}
-		samples[key] = append(samples[key], v)
+		samples[key] = append(samples[key], v*scale)
 	}
 	if err := br.Err(); err != nil {
 		return nil, err
@@ -125,8 +148,7 @@ func read(r io.Reader, c config) (*table, error) {
 	if len(samples) == 0 {
 		return nil, fmt.Errorf("no %s samples match %q", c.metric, c.match)
 	}
-	if c.order != "" {
-		want := strings.Split(c.order, ",")
+	if want != nil {
 		slices.SortStableFunc(t.series, func(a, b string) int { return index(want, a) - index(want, b) })
 	}
 	for k, vs := range samples {
@@ -136,6 +158,26 @@ func read(r io.Reader, c config) (*table, error) {
 		t.values[k[0]][k[1]] = median(vs)
 	}
 	return t, nil
+}
+
+// subtract takes base's median from every other series' in each group
+// (the proxies' p99 less the direct path's: what each adds), and drops base.
+func (t *table) subtract(base string) error {
+	if !slices.Contains(t.series, base) {
+		return fmt.Errorf("-minus %s: no such series", base)
+	}
+	for _, g := range t.groups {
+		b, ok := t.values[g][base]
+		if !ok {
+			return fmt.Errorf("-minus %s: none in group %q", base, g)
+		}
+		for s := range t.values[g] {
+			t.values[g][s] -= b
+		}
+		delete(t.values[g], base)
+	}
+	t.series = slices.DeleteFunc(t.series, func(s string) bool { return s == base })
+	return nil
 }
 
 // value reads unit from res, converting time per op to nanoseconds.
@@ -152,118 +194,6 @@ func value(res *benchfmt.Result, unit string) (float64, bool) {
 		}
 	}
 	return 0, false
-}
-
-func draw(t *table, c config) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = c.title
-	p.Y.Label.Text = c.ylabel
-	if p.Y.Label.Text == "" {
-		p.Y.Label.Text = label(c.metric)
-	}
-	p.Y.Min = 0
-	p.Legend.Top = true
-	p.Legend.Left = true
-	p.Legend.XOffs = vg.Points(60)
-	n := float64(len(t.series))
-	single := len(t.groups) == 1 && t.groups[0] == ""
-	w := vg.Points(min(48, 420/(n*float64(len(t.groups)))))
-	if single {
-		w = vg.Points(min(60, 400/n))
-	}
-	top := 0.0
-	for i, s := range t.series {
-		vs := make(plotter.Values, len(t.groups))
-		for j, g := range t.groups {
-			vs[j] = t.values[g][s]
-			top = max(top, vs[j])
-		}
-		b, err := plotter.NewBarChart(vs, w)
-		if err != nil {
-			return nil, err
-		}
-		b.Color = palette[i%len(palette)]
-		b.LineStyle.Width = 0
-		offset := vg.Length(float64(i)-(n-1)/2) * w
-		if single {
-			b.XMin, offset = float64(i), 0 // one bar per series along the axis
-		} else {
-			b.Offset = offset
-			p.Legend.Add(s, b)
-		}
-		p.Add(b)
-		// The value above each bar.
-		xys := make(plotter.XYs, len(vs))
-		texts := make([]string, len(vs))
-		for j, v := range vs {
-			xys[j] = plotter.XY{X: float64(j), Y: v}
-			if single {
-				xys[j].X = float64(i)
-			}
-			if _, ok := t.values[t.groups[j]][s]; ok {
-				texts[j] = format(v)
-			}
-		}
-		l, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: texts})
-		if err != nil {
-			return nil, err
-		}
-		for k := range l.TextStyle {
-			l.TextStyle[k].XAlign = -0.5
-			l.TextStyle[k].Font.Size = vg.Points(8)
-		}
-		l.Offset = vg.Point{X: offset, Y: vg.Points(2)}
-		p.Add(l)
-	}
-	p.Y.Max = top * 1.12
-	if !single { // room above the bars for the legend, a line per series
-		p.Y.Max = top * (1.1 + 0.075*n)
-	}
-	if single {
-		p.NominalX(t.series...)
-		return p, nil
-	}
-	names := slices.Clone(t.groups)
-	for i, g := range names {
-		names[i] = c.group + "=" + g
-	}
-	p.NominalX(names...)
-	return p, nil
-}
-
-// format prints a bar's value with three significant digits.
-func format(v float64) string {
-	switch {
-	case v >= 1e6:
-		return fmt.Sprintf("%.3gM", v/1e6)
-	case v >= 1e4:
-		return fmt.Sprintf("%.3gk", v/1e3)
-	case v >= 100:
-		return fmt.Sprintf("%.0f", v)
-	}
-	return fmt.Sprintf("%.3g", v)
-}
-
-// label turns a benchmark unit into an axis label.
-func label(unit string) string {
-	switch {
-	case unit == "sec/op":
-		return "ns per operation (lower is better)"
-	case strings.HasSuffix(unit, "/s"):
-		return unit + " (higher is better)"
-	}
-	return unit + " (lower is better)"
-}
-
-// palette: ratekeeper's bars first, in the project's blue; peers in greys
-// and muted colours.
-var palette = []color.Color{
-	color.RGBA{0x1f, 0x5f, 0xbf, 0xff},
-	color.RGBA{0x99, 0x99, 0x99, 0xff},
-	color.RGBA{0xd0, 0x8c, 0x3a, 0xff},
-	color.RGBA{0x5a, 0xa0, 0x6e, 0xff},
-	color.RGBA{0xa0, 0x5a, 0x8c, 0xff},
-	color.RGBA{0x60, 0x60, 0x60, 0xff},
 }
 
 func containsAll(s string, parts []string) bool {
