@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -308,6 +309,37 @@ func TestAppendMatchesKeys(t *testing.T) {
 		want, ok := m.Rule.Key(r, ip)
 		if !ok || m.Key != want {
 			t.Errorf("%s: key %q, want %q", m.Rule.Name, m.Key, want)
+		}
+	}
+}
+
+// TestInapplicableLimitFields runs every limit field an algorithm may not
+// use over every algorithm: where it applies the file is valid, where it
+// cannot it is an error at its line naming the field, as serve's loader
+// does (rls.TestInapplicableLimitFields).
+func TestInapplicableLimitFields(t *testing.T) {
+	applies := map[string][]ratekeeper.Algorithm{
+		"burst: 3":           {ratekeeper.TokenBucket, ratekeeper.LeakyBucket},
+		"stagger: true":      {ratekeeper.FixedWindow, ratekeeper.SlidingWindow},
+		"log_rejected: true": {ratekeeper.SlidingLog},
+	}
+	for field, algs := range applies {
+		name, _, _ := strings.Cut(field, ":")
+		for _, a := range ratekeeper.Algorithms {
+			t.Run(name+"/"+string(a), func(t *testing.T) {
+				yaml := "rules:\n  - name: r\n    limit:\n      algorithm: " + string(a) + "\n      rate: 2\n      period: 10s\n      " + field + "\n"
+				_, err := Parse("f.yaml", []byte(yaml))
+				if slices.Contains(algs, a) {
+					if err != nil {
+						t.Fatalf("%s on %s: %v", name, a, err)
+					}
+					return
+				}
+				want := "f.yaml:7: rules[0].limit." + name + ": "
+				if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), string(a)) {
+					t.Fatalf("%s on %s: %v, want %q naming the algorithm", name, a, err, want)
+				}
+			})
 		}
 	}
 }
