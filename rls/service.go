@@ -745,7 +745,7 @@ func (s *Service) count(cur *served, sl *slot) {
 func headers(resp *rlsv3.RateLimitResponse, st *rlsv3.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
 	l := st.CurrentLimit
 	window := int64(unitDuration(l.Unit) / time.Second)
-	reset := ceilSeconds(st.DurationUntilReset.AsDuration())
+	reset := waitSeconds(st.DurationUntilReset.AsDuration())
 	h := []*corev3.HeaderValue{
 		{Key: "RateLimit-Limit", Value: strconv.FormatUint(uint64(l.RequestsPerUnit), 10) + ", " + strconv.FormatUint(uint64(l.RequestsPerUnit), 10) + ";w=" + strconv.FormatInt(window, 10)},
 		{Key: "RateLimit-Remaining", Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
@@ -759,4 +759,12 @@ func headers(resp *rlsv3.RateLimitResponse, st *rlsv3.RateLimitResponse_Descript
 
 func ceilSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
+}
+
+// waitSeconds is a limit's wait in whole seconds for the headers: rounded
+// up, less the clock's tick first, as httplimit's waitSeconds (which says
+// why): a sliding window's wait of a window plus a microsecond is the
+// window, not a second more.
+func waitSeconds(d time.Duration) int64 {
+	return max(0, ceilSeconds(d-time.Microsecond))
 }

@@ -784,3 +784,23 @@ func TestCostAboveLimit(t *testing.T) {
 		t.Errorf("/json cost 11 of 10: %d Retry-After %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
 	}
 }
+
+// TestSlidingResetWithinWindow: the sliding algorithms' waits are a window
+// plus the clock's tick (a window's edge is inclusive); the headers do not
+// round the tick up into a second beyond the window (httplimit's
+// TestResetWithinWindow holds the gateway to the same).
+func TestSlidingResetWithinWindow(t *testing.T) {
+	for _, a := range []string{"sliding_log", "sliding_window"} {
+		f := newFixtureYAML(t, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1, algorithm: "+a+"}\n", WithResponseHeaders(true))
+		f.clock.Set(start.Add(40 * time.Second)) // a window's edge
+		f.ask(t, "d", 0, desc("k", "a"))
+		r := f.ask(t, "d", 0, desc("k", "a"))
+		got := map[string]string{}
+		for _, h := range r.ResponseHeadersToAdd {
+			got[h.Key] = h.Value
+		}
+		if got["RateLimit-Limit"] != "1, 1;w=60" || got["RateLimit-Reset"] != "60" || got["Retry-After"] != "60" {
+			t.Errorf("%s: %v, want RateLimit-Reset and Retry-After 60 for w=60", a, got)
+		}
+	}
+}
