@@ -70,7 +70,7 @@ func TestConfigErrorsNameFileLineField(t *testing.T) {
 		want       []string // substrings of the error, every one
 	}{
 		{"unknown field", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      request_per_unit: 5\n",
-			[]string{"f.yaml:6:", "descriptors[0].rate_limit.request_per_unit", "not found"}},
+			[]string{"f.yaml:6:", "descriptors[0].rate_limit.request_per_unit", "unknown field; valid:", "requests_per_unit"}},
 		{"bad unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 5\n",
 			[]string{"f.yaml:5: descriptors[0].rate_limit.unit:", "fortnight"}},
 		{"missing unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      requests_per_unit: 5\n",

@@ -83,7 +83,7 @@ func TestIssueExample(t *testing.T) {
 // file, the line and the field.
 func TestErrorsNameFileLineField(t *testing.T) {
 	cases := []struct{ yaml, want string }{
-		{"rules:\n  - name: a\n    limt: {}\n", `f.yaml:3: rules[0].limt: field limt not found`},
+		{"rules:\n  - name: a\n    limt: {}\n", `f.yaml:3: rules[0].limt: unknown field; valid: name, match,`},
 		{"rules:\n  - name: a\n    limit: {algorithm: token_bucket, rate: 1, period: 1x}\n", `f.yaml:3: rules[0].limit.period: "1x" is not a duration`},
 		{"rules:\n  - name: a\n    limit: {algorithm: token_bucket, rate: abc, period: 1s}\n", "f.yaml:3: rules[0].limit.rate: cannot unmarshal"},
 		{"rules:\n  - name: a\n    limit:\n      algorithm: token_bucket\n      rate: 0\n      period: 1s\n", "f.yaml:5: rules[0].limit.rate: rate must be positive"},
@@ -94,7 +94,7 @@ func TestErrorsNameFileLineField(t *testing.T) {
 		{"rules:\n  - name: q\n    mode: queue\n    limit: {algorithm: token_bucket, rate: 1, period: 1s}\n", "f.yaml:3: rules[0].mode: queue mode needs the leaky_bucket"},
 		{"rules:\n  - name: k\n    key: [cookie:x]\n    limit: {algorithm: token_bucket, rate: 1, period: 1s}\n", `f.yaml:3: rules[0].key[0]: "cookie:x" is not`},
 		{"rules: [\n", "f.yaml:"},
-		{"listen: 127.0.0.1:8080\n", "f.yaml:1: listen: field listen not found"}, // the gateway's, not a rules file's
+		{"listen: 127.0.0.1:8080\n", "f.yaml:1: listen: unknown field; valid: client_ip,"}, // the gateway's, not a rules file's
 	}
 	for _, c := range cases {
 		_, err := Parse("f.yaml", []byte(c.yaml))
