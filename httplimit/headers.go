@@ -61,7 +61,7 @@ func (m *Middleware) writeHeaders(h http.Header, v verdict, s *scratch) {
 		}
 		ends[1] = len(b)
 		if counted {
-			b = strconv.AppendInt(b, ceilSeconds(d.ResetAfter), 10)
+			b = strconv.AppendInt(b, waitSeconds(d.ResetAfter), 10)
 		}
 		ends[2] = len(b)
 	}
@@ -92,7 +92,7 @@ func (m *Middleware) writeHeaders(h http.Header, v verdict, s *scratch) {
 			b = append(b, ";r="...)
 			b = strconv.AppendInt(b, int64(d.Remaining), 10)
 			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, ceilSeconds(t), 10)
+			b = strconv.AppendInt(b, waitSeconds(t), 10)
 		}
 		ends[4] = len(b)
 	}
@@ -142,11 +142,11 @@ func writeProblem(w http.ResponseWriter, p Problem) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// writeTooMany answers 429 for rule with a wait of retry, rounded up to
-// whole seconds (at least 1) so that the client is never early; a gRPC
-// call gets RESOURCE_EXHAUSTED.
+// writeTooMany answers 429 for rule with a wait of retry in whole seconds
+// (waitSeconds, at least 1), so that the client is never early; a gRPC call
+// gets RESOURCE_EXHAUSTED.
 func writeTooMany(w http.ResponseWriter, r *http.Request, rule string, retry time.Duration) {
-	secs := max(ceilSeconds(retry), 1)
+	secs := max(waitSeconds(retry), 1)
 	s := strconv.FormatInt(secs, 10)
 	w.Header().Set("Retry-After", s)
 	w.Header().Set(HeaderRetryAfter, s)

@@ -263,6 +263,19 @@ func ceilSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
+// waitSeconds is a decision's wait (RetryAfter, ResetAfter) in whole
+// seconds for the headers: rounded up, less the clock's tick first. The
+// stores count microseconds and a sliding window's edge is inclusive (an
+// entry stamped t-W still counts at t), so a request at t frees its place at
+// t+W+1µs; rounded up as it is, a 10 s window would announce 11 s beside
+// its policy's w=10. The client's retry leaves at least a tick after the
+// decision it answers (the answer is sent after it), so waiting the rounded
+// figure from the answer is still never early. rls rounds its headers the
+// same way.
+func waitSeconds(d time.Duration) int64 {
+	return ceilSeconds(d - time.Microsecond)
+}
+
 // scratch is the per-request working memory, pooled.
 type scratch struct {
 	matches  []rules.Match

@@ -220,8 +220,11 @@ func (r *RateLimitConfig) validate() []*Error {
 		if r.RequestsPerUnit != 0 {
 			bad(".requests_per_unit", errors.New("must not be set on an unlimited limit"))
 		}
-		if r.Algorithm != "" || r.Burst != 0 {
+		if r.Algorithm != "" {
 			bad(".algorithm", errors.New("must not be set on an unlimited limit"))
+		}
+		if r.Burst != 0 {
+			bad(".burst", errors.New("must not be set on an unlimited limit"))
 		}
 		return errs
 	}

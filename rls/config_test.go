@@ -70,7 +70,7 @@ func TestConfigErrorsNameFileLineField(t *testing.T) {
 		want       []string // substrings of the error, every one
 	}{
 		{"unknown field", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      request_per_unit: 5\n",
-			[]string{"f.yaml:6:", "descriptors[0].rate_limit.request_per_unit", "not found"}},
+			[]string{"f.yaml:6:", "descriptors[0].rate_limit.request_per_unit", "unknown field; valid:", "requests_per_unit"}},
 		{"bad unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 5\n",
 			[]string{"f.yaml:5: descriptors[0].rate_limit.unit:", "fortnight"}},
 		{"missing unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      requests_per_unit: 5\n",
@@ -175,4 +175,49 @@ func FuzzParseDomain(f *testing.F) {
 			t.Fatalf("parsed but does not compile: %v", err)
 		}
 	})
+}
+
+// TestInapplicableLimitFields: burst, serve's only algorithm-specific field,
+// is valid on the buckets and an error at its line on every other algorithm
+// (the default, fixed_window, included) and on an unlimited limit, as in
+// the gateway's rules (rules.TestInapplicableLimitFields).
+func TestInapplicableLimitFields(t *testing.T) {
+	for _, a := range append([]ratekeeper.Algorithm{""}, ratekeeper.Algorithms...) {
+		t.Run("burst/"+cmpOr(string(a), "default"), func(t *testing.T) {
+			alg := ""
+			if a != "" {
+				alg = "      algorithm: " + string(a) + "\n"
+			}
+			yaml := "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: 5\n" + alg + "      burst: 9\n"
+			_, err := ParseDomain("f.yaml", []byte(yaml))
+			if a == ratekeeper.TokenBucket || a == ratekeeper.LeakyBucket {
+				if err != nil {
+					t.Fatalf("burst on %s: %v", a, err)
+				}
+				return
+			}
+			line := "7"
+			if a != "" {
+				line = "8"
+			}
+			want := "f.yaml:" + line + ": descriptors[0].rate_limit.burst: "
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), string(cmpOr(a, ratekeeper.FixedWindow))) {
+				t.Fatalf("burst on %q: %v, want %q naming the algorithm", a, err, want)
+			}
+		})
+	}
+	t.Run("burst/unlimited", func(t *testing.T) {
+		_, err := ParseDomain("f.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unlimited: true\n      burst: 9\n"))
+		if want := "f.yaml:6: descriptors[0].rate_limit.burst: must not be set on an unlimited limit"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%v, want %q", err, want)
+		}
+	})
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
 }

@@ -96,6 +96,11 @@ type CheckStatus struct {
 	// the policy's, CurrentLimit is absent, and LimitRemaining and
 	// DurationUntilReset are zero and mean nothing.
 	Fallback bool `json:"fallback,omitempty"`
+	// CostAboveLimit says that the descriptor's cost (hits_addend) is more
+	// than its limit can ever allow: Code is OVER_LIMIT, nothing was taken,
+	// LimitRemaining is what is left, and DurationUntilReset is zero: no
+	// wait lets the request pass, so the answer carries no Retry-After.
+	CostAboveLimit bool `json:"cost_above_limit,omitempty"`
 }
 
 // CheckLimit is a limit as configured.
@@ -136,6 +141,7 @@ func (s *Service) serveCheck(w http.ResponseWriter, r *http.Request) {
 	for i, st := range resp.Statuses {
 		cs := CheckStatus{Code: st.Code.String(), LimitRemaining: st.LimitRemaining, DurationUntilReset: st.DurationUntilReset.AsDuration().Seconds()}
 		cs.Fallback = o.uncounted != nil && o.uncounted[i]
+		cs.CostAboveLimit = o.tooMany != nil && o.tooMany[i]
 		if l := st.CurrentLimit; l != nil {
 			cs.CurrentLimit = &CheckLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: l.Unit.String()}
 		}
@@ -182,7 +188,7 @@ func (s *Service) serveJSON(w http.ResponseWriter, r *http.Request) {
 // writeDecision writes b with 200, or 429 when over the limit, and the
 // rate limit headers the response carries; or, when the store's failure
 // policy and no limit refused the request, 503 with its Retry-After.
-func writeDecision(w http.ResponseWriter, resp *rlsv3.RateLimitResponse, o outage, ctype string, b []byte) {
+func writeDecision(w http.ResponseWriter, resp *rlsv3.RateLimitResponse, o notes, ctype string, b []byte) {
 	h := w.Header()
 	h.Set("Content-Type", ctype)
 	for _, hv := range resp.ResponseHeadersToAdd {

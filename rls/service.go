@@ -267,35 +267,45 @@ const (
 // failure_mode_deny), raw_body says that the rate limiter's store is
 // unavailable (Envoy sends it as the body of its answer) and, with
 // WithResponseHeaders, Retry-After is the policy's wait.
+//
+// A descriptor whose cost (hits_addend) is more than its limit can ever
+// allow is OVER_LIMIT, not an error (Envoy lets a request through on an
+// error unless failure_mode_deny), with what is really left and no
+// duration_until_reset; nothing is taken. Since no wait lets the request
+// pass, the answer has no Retry-After and raw_body says so.
 func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	resp, _, err := s.answer(ctx, req)
 	return resp, err
 }
 
-// outage is what an answer owes to the store's failure policy rather than
-// to counts. Its zero value: nothing.
-type outage struct {
+// notes is what an answer says beyond the response's fields: what it owes
+// to the store's failure policy rather than to counts, and which costs can
+// never pass. Its zero value: nothing.
+type notes struct {
 	// uncounted[i] says that the policy decided descriptor i without
 	// counting; nil when it decided none.
 	uncounted []bool
 	// refused, when positive, is the policy's wait: its refusal, and no
 	// limit's, put the request over the limit.
 	refused time.Duration
+	// tooMany[i] says that descriptor i costs more than its limit can ever
+	// allow; nil when none does.
+	tooMany []bool
 }
 
 // answer is Decide, with what the answer owes to the store's failure
 // policy.
-func (s *Service) answer(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, outage, error) {
+func (s *Service) answer(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, notes, error) {
 	domain := req.GetDomain()
 	if domain == "" {
-		return nil, outage{}, fmt.Errorf("%w: the domain must not be empty", ErrInvalid)
+		return nil, notes{}, fmt.Errorf("%w: the domain must not be empty", ErrInvalid)
 	}
 	descs := req.GetDescriptors()
 	if len(descs) == 0 {
-		return nil, outage{}, fmt.Errorf("%w: the descriptor list must not be empty", ErrInvalid)
+		return nil, notes{}, fmt.Errorf("%w: the descriptor list must not be empty", ErrInvalid)
 	}
 	if len(descs) > s.maxDescriptors {
-		return nil, outage{}, fmt.Errorf("%w: %d descriptors, more than the limit of %d", ErrInvalid, len(descs), s.maxDescriptors)
+		return nil, notes{}, fmt.Errorf("%w: %d descriptors, more than the limit of %d", ErrInvalid, len(descs), s.maxDescriptors)
 	}
 	cur := s.cur.Load()
 	rules := cur.rules
@@ -318,9 +328,9 @@ func (s *Service) answer(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	for i, d := range descs {
 		switch n := len(d.GetEntries()); {
 		case n == 0:
-			return nil, outage{}, fmt.Errorf("%w: descriptor %d has no entries", ErrInvalid, i)
+			return nil, notes{}, fmt.Errorf("%w: descriptor %d has no entries", ErrInvalid, i)
 		case n > s.maxEntries:
-			return nil, outage{}, fmt.Errorf("%w: descriptor %d has %d entries, more than the limit of %d", ErrInvalid, i, n, s.maxEntries)
+			return nil, notes{}, fmt.Errorf("%w: descriptor %d has %d entries, more than the limit of %d", ErrInvalid, i, n, s.maxEntries)
 		}
 		entries = entries[:0]
 		for _, e := range d.GetEntries() {
@@ -382,7 +392,7 @@ func (s *Service) answer(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		}
 	}
 	if err := s.decide(ctx, slots); err != nil {
-		return nil, outage{}, err
+		return nil, notes{}, err
 	}
 	resp, o := s.respond(cur, slots)
 	return resp, o, nil
@@ -554,14 +564,17 @@ type oneStatus struct {
 }
 
 // respond builds the response from decided slots and counts the metrics.
-func (s *Service) respond(cur *served, slots []slot) (*rlsv3.RateLimitResponse, outage) {
+func (s *Service) respond(cur *served, slots []slot) (*rlsv3.RateLimitResponse, notes) {
 	var (
 		resp   *rlsv3.RateLimitResponse
 		blocks []statusBlock
-		fb     outage
+		fb     notes
 		// counted: a limit's count put the request over the limit;
 		// policy: the store's failure policy refused a descriptor.
 		counted, policy bool
+		// never: an enforced descriptor costs more than its limit can
+		// ever allow, the first such said so.
+		never string
 	)
 	if len(slots) == 1 {
 		o := new(oneStatus)
@@ -594,6 +607,9 @@ func (s *Service) respond(cur *served, slots []slot) (*rlsv3.RateLimitResponse, 
 				fb.uncounted = make([]bool, len(slots))
 			}
 			fb.uncounted[i] = true
+			if sl.kind == tooMany {
+				fb.markTooMany(i, len(slots), r.shadow, sl, &never)
+			}
 			if sl.over && !r.shadow {
 				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -610,7 +626,13 @@ func (s *Service) respond(cur *served, slots []slot) (*rlsv3.RateLimitResponse, 
 		b.limit.Name, b.limit.RequestsPerUnit, b.limit.Unit = r.name, r.rpu, r.unit
 		st.CurrentLimit = &b.limit
 		reset := sl.reset
-		if sl.kind != denyAll {
+		switch {
+		case sl.kind == tooMany:
+			// Asked without taking: what is left is real, and no wait
+			// makes the request pass, so no duration_until_reset.
+			st.LimitRemaining = uint32(sl.d.Remaining)
+			fb.markTooMany(i, len(slots), r.shadow, sl, &never)
+		case sl.kind != denyAll:
 			st.LimitRemaining = uint32(sl.d.Remaining)
 			if sl.over {
 				st.LimitRemaining = 0
@@ -622,8 +644,10 @@ func (s *Service) respond(cur *served, slots []slot) (*rlsv3.RateLimitResponse, 
 				reset = sl.d.ResetAfter
 			}
 		}
-		b.reset.Seconds, b.reset.Nanos = int64(reset/time.Second), int32(reset%time.Second) // as durationpb.New
-		st.DurationUntilReset = &b.reset
+		if sl.kind != tooMany {
+			b.reset.Seconds, b.reset.Nanos = int64(reset/time.Second), int32(reset%time.Second) // as durationpb.New
+			st.DurationUntilReset = &b.reset
+		}
 		if sl.over && !r.shadow {
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -633,6 +657,22 @@ func (s *Service) respond(cur *served, slots []slot) (*rlsv3.RateLimitResponse, 
 		if best < 0 || st.LimitRemaining < resp.Statuses[best].LimitRemaining {
 			best = i
 		}
+	}
+	if never != "" {
+		// No wait lets the request pass: no Retry-After, and raw_body
+		// (the body of Envoy's answer) says why.
+		fb.refused = 0
+		resp.RawBody = []byte(never)
+		if s.headers && best >= 0 {
+			h := headers(resp, resp.Statuses[best])
+			if resp.Statuses[best].DurationUntilReset == nil {
+				h = h[:2] // the limit and what is left, no reset
+			} else {
+				h = h[:3]
+			}
+			resp.ResponseHeadersToAdd = h
+		}
+		return resp, fb
 	}
 	if !policy || counted {
 		fb.refused = 0
@@ -653,6 +693,19 @@ func (s *Service) respond(cur *served, slots []slot) (*rlsv3.RateLimitResponse, 
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(secs, 10)})
 	}
 	return resp, fb
+}
+
+// markTooMany notes that slot i of n costs more than its limit can ever
+// allow and, for an enforced limit, sets never to the words that say so
+// unless an earlier one did.
+func (fb *notes) markTooMany(i, n int, shadow bool, sl *slot, never *string) {
+	if fb.tooMany == nil {
+		fb.tooMany = make([]bool, n)
+	}
+	fb.tooMany[i] = true
+	if !shadow && *never == "" {
+		*never = fmt.Sprintf("cost %d is more than the limit of %d can ever allow: this request can never pass\n", sl.n, sl.r.limit.Capacity())
+	}
 }
 
 func (s *Service) count(cur *served, sl *slot) {
@@ -692,7 +745,7 @@ func (s *Service) count(cur *served, sl *slot) {
 func headers(resp *rlsv3.RateLimitResponse, st *rlsv3.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
 	l := st.CurrentLimit
 	window := int64(unitDuration(l.Unit) / time.Second)
-	reset := ceilSeconds(st.DurationUntilReset.AsDuration())
+	reset := waitSeconds(st.DurationUntilReset.AsDuration())
 	h := []*corev3.HeaderValue{
 		{Key: "RateLimit-Limit", Value: strconv.FormatUint(uint64(l.RequestsPerUnit), 10) + ", " + strconv.FormatUint(uint64(l.RequestsPerUnit), 10) + ";w=" + strconv.FormatInt(window, 10)},
 		{Key: "RateLimit-Remaining", Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
@@ -706,4 +759,12 @@ func headers(resp *rlsv3.RateLimitResponse, st *rlsv3.RateLimitResponse_Descript
 
 func ceilSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
+}
+
+// waitSeconds is a limit's wait in whole seconds for the headers: rounded
+// up, less the clock's tick first, as httplimit's waitSeconds (which says
+// why): a sliding window's wait of a window plus a microsecond is the
+// window, not a second more.
+func waitSeconds(d time.Duration) int64 {
+	return max(0, ceilSeconds(d-time.Microsecond))
 }

@@ -339,8 +339,9 @@ func TestHitsAddend(t *testing.T) {
 	if r := f.ask(t, "d", 0, desc("k", "a")); r.OverallCode != over {
 		t.Fatalf("11th unit allowed")
 	}
-	// More than the limit can ever allow: refused, nothing taken.
-	if r := f.ask(t, "d", 11, desc("k", "b")); r.OverallCode != over || r.Statuses[0].LimitRemaining != 0 {
+	// More than the limit can ever allow: refused, nothing taken
+	// (TestCostAboveLimit has the rest of the answer).
+	if r := f.ask(t, "d", 11, desc("k", "b")); r.OverallCode != over || r.Statuses[0].LimitRemaining != 10 {
 		t.Fatalf("cost 11 of 10: %v", r)
 	}
 	if r := f.ask(t, "d", 10, desc("k", "b")); r.OverallCode != ok {
@@ -716,5 +717,90 @@ func TestNewMetricsTwice(t *testing.T) {
 	}
 	if _, err := NewMetrics(reg, nil); err == nil {
 		t.Error("a second registration: no error")
+	}
+}
+
+// TestCostAboveLimit: a cost more than a limit can ever allow is OVER_LIMIT
+// (Envoy refuses it whatever its failure_mode_deny, where an error would
+// let it through by default) with what is really left, no
+// duration_until_reset and no Retry-After, since no wait makes it pass, and
+// a raw_body that says so; nothing is taken. Over gRPC (ShouldRateLimit)
+// and both JSON endpoints.
+func TestCostAboveLimit(t *testing.T) {
+	f := newFixtureYAML(t, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 10}\n  - key: j\n    rate_limit: {unit: minute, requests_per_unit: 1}\n", WithResponseHeaders(true))
+	hdr := func(r *rlsv3.RateLimitResponse) map[string]string {
+		m := map[string]string{}
+		for _, h := range r.ResponseHeadersToAdd {
+			m[h.Key] = h.Value
+		}
+		return m
+	}
+	f.ask(t, "d", 3, desc("k", "a"))
+	check := func(what string, r *rlsv3.RateLimitResponse, i int) {
+		t.Helper()
+		st := r.Statuses[i]
+		if r.OverallCode != over || st.Code != over || st.LimitRemaining != 7 || st.DurationUntilReset != nil || st.CurrentLimit.GetRequestsPerUnit() != 10 {
+			t.Errorf("%s: %v, want OVER_LIMIT, remaining 7, no duration_until_reset", what, r)
+		}
+		if h := hdr(r); h["Retry-After"] != "" {
+			t.Errorf("%s: Retry-After %q for a request that can never pass", what, h["Retry-After"])
+		}
+		if !strings.Contains(string(r.RawBody), "cost 11") || !strings.Contains(string(r.RawBody), "can never pass") {
+			t.Errorf("%s: raw_body %q", what, r.RawBody)
+		}
+	}
+	r := f.ask(t, "d", 11, desc("k", "a"))
+	check("cost 11 of 10", r, 0)
+	if h := hdr(r); h["RateLimit-Remaining"] != "7" || h["RateLimit-Reset"] != "" {
+		t.Errorf("cost 11 of 10: headers %v, want RateLimit-Remaining 7 and no RateLimit-Reset", h)
+	}
+	// Beside a limit that counted a refusal, still no retry hint: the
+	// request can never pass.
+	f.ask(t, "d", 1, desc("j", "a"))
+	d := desc("k", "a")
+	d.HitsAddend = wrapperspb.UInt64(11)
+	one := desc("j", "a")
+	one.HitsAddend = wrapperspb.UInt64(1)
+	check("cost 11 beside a refusal", f.ask(t, "d", 0, one, d), 1)
+	// Nothing was taken: seven pass.
+	if r := f.ask(t, "d", 7, desc("k", "a")); r.OverallCode != ok {
+		t.Fatalf("cost 7 after refused 11s: %v", r)
+	}
+
+	srv := httptest.NewServer(f.svc.HTTPHandler())
+	defer srv.Close()
+	resp, b := post(t, srv.URL+"/v1/check", `{"domain":"d","hits_addend":11,"descriptors":[{"entries":[{"key":"k","value":"b"}]}]}`)
+	var cr CheckResponse
+	if err := json.Unmarshal([]byte(b), &cr); err != nil {
+		t.Fatal(err)
+	}
+	if st := cr.Statuses[0]; resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "" || cr.Headers["Retry-After"] != "" ||
+		st.Code != "OVER_LIMIT" || !st.CostAboveLimit || st.LimitRemaining != 10 || st.DurationUntilReset != 0 {
+		t.Errorf("/v1/check cost 11 of 10: %d Retry-After %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+	resp, b = post(t, srv.URL+"/json", `{"domain":"d","hitsAddend":11,"descriptors":[{"entries":[{"key":"k","value":"b"}]}]}`)
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "" || strings.Contains(b, "durationUntilReset") ||
+		!strings.Contains(b, `"limitRemaining":10`) || !strings.Contains(b, `"rawBody"`) {
+		t.Errorf("/json cost 11 of 10: %d Retry-After %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+}
+
+// TestSlidingResetWithinWindow: the sliding algorithms' waits are a window
+// plus the clock's tick (a window's edge is inclusive); the headers do not
+// round the tick up into a second beyond the window (httplimit's
+// TestResetWithinWindow holds the gateway to the same).
+func TestSlidingResetWithinWindow(t *testing.T) {
+	for _, a := range []string{"sliding_log", "sliding_window"} {
+		f := newFixtureYAML(t, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1, algorithm: "+a+"}\n", WithResponseHeaders(true))
+		f.clock.Set(start.Add(40 * time.Second)) // a window's edge
+		f.ask(t, "d", 0, desc("k", "a"))
+		r := f.ask(t, "d", 0, desc("k", "a"))
+		got := map[string]string{}
+		for _, h := range r.ResponseHeadersToAdd {
+			got[h.Key] = h.Value
+		}
+		if got["RateLimit-Limit"] != "1, 1;w=60" || got["RateLimit-Reset"] != "60" || got["Retry-After"] != "60" {
+			t.Errorf("%s: %v, want RateLimit-Reset and Retry-After 60 for w=60", a, got)
+		}
 	}
 }

@@ -86,6 +86,12 @@ func (c *Config) build() (*Set, []*Error) {
 		}
 		if err := l.Validate(); err != nil {
 			fail(limitField(at, err), "%v", strings.TrimPrefix(err.Error(), "limit: "))
+		} else {
+			// The library ignores what an algorithm does not use; a file
+			// that sets it means something that will not happen.
+			for _, f := range inapplicable(rc.Limit) {
+				fail(at+".limit."+f.field, "only applies to %s, not %s", f.algorithms, l.Algorithm)
+			}
 		}
 		rl.Limit = l
 
@@ -149,6 +155,23 @@ func (c *Config) build() (*Set, []*Error) {
 	}
 	s.index()
 	return s, errs
+}
+
+// inapplicable lists the fields of a valid limit that its algorithm cannot
+// use, each with the algorithms it applies to.
+func inapplicable(lc LimitConfig) []struct{ field, algorithms string } {
+	var out []struct{ field, algorithms string }
+	a := ratekeeper.Algorithm(lc.Algorithm)
+	if lc.Burst != 0 && a != ratekeeper.TokenBucket && a != ratekeeper.LeakyBucket {
+		out = append(out, struct{ field, algorithms string }{"burst", "token_bucket and leaky_bucket"})
+	}
+	if lc.Stagger && a != ratekeeper.FixedWindow && a != ratekeeper.SlidingWindow {
+		out = append(out, struct{ field, algorithms string }{"stagger", "fixed_window and sliding_window"})
+	}
+	if lc.LogRejected && a != ratekeeper.SlidingLog {
+		out = append(out, struct{ field, algorithms string }{"log_rejected", "sliding_log"})
+	}
+	return out
 }
 
 // limitField names the limit's field an error from Limit.Validate is about.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,7 +83,7 @@ func TestIssueExample(t *testing.T) {
 // file, the line and the field.
 func TestErrorsNameFileLineField(t *testing.T) {
 	cases := []struct{ yaml, want string }{
-		{"rules:\n  - name: a\n    limt: {}\n", `f.yaml:3: rules[0].limt: field limt not found`},
+		{"rules:\n  - name: a\n    limt: {}\n", `f.yaml:3: rules[0].limt: unknown field; valid: name, match,`},
 		{"rules:\n  - name: a\n    limit: {algorithm: token_bucket, rate: 1, period: 1x}\n", `f.yaml:3: rules[0].limit.period: "1x" is not a duration`},
 		{"rules:\n  - name: a\n    limit: {algorithm: token_bucket, rate: abc, period: 1s}\n", "f.yaml:3: rules[0].limit.rate: cannot unmarshal"},
 		{"rules:\n  - name: a\n    limit:\n      algorithm: token_bucket\n      rate: 0\n      period: 1s\n", "f.yaml:5: rules[0].limit.rate: rate must be positive"},
@@ -93,7 +94,7 @@ func TestErrorsNameFileLineField(t *testing.T) {
 		{"rules:\n  - name: q\n    mode: queue\n    limit: {algorithm: token_bucket, rate: 1, period: 1s}\n", "f.yaml:3: rules[0].mode: queue mode needs the leaky_bucket"},
 		{"rules:\n  - name: k\n    key: [cookie:x]\n    limit: {algorithm: token_bucket, rate: 1, period: 1s}\n", `f.yaml:3: rules[0].key[0]: "cookie:x" is not`},
 		{"rules: [\n", "f.yaml:"},
-		{"listen: 127.0.0.1:8080\n", "f.yaml:1: listen: field listen not found"}, // the gateway's, not a rules file's
+		{"listen: 127.0.0.1:8080\n", "f.yaml:1: listen: unknown field; valid: client_ip,"}, // the gateway's, not a rules file's
 	}
 	for _, c := range cases {
 		_, err := Parse("f.yaml", []byte(c.yaml))
@@ -308,6 +309,37 @@ func TestAppendMatchesKeys(t *testing.T) {
 		want, ok := m.Rule.Key(r, ip)
 		if !ok || m.Key != want {
 			t.Errorf("%s: key %q, want %q", m.Rule.Name, m.Key, want)
+		}
+	}
+}
+
+// TestInapplicableLimitFields runs every limit field an algorithm may not
+// use over every algorithm: where it applies the file is valid, where it
+// cannot it is an error at its line naming the field, as serve's loader
+// does (rls.TestInapplicableLimitFields).
+func TestInapplicableLimitFields(t *testing.T) {
+	applies := map[string][]ratekeeper.Algorithm{
+		"burst: 3":           {ratekeeper.TokenBucket, ratekeeper.LeakyBucket},
+		"stagger: true":      {ratekeeper.FixedWindow, ratekeeper.SlidingWindow},
+		"log_rejected: true": {ratekeeper.SlidingLog},
+	}
+	for field, algs := range applies {
+		name, _, _ := strings.Cut(field, ":")
+		for _, a := range ratekeeper.Algorithms {
+			t.Run(name+"/"+string(a), func(t *testing.T) {
+				yaml := "rules:\n  - name: r\n    limit:\n      algorithm: " + string(a) + "\n      rate: 2\n      period: 10s\n      " + field + "\n"
+				_, err := Parse("f.yaml", []byte(yaml))
+				if slices.Contains(algs, a) {
+					if err != nil {
+						t.Fatalf("%s on %s: %v", name, a, err)
+					}
+					return
+				}
+				want := "f.yaml:7: rules[0].limit." + name + ": "
+				if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), string(a)) {
+					t.Fatalf("%s on %s: %v, want %q naming the algorithm", name, a, err, want)
+				}
+			})
 		}
 	}
 }

@@ -655,3 +655,33 @@ func TestE2EStandardClientTransport(t *testing.T) {
 		t.Run(name, test)
 	}
 }
+
+// TestE2EStartsWithRedisDown: a gateway whose store URL points at a closed
+// loopback port starts anyway (docs/gateway.md, store) and answers by
+// on_error: deny gives 503, allow lets the request through.
+func TestE2EStartsWithRedisDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close() // nothing listens there now: connections are refused
+	up := newUpstream(t, nil)
+	for policy, want := range map[string]int{"deny": 503, "allow": 200} {
+		t.Run(policy, func(t *testing.T) {
+			p := startProxy(t, `upstream: `+up.URL+`
+store: {url: "redis://`+closed+`/0", timeout: 100ms, on_error: `+policy+`}
+rules:
+  - name: per-ip
+    key: [ip]
+    limit: {algorithm: token_bucket, rate: 5, period: 10s}
+`)
+			if !strings.Contains(p.Logs(), "does not answer") {
+				t.Errorf("no warning that Redis does not answer:\n%s", p.Logs())
+			}
+			if resp := p.do("GET", "/v1/hello"); resp.StatusCode != want {
+				t.Fatalf("with Redis down and on_error %s: %d, want %d", policy, resp.StatusCode, want)
+			}
+		})
+	}
+}

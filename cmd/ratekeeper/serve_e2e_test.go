@@ -200,6 +200,21 @@ func TestServeInterop(t *testing.T) {
 			t.Fatalf("past the limit: %v", r)
 		}
 	})
+	t.Run("cost above the limit", func(t *testing.T) {
+		// Over the gRPC wire: OVER_LIMIT with what is left, no
+		// duration_until_reset, no Retry-After, and raw_body saying why.
+		p.ask("e2e", 2, rd("fixed", "k3"))
+		r := p.ask("e2e", 6, rd("fixed", "k3"))
+		st := r.Statuses[0]
+		if summary(r) != "OVER_LIMIT OVER_LIMIT" || st.LimitRemaining != 3 || st.DurationUntilReset != nil || !strings.Contains(string(r.RawBody), "can never pass") {
+			t.Fatalf("cost 6 of 5: %v", r)
+		}
+		for _, h := range r.ResponseHeadersToAdd {
+			if h.Key == "Retry-After" || h.Key == "RateLimit-Reset" {
+				t.Fatalf("cost 6 of 5: %s: %s", h.Key, h.Value)
+			}
+		}
+	})
 	t.Run("shadow", func(t *testing.T) {
 		for i := range 4 {
 			if r := p.ask("e2e", 0, rd("shadow", "s")); summary(r) != "OK OK" {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -50,6 +51,7 @@ func Decode(name string, data []byte, dst any, validate func() []*configerr.Erro
 		// yaml.v3 decodes what it can around type errors: report them
 		// and go on validating the rest.
 		for _, e := range yamlErrors(name, pos, te.Errors) {
+			unknownField(reflect.TypeOf(dst), e)
 			out = append(out, e)
 			bad[e.Field] = true
 		}
@@ -189,4 +191,125 @@ func (p *Positions) fieldAt(line int, msg string) string {
 		return es[0].path
 	}
 	return ""
+}
+
+var notFound = regexp.MustCompile(`^field (.+) not found in type \S+$`)
+
+// unknownField rewrites yaml.v3's "field limt not found in type
+// rules.RuleConfig", which names a Go type, as "unknown field; valid: name,
+// match, ..." after the field's path: the keys the user may write there,
+// read from dst's yaml tags.
+func unknownField(dst reflect.Type, e *configerr.Error) {
+	m := notFound.FindStringSubmatch(e.Err.Error())
+	if m == nil {
+		return
+	}
+	parent := ""
+	if e.Field == "" {
+		e.Field = m[1]
+	} else if i := strings.LastIndexByte(e.Field, '.'); i >= 0 {
+		parent = e.Field[:i]
+	}
+	t := typeAt(dst, parent)
+	if t == nil {
+		e.Err = errors.New("unknown field")
+		return
+	}
+	e.Err = fmt.Errorf("unknown field; valid: %s", strings.Join(yamlKeys(t, nil), ", "))
+}
+
+// typeAt is the struct type at path ("rules[0].limit") under t, or nil.
+func typeAt(t reflect.Type, path string) reflect.Type {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	for path != "" {
+		switch {
+		case path[0] == '[':
+			i := strings.IndexByte(path, ']')
+			if i < 0 || (t.Kind() != reflect.Slice && t.Kind() != reflect.Array) {
+				return nil
+			}
+			t, path = t.Elem(), path[i+1:]
+		case path[0] == '.':
+			path = path[1:]
+			continue
+		default:
+			i := strings.IndexAny(path, ".[")
+			if i < 0 {
+				i = len(path)
+			}
+			key := path[:i]
+			path = path[i:]
+			switch t.Kind() {
+			case reflect.Map:
+				t = t.Elem()
+			case reflect.Struct:
+				f, ok := fieldByKey(t, key)
+				if !ok {
+					return nil
+				}
+				t = f
+			default:
+				return nil
+			}
+		}
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	return t
+}
+
+// yamlKey is the key a struct field is written as, and whether it is
+// inlined; "" for a field YAML does not read.
+func yamlKey(f reflect.StructField) (string, bool) {
+	if !f.IsExported() {
+		return "", false
+	}
+	tag := f.Tag.Get("yaml")
+	name, opts, _ := strings.Cut(tag, ",")
+	if name == "-" {
+		return "", false
+	}
+	if strings.Contains(","+opts+",", ",inline,") {
+		return "", true
+	}
+	if name == "" {
+		name = strings.ToLower(f.Name)
+	}
+	return name, false
+}
+
+func fieldByKey(t reflect.Type, key string) (reflect.Type, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, inline := yamlKey(f)
+		if inline {
+			if ft, ok := fieldByKey(f.Type, key); ok {
+				return ft, true
+			}
+		} else if name == key {
+			return f.Type, true
+		}
+	}
+	return nil, false
+}
+
+// yamlKeys appends the keys of struct type t, in declaration order.
+func yamlKeys(t reflect.Type, keys []string) []string {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, inline := yamlKey(f)
+		switch {
+		case inline:
+			keys = yamlKeys(f.Type, keys)
+		case name != "":
+			keys = append(keys, name)
+		}
+	}
+	return keys
 }
