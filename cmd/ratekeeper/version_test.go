@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,5 +43,31 @@ func TestE2EVersion(t *testing.T) {
 	}
 	if !regexp.MustCompile(`^ratekeeper \S+ \(revision ` + string(head[:12]) + `[,)]`).Match(out) {
 		t.Errorf("version %q does not name the revision %s", out, head[:12])
+	}
+}
+
+// Both servers export ratekeeper_build_info with the values that the same
+// binary's `ratekeeper version` prints.
+func TestE2EBuildInfo(t *testing.T) {
+	out, err := exec.Command(binary(t), "version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	m := regexp.MustCompile(`^ratekeeper (\S+) (?:\(revision ([0-9a-f]{12})[,)].* )?(go\S+) `).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("version %q", out)
+	}
+	rev := string(m[2])
+	if rev == "" {
+		rev = buildinfo.Unknown
+	}
+	want := fmt.Sprintf(`ratekeeper_build_info{goversion=%q,revision=%q,version=%q} 1`, m[3], rev, m[1])
+	proxy := startProxy(t, "upstream: builtin:demo\n")
+	if proxy.metric(strings.TrimSuffix(want, " 1")) != 1 {
+		t.Errorf("proxy's /metrics lacks %s", want)
+	}
+	serve := startServe(t, writeConfig(t, t.TempDir(), "rls.yaml", "domain: d\ndescriptors: [{key: k, rate_limit: {unit: second, requests_per_unit: 1}}]\n"))
+	if !strings.Contains(serve.metrics(), want+"\n") {
+		t.Errorf("serve's /metrics lacks %s", want)
 	}
 }

@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/failsafe"
+	"github.com/ratekeeper/ratekeeper/internal/buildinfo"
 	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
@@ -119,11 +121,13 @@ func TestAdminHandler(t *testing.T) {
 		t.Errorf("readyz after ready %d", code)
 	}
 	code, body := get("/metrics")
+	bi := buildinfo.Read()
 	for _, want := range []string{
 		`ratekeeper_decisions_total{result="allowed",rule="posts"} 1`,
 		`ratekeeper_store_fallback_errors_total 4`,
 		`ratekeeper_store_fallback_decisions_total{action="allow"} 3`,
 		`go_goroutines`,
+		fmt.Sprintf(`ratekeeper_build_info{goversion=%q,revision=%q,version=%q} 1`, bi.GoVersion, bi.Revision, bi.Version),
 	} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
