@@ -81,6 +81,11 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	m.decisions = dec
 	reg.MustRegister(m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.rules, m.connections, m.refusedConns)
+	// Both reload series exist from the start at 0: a counter that appears
+	// at 1 has no increase() in Prometheus, so the first failed reload
+	// would not fire deploy/prometheus/alerts.yml's alert.
+	m.reloads.WithLabelValues("success")
+	m.reloads.WithLabelValues("failure")
 	return m
 }
 

@@ -23,6 +23,9 @@ import (
 func TestDecisionsAndReloads(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg)
+	if n, err := testutil.GatherAndCount(reg, "ratekeeper_config_reloads_total"); err != nil || n != 2 {
+		t.Errorf("%d reload series before any reload, want success and failure at 0 (%v)", n, err)
+	}
 	m.Decision("r", Allowed)
 	Inc(m.DecisionCounter("r", Limited))
 	m.Reload(true, 3)
