@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/failsafe"
+	"github.com/ratekeeper/ratekeeper/internal/buildinfo"
 	"github.com/ratekeeper/ratekeeper/promlimit"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
@@ -80,15 +81,33 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	m.decisions = dec
 	reg.MustRegister(m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.rules, m.connections, m.refusedConns)
+	// Both reload series exist from the start at 0: a counter that appears
+	// at 1 has no increase() in Prometheus, so the first failed reload
+	// would not fire deploy/prometheus/alerts.yml's alert.
+	m.reloads.WithLabelValues("success")
+	m.reloads.WithLabelValues("failure")
 	return m
 }
 
 // NewRegistry returns a fresh registry with the Go runtime and process
-// collectors, for a server's admin endpoint.
+// collectors and ratekeeper_build_info, for a server's admin endpoint.
 func NewRegistry() *prometheus.Registry {
 	r := prometheus.NewRegistry()
-	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo(buildinfo.Read()))
 	return r
+}
+
+// buildInfo is the ratekeeper_build_info gauge: 1, with the values that
+// `ratekeeper version` prints as labels, so that a query can count the
+// versions running and join them to other series.
+func buildInfo(i buildinfo.Info) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "ratekeeper_build_info",
+		Help:        "Always 1; its labels are the module version, the VCS revision (12 characters, or unknown) and the Go release of the binary, as ratekeeper version prints them.",
+		ConstLabels: prometheus.Labels{"version": i.Version, "revision": i.Revision, "goversion": i.GoVersion},
+	})
+	g.Set(1)
+	return g
 }
 
 // Decision counts one decision for rule with result.

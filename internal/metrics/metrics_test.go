@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,12 +16,16 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/failsafe"
+	"github.com/ratekeeper/ratekeeper/internal/buildinfo"
 	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
 func TestDecisionsAndReloads(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg)
+	if n, err := testutil.GatherAndCount(reg, "ratekeeper_config_reloads_total"); err != nil || n != 2 {
+		t.Errorf("%d reload series before any reload, want success and failure at 0 (%v)", n, err)
+	}
 	m.Decision("r", Allowed)
 	Inc(m.DecisionCounter("r", Limited))
 	m.Reload(true, 3)
@@ -119,11 +124,13 @@ func TestAdminHandler(t *testing.T) {
 		t.Errorf("readyz after ready %d", code)
 	}
 	code, body := get("/metrics")
+	bi := buildinfo.Read()
 	for _, want := range []string{
 		`ratekeeper_decisions_total{result="allowed",rule="posts"} 1`,
 		`ratekeeper_store_fallback_errors_total 4`,
 		`ratekeeper_store_fallback_decisions_total{action="allow"} 3`,
 		`go_goroutines`,
+		fmt.Sprintf(`ratekeeper_build_info{goversion=%q,revision=%q,version=%q} 1`, bi.GoVersion, bi.Revision, bi.Version),
 	} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
