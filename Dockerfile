@@ -19,10 +19,10 @@
 #   docker run --rm -p 8081:8081 -v "$PWD/ratelimit:/etc/ratekeeper/ratelimit:ro" ratekeeper \
 #     serve --config /etc/ratekeeper/ratelimit/ --grpc-listen :8081 --http-listen :8080 --admin-listen :9090
 #
-# .dockerignore leaves .git out, so -buildvcs=auto stamps no revision (git
-# in the builder would see every ignored file as deleted, and fail on a
-# worktree's .git file); pass --build-arg REVISION=$(git rev-parse HEAD) to
-# label the image with it. cmd/ratekeeper/deploy_test.go runs this file's
+# .dockerignore leaves .git out, so -buildvcs=auto stamps no revision: with
+# it, git in the builder would see every ignored file as deleted and stamp
+# each build "modified". Pass --build-arg REVISION=$(git rev-parse HEAD) to
+# label the image with the revision. cmd/ratekeeper/deploy_test.go runs this file's
 # go build and checks the user, the ports and the default command.
 
 FROM --platform=$BUILDPLATFORM golang:1.26 AS build
