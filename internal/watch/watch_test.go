@@ -71,3 +71,77 @@ func TestRun(t *testing.T) {
 		t.Fatal("a change was never reloaded")
 	}
 }
+
+// kubeletDir lays out dir as the kubelet mounts a ConfigMap volume: the
+// data in a timestamped directory, ..data a symbolic link to it, and each
+// key a symbolic link through ..data. swap replaces the data as the
+// kubelet's atomic writer does: a new timestamped directory, a new link
+// renamed over ..data, the old directory removed.
+type kubeletDir struct {
+	t   *testing.T
+	dir string
+	gen int
+	old string
+}
+
+func newKubeletDir(t *testing.T, files map[string]string) *kubeletDir {
+	k := &kubeletDir{t: t, dir: t.TempDir()}
+	k.swap(files)
+	for name := range files {
+		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(k.dir, name)); err != nil {
+			t.Skip("no symbolic links here:", err)
+		}
+	}
+	return k
+}
+
+func (k *kubeletDir) swap(files map[string]string) {
+	k.gen++
+	ts := fmt.Sprintf("..2026_11_23_21_00_%02d.%09d", k.gen, k.gen)
+	if err := os.Mkdir(filepath.Join(k.dir, ts), 0o755); err != nil {
+		k.t.Fatal(err)
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(k.dir, ts, name), []byte(content), 0o644); err != nil {
+			k.t.Fatal(err)
+		}
+	}
+	tmp := filepath.Join(k.dir, "..data_tmp")
+	if err := os.Symlink(ts, tmp); err != nil {
+		k.t.Skip("no symbolic links here:", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(k.dir, "..data")); err != nil {
+		k.t.Fatal(err)
+	}
+	if k.old != "" {
+		if err := os.RemoveAll(filepath.Join(k.dir, k.old)); err != nil {
+			k.t.Fatal(err)
+		}
+	}
+	k.old = ts
+}
+
+// A ConfigMap mounted as a directory changes by a swap of ..data: the
+// files' names, sizes and links stay, only what ..data points at moves.
+// Watching the file through its link (the gateway's --config) and the
+// directory (serve's --config) both see it, and neither sees a change when
+// the kubelet swaps in the same content.
+func TestKubeletConfigMapSwap(t *testing.T) {
+	k := newKubeletDir(t, map[string]string{"gateway.yaml": "rate: 1\n"})
+	for _, path := range []string{filepath.Join(k.dir, "gateway.yaml"), k.dir} {
+		w := New(path)
+		k.swap(map[string]string{"gateway.yaml": "rate: 1\n"})
+		if w.Changed() {
+			t.Errorf("%s: the same content swapped in is a change", path)
+		}
+		k.swap(map[string]string{"gateway.yaml": "rate: 2\n"}) // same size
+		if !w.Changed() {
+			t.Errorf("%s: the ..data swap not seen", path)
+		}
+		w.Loaded()
+		if w.Changed() {
+			t.Errorf("%s: changed after Loaded", path)
+		}
+		k.swap(map[string]string{"gateway.yaml": "rate: 1\n"})
+	}
+}
