@@ -360,7 +360,10 @@ func (g *Gateway) bufferBody(w http.ResponseWriter, r *http.Request) error {
 
 // timedBody is a request body whose every read must complete within
 // timeout; at its end the connection's read deadline is lifted, as net/http
-// then reads in the background to notice a client that leaves.
+// then reads in the background to notice a client that leaves. After any
+// other error the deadline stays passed: closing the body makes net/http
+// drain what is left of it, and without a deadline that waits as long as a
+// stalled client likes (TestTimedBodyStallThenClose).
 type timedBody struct {
 	rc      *http.ResponseController
 	r       io.ReadCloser
@@ -374,11 +377,9 @@ func (b *timedBody) Read(p []byte) (int, error) {
 	}
 	_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
 	n, err := b.r.Read(p)
-	if err != nil {
+	if err == io.EOF {
 		_ = b.rc.SetReadDeadline(time.Time{})
-		if err == io.EOF {
-			b.done.Store(true)
-		}
+		b.done.Store(true)
 	}
 	return n, err
 }
