@@ -111,6 +111,9 @@ type CheckLimit struct {
 	RequestsPerUnit uint32 `json:"requests_per_unit"`
 	// Unit is SECOND, MINUTE, HOUR, DAY, WEEK, MONTH or YEAR.
 	Unit string `json:"unit"`
+	// UnitMultiplier is how many units the period is, when a descriptor's
+	// limit override set more than one.
+	UnitMultiplier uint32 `json:"unit_multiplier,omitempty"`
 }
 
 func (s *Service) serveCheck(w http.ResponseWriter, r *http.Request) {
@@ -143,7 +146,7 @@ func (s *Service) serveCheck(w http.ResponseWriter, r *http.Request) {
 		cs.Fallback = o.uncounted != nil && o.uncounted[i]
 		cs.CostAboveLimit = o.tooMany != nil && o.tooMany[i]
 		if l := st.CurrentLimit; l != nil {
-			cs.CurrentLimit = &CheckLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: l.Unit.String()}
+			cs.CurrentLimit = &CheckLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: l.Unit.String(), UnitMultiplier: l.GetUnitMultiplier().GetValue()}
 		}
 		out.Statuses[i] = cs
 	}

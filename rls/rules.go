@@ -101,6 +101,7 @@ type rule struct {
 	name     string
 	replaces []string
 	unit     rlsv3.RateLimitResponse_RateLimit_Unit
+	mult     uint32 // an override's unit_multiplier above 1, else 0
 	period   time.Duration
 	rpu      uint32
 	limit    ratekeeper.Limit // valid iff !unlimited && rpu > 0

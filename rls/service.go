@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/metrics"
@@ -425,7 +426,14 @@ func override(r *rule, domain string, ov *ratelimitv3.RateLimitDescriptor_RateLi
 	if d == 0 {
 		return r
 	}
-	o := &rule{id: -1, stat: domain + ".override", unit: rlsv3.RateLimitResponse_RateLimit_Unit(ov.GetUnit()), period: d, rpu: ov.GetRequestsPerUnit()}
+	// unit_multiplier makes the period that many units: 2 per 5 minutes.
+	// Unset or 0 is one unit, as Envoy reads it.
+	var mult uint32
+	if m := ov.GetUnitMultiplier().GetValue(); m > 1 {
+		mult = m
+		d *= time.Duration(m)
+	}
+	o := &rule{id: -1, stat: domain + ".override", unit: rlsv3.RateLimitResponse_RateLimit_Unit(ov.GetUnit()), mult: mult, period: d, rpu: ov.GetRequestsPerUnit()}
 	alg := ratekeeper.FixedWindow
 	if r != nil {
 		o.stat, o.name, o.replaces, o.shadow, o.detailed = r.stat, r.name, r.replaces, r.shadow, r.detailed
@@ -624,6 +632,10 @@ func (s *Service) respond(cur *served, slots []slot) (*rlsv3.RateLimitResponse, 
 			continue
 		}
 		b.limit.Name, b.limit.RequestsPerUnit, b.limit.Unit = r.name, r.rpu, r.unit
+		b.limit.UnitMultiplier = nil
+		if r.mult > 1 {
+			b.limit.UnitMultiplier = wrapperspb.UInt32(r.mult)
+		}
 		st.CurrentLimit = &b.limit
 		reset := sl.reset
 		switch {

@@ -443,6 +443,25 @@ func TestLimitOverride(t *testing.T) {
 	}
 }
 
+// TestLimitOverrideMultiplier: an override's unit_multiplier multiplies
+// its unit (2 per 5 minutes is not 2 per minute: ignoring it let a client
+// five times more through), and the answer's current_limit says so.
+func TestLimitOverrideMultiplier(t *testing.T) {
+	f := newFixtureYAML(t, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 10}\n")
+	d := desc("k", "a")
+	d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: 2 /* MINUTE */, UnitMultiplier: wrapperspb.UInt32(5)}
+	f.ask(t, "d", 0, d)
+	f.ask(t, "d", 0, d)
+	r := f.ask(t, "d", 0, d)
+	st := r.Statuses[0]
+	if r.OverallCode != over || st.CurrentLimit.GetUnitMultiplier().GetValue() != 5 || st.CurrentLimit.Unit != rlsv3.RateLimitResponse_RateLimit_MINUTE {
+		t.Fatalf("override of 2 per 5 minutes: %v", r)
+	}
+	if reset := st.DurationUntilReset.AsDuration(); reset <= time.Minute || reset > 5*time.Minute {
+		t.Fatalf("duration_until_reset %v, want the 5-minute window's", reset)
+	}
+}
+
 func TestInvalidRequests(t *testing.T) {
 	f := newFixture(t, "testdata/reference")
 	for _, req := range []*rlsv3.RateLimitRequest{
