@@ -107,8 +107,7 @@ type Store struct {
 	// keep their places.
 	prober               Prober      // primary's, or nil
 	parted               Partitioned // primary's, or nil
-	partsMu              sync.Mutex
-	parts                map[string]*breaker // by part, when parted
+	parts                sync.Map    // part → *breaker, when parted (read on every call: no lock)
 	probeOK, probeFailed atomic.Uint64
 	probeMu              sync.Mutex     // guards closed and the start of a probe
 	closed               bool           // Close was called: no probe starts
@@ -286,7 +285,7 @@ func New(primary ratekeeper.Store, opts ...Option) *Store {
 	s.mainOnly = []*breaker{&s.main}
 	s.prober, _ = primary.(Prober)
 	if p, ok := primary.(Partitioned); ok {
-		s.parted, s.parts = p, map[string]*breaker{}
+		s.parted = p
 	}
 	if s.policy == Local {
 		s.local = memstore.New()
@@ -324,11 +323,10 @@ func (s *Store) Stats() Stats {
 		Breaker:         s.main.report(),
 	}
 	if s.parted != nil {
-		s.partsMu.Lock()
-		for _, b := range s.parts {
-			st.Breaker = worse(st.Breaker, b.report())
-		}
-		s.partsMu.Unlock()
+		s.parts.Range(func(_, b any) bool {
+			st.Breaker = worse(st.Breaker, b.(*breaker).report())
+			return true
+		})
 	}
 	return st
 }
@@ -372,14 +370,11 @@ func (s *Store) breakerFor(req ratekeeper.Request) *breaker {
 	if part == "" {
 		return &s.main
 	}
-	s.partsMu.Lock()
-	b := s.parts[part]
-	if b == nil {
-		b = &breaker{part: part}
-		s.parts[part] = b
+	if b, ok := s.parts.Load(part); ok {
+		return b.(*breaker)
 	}
-	s.partsMu.Unlock()
-	return b
+	b, _ := s.parts.LoadOrStore(part, &breaker{part: part})
+	return b.(*breaker)
 }
 
 // Primary is the store failsafe wraps.
@@ -551,11 +546,9 @@ func (s *Store) probe(b *breaker) {
 		if b.part != "" {
 			// Forgotten once closed, so that parts that come and go (a
 			// Cluster's nodes over months) are not kept.
-			s.partsMu.Lock()
-			if s.parts[b.part] == b && b.state.Load() == 0 {
-				delete(s.parts, b.part)
+			if b.state.Load() == 0 {
+				s.parts.CompareAndDelete(b.part, b)
 			}
-			s.partsMu.Unlock()
 		}
 		return
 	}

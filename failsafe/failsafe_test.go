@@ -727,9 +727,8 @@ func TestPartsFailApart(t *testing.T) {
 		if d, _ := s.Take(ctx, req("a6")); d.Fallback != ratekeeper.NoFallback {
 			t.Fatalf("part a after its breaker closed: %+v", d)
 		}
-		s.partsMu.Lock()
-		n := len(s.parts)
-		s.partsMu.Unlock()
+		n := 0
+		s.parts.Range(func(any, any) bool { n++; return true })
 		if n != 2 {
 			t.Fatalf("%d parts' breakers kept, want the 2 in use", n)
 		}

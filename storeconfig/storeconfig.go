@@ -171,7 +171,7 @@ func (c Config) Validate() error {
 	}
 	if c.Password != "" || c.PasswordFile != "" {
 		if u.Scheme == "memory" {
-			return fmt.Errorf("password_file: the memory store has no password")
+			return fmt.Errorf("password_file: the memory store has no password, but password_file or RATEKEEPER_STORE_PASSWORD gives one")
 		}
 		if c.Password != "" && c.PasswordFile != "" {
 			return fmt.Errorf("password_file: the password is given twice, by password_file and by RATEKEEPER_STORE_PASSWORD")
