@@ -562,6 +562,16 @@ func TestE2EGracefulShutdown(t *testing.T) {
 
 func TestE2EAdminEndpoints(t *testing.T) {
 	p := startProxy(t, "upstream: builtin:demo\n")
+	// Ready a moment after the listening line: the servers start serving
+	// after it is logged, and /readyz says when.
+	waitFor(t, "/readyz 200", func() bool {
+		resp, err := http.Get("http://" + p.admin + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
 		resp, err := http.Get("http://" + p.admin + path)
 		if err != nil {
