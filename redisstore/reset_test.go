@@ -11,13 +11,13 @@ import (
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
 
-// TestPeekReset runs Peek and Reset on standalone Redis and on Cluster, in
+// TestPeekReset runs Peek and Reset on standalone Redis, Sentinel and Cluster, in
 // every mode, for every algorithm the modes decide locally and the sliding
 // log: a spent key peeks refused with a wait and takes nothing; a reset
 // admits its next request (the denial cache and the local state forgotten
 // too) and leaves another key's count as it was.
 func TestPeekReset(t *testing.T) {
-	servers := map[string]string{"standalone": redistest.Server(t), "cluster": redistest.Cluster(t)}
+	servers := map[string]string{"standalone": redistest.Server(t), "cluster": redistest.Cluster(t), "sentinel": redistest.Sentinel(t)}
 	for name, url := range servers {
 		for _, mode := range []redisstore.Mode{redisstore.Exact, redisstore.Sync, redisstore.Lease} {
 			t.Run(fmt.Sprintf("%s/%s", name, mode), func(t *testing.T) {
