@@ -2,6 +2,7 @@ package ratekeeper
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 )
@@ -26,7 +27,9 @@ type Decision struct {
 	Remaining int
 	// RetryAfter is zero when allowed; when refused it is the least wait
 	// after which the same request would pass if nothing else happened,
-	// rounded up to the microsecond: never earlier.
+	// rounded up to the microsecond: never earlier. A request of cost 0,
+	// which is allowed, has here the wait for one of cost 1 (see
+	// Request.N and Limiter.Peek).
 	RetryAfter time.Duration
 	// ResetAfter is how long until the limit is fully replenished, as if
 	// the key had never been used.
@@ -86,7 +89,10 @@ type Request struct {
 	Key string
 	// Limit is a validated limit.
 	Limit Limit
-	// N is the cost, 0 <= N <= Limit.Capacity(). N == 0 asks without taking.
+	// N is the cost, 0 <= N <= Limit.Capacity(). N == 0 asks without
+	// taking: the decision is allowed, and its RetryAfter is the wait until
+	// a request of cost 1 would be (zero for a token bucket's Reserve,
+	// which never refuses).
 	N int
 	// Reserve asks for a place rather than a decision now: the leaky
 	// bucket's FIFO queue, the token bucket's wait for tokens. The window
@@ -107,6 +113,21 @@ type Store interface {
 	// Refund gives back what an allowed decision d for req took, as far as
 	// the algorithm allows (see Limiter.Refund).
 	Refund(ctx context.Context, req Request, d Decision) error
+}
+
+// ErrNoReset is wrapped by the error Limiter.Reset returns for a store that
+// is not a Resetter.
+var ErrNoReset = errors.New("store cannot reset keys")
+
+// Resetter is a Store that can forget a key's state: the memory, Redis and
+// failsafe stores are. A store need not implement it; Limiter.Reset then
+// fails with ErrNoReset.
+type Resetter interface {
+	Store
+	// Reset forgets the state key holds for limit l (for its algorithm),
+	// so that the next request on it starts fresh. A key without state is
+	// not an error.
+	Reset(ctx context.Context, key string, l Limit) error
 }
 
 // BatchStore is a Store that can decide several requests as one: all are

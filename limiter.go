@@ -107,10 +107,39 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 
 // AllowN decides now whether n requests for key may pass, and takes them if
 // so. It never waits: for the leaky bucket it is the meter. n == 0 reports the
-// state without taking anything; n above the limit's capacity is an error
+// state without taking anything (allowed, with RetryAfter the wait until one
+// unit would be: see Peek); n above the limit's capacity is an error
 // wrapping ErrCost.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Decision, error) {
 	return l.take(ctx, key, n, false)
+}
+
+// Peek reports key's state without taking anything: Remaining and
+// ResetAfter as AllowN(ctx, key, 0) reports them, and for a request of cost
+// 1 whether it would be allowed now (Allowed) and, if not, the least wait
+// until it would (RetryAfter). It asks as Allow does (a leaky bucket's
+// meter, not its queue).
+func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
+	d, err := l.take(ctx, key, 0, false)
+	if err != nil {
+		return d, err
+	}
+	// A store answers n == 0 as allowed, with the wait for one unit; a
+	// failure policy that refuses (failsafe's Deny) answers refused.
+	d.Allowed = d.Allowed && d.RetryAfter == 0
+	return d, nil
+}
+
+// Reset forgets key's state for l's limit, so that its next request starts
+// fresh: the store must be a Resetter, else the error wraps ErrNoReset.
+// See each store for what a reset reaches (the Redis store's other
+// instances keep local state until they next sync).
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	r, ok := l.store.(Resetter)
+	if !ok {
+		return fmt.Errorf("ratekeeper: reset %q: %T: %w", key, l.store, ErrNoReset)
+	}
+	return r.Reset(ctx, key, l.limit)
 }
 
 // take is every decision of l: AllowN and ReserveN.

@@ -124,8 +124,11 @@ type breaker struct {
 	part      string // "" for the store's
 }
 
-// Interface guard.
-var _ ratekeeper.Store = (*Store)(nil)
+// Interface guards.
+var (
+	_ ratekeeper.Store    = (*Store)(nil)
+	_ ratekeeper.Resetter = (*Store)(nil)
+)
 
 // DeadlineStore is a primary that can bound a decision by a deadline given
 // beside its context, at less cost than a context with that deadline (a
@@ -436,6 +439,33 @@ func (s *Store) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper
 	if s.local != nil {
 		req.Limit = s.localLimit(req.Limit)
 		return s.local.Refund(ctx, req, d)
+	}
+	return nil
+}
+
+// Reset forgets key's state for l in the primary, within the timeout
+// (whatever the breaker says: a reset is an operator's, not a decision the
+// policy could make instead), and in the Local policy's store. Its error
+// is returned, not decided by the policy; a primary that is not a
+// ratekeeper.Resetter gives an error wrapping ratekeeper.ErrNoReset, after
+// the local store is reset.
+func (s *Store) Reset(ctx context.Context, key string, l ratekeeper.Limit) error {
+	if s.local != nil {
+		if err := s.local.Reset(ctx, key, s.localLimit(l)); err != nil {
+			return err
+		}
+	}
+	r, ok := s.primary.(ratekeeper.Resetter)
+	if !ok {
+		return fmt.Errorf("failsafe: reset %q: primary %T: %w", key, s.primary, ratekeeper.ErrNoReset)
+	}
+	if s.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+	}
+	if err := r.Reset(ctx, key, l); err != nil {
+		return fmt.Errorf("failsafe: reset %q: %w", key, err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ratekeeper/ratekeeper/internal/adminauth"
 	"github.com/ratekeeper/ratekeeper/internal/yamlconf"
 	"github.com/ratekeeper/ratekeeper/rules"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
@@ -84,10 +85,41 @@ type Config struct {
 	// private CA, the name to expect) and the client certificate it shows.
 	UpstreamTLS tlsconfig.Client `yaml:"upstream_tls"`
 
+	// Admin says what the admin listener (admin_listen) lets an operator
+	// do beyond /metrics, /healthz and /readyz: list the rules and peek at
+	// a client's state are always served; resetting a client's counter
+	// needs admin.reset and a bearer token (docs/gateway.md).
+	Admin AdminConfig `yaml:"admin"`
+
 	rules.Config `yaml:",inline"`
 
 	// dir is the file's directory, from which relative paths are taken.
 	dir string
+	// adminToken is the token admin.token_file or admin.token_env hold,
+	// read when the file is.
+	adminToken string
+}
+
+// AdminConfig turns on the admin listener's write, and the token that
+// guards it. The token is read from a file or an environment variable,
+// never from this file, when the file is read (at start and on each
+// reload).
+type AdminConfig struct {
+	// Reset serves POST /v1/rules/{rule}/reset, which forgets one client's
+	// counter for a rule. Default false: the endpoint answers 404. It needs
+	// a token.
+	Reset bool `yaml:"reset"`
+	// ProtectReads asks for the token on the reads too (GET /v1/rules and
+	// /v1/rules/{rule}/state), which are otherwise open to whoever reaches
+	// the admin listener (a private address by design). Default false.
+	ProtectReads bool `yaml:"protect_reads"`
+	// TokenFile is a file that holds the bearer token (a trailing newline
+	// is not part of it; at least 16 characters, no white space), relative
+	// to this file's directory.
+	TokenFile string `yaml:"token_file"`
+	// TokenEnv names the environment variable that holds the token, in
+	// place of TokenFile.
+	TokenEnv string `yaml:"token_env"`
 }
 
 // Upstream protocols.
@@ -268,6 +300,28 @@ func (c *Config) problems() []*rules.Error {
 	case "", AccessLogOff, AccessLogAll, AccessLogRefused:
 	default:
 		fail("access_log", "%q: use off, all or refused", c.AccessLog)
+	}
+	c.adminToken = ""
+	switch a := c.Admin; {
+	case a.TokenFile != "" && a.TokenEnv != "":
+		fail("admin.token_env", "the token is given twice, by admin.token_file and admin.token_env: keep one")
+	case a.TokenFile != "" || a.TokenEnv != "":
+		field, file := "admin.token_env", ""
+		if a.TokenFile != "" {
+			field, file = "admin.token_file", a.TokenFile
+			if !filepath.IsAbs(file) {
+				file = filepath.Join(c.dir, file)
+			}
+		}
+		tok, err := adminauth.Load(file, a.TokenEnv)
+		if err != nil {
+			fail(field, "%v", err)
+		}
+		c.adminToken = tok
+	case a.Reset:
+		fail("admin.reset", "needs a bearer token: set admin.token_file (or admin.token_env) to where the token is, never the token itself")
+	case a.ProtectReads:
+		fail("admin.protect_reads", "needs a bearer token: set admin.token_file (or admin.token_env)")
 	}
 	return append(errs, c.Config.Problems()...)
 }

@@ -434,6 +434,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		Name:            "gateway",
 		Servers:         servers,
 		Admin:           aln,
+		AdminRoutes:     g.adminHandler(),
 		Watch:           time.Duration(cfg.Watch),
 		Reload:          g.Reload,
 		ShutdownTimeout: time.Duration(cfg.ShutdownTimeout),

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
 	"maps"
 	"math/rand/v2"
@@ -43,6 +44,7 @@ type Store struct {
 var (
 	_ ratekeeper.Store      = (*Store)(nil)
 	_ ratekeeper.BatchStore = (*Store)(nil)
+	_ ratekeeper.Resetter   = (*Store)(nil)
 )
 
 // shard holds the keys whose id selects it, one table per kind of state
@@ -717,6 +719,37 @@ func (s *Store) Refund(_ context.Context, req ratekeeper.Request, d ratekeeper.D
 			e.g.Refund(n, at)
 			e.idle = e.g.IdleAt(&p)
 		}
+	}
+	return nil
+}
+
+// Reset forgets key's state for l's algorithm (the token and the leaky
+// bucket share one state per key, as their decisions do), so that its next
+// request starts fresh.
+func (s *Store) Reset(_ context.Context, key string, l ratekeeper.Limit) error {
+	h := s.hash(key)
+	sh := &s.shards[s.shardIndex(h)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	switch l.Algorithm {
+	case ratekeeper.TokenBucket, ratekeeper.LeakyBucket:
+		if sh.buckets.get(h) != nil {
+			sh.remove(h, 0)
+		}
+	case ratekeeper.FixedWindow:
+		if sh.fixed.get(h) != nil {
+			sh.remove(h, 1)
+		}
+	case ratekeeper.SlidingWindow:
+		if sh.sliding.get(h) != nil {
+			sh.remove(h, 2)
+		}
+	case ratekeeper.SlidingLog:
+		if sh.logs.get(h) != nil {
+			sh.remove(h, 3)
+		}
+	default:
+		return fmt.Errorf("memstore: reset: unknown algorithm %q", l.Algorithm)
 	}
 	return nil
 }

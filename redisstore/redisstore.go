@@ -57,8 +57,11 @@ func (s *Store) runBy(ctx context.Context, j job, deadline time.Time) (string, e
 	return j.run(ctx, s.client)
 }
 
-// Interface guard.
-var _ ratekeeper.Store = (*Store)(nil)
+// Interface guards.
+var (
+	_ ratekeeper.Store    = (*Store)(nil)
+	_ ratekeeper.Resetter = (*Store)(nil)
+)
 
 // Option configures a Store.
 type Option interface {
@@ -435,6 +438,39 @@ func (s *Store) refundExact(ctx context.Context, req ratekeeper.Request, d ratek
 	}
 	if _, err := s.run(ctx, s.job(op, req, at)); err != nil {
 		return fmt.Errorf("redisstore: refund %s: %w", req.Limit.Algorithm, err)
+	}
+	return nil
+}
+
+// Reset forgets key's state for l's algorithm: it deletes the key's Redis
+// key, and drops what this instance holds of it (in sync and lease modes
+// its local count, unsent counts and leased quota; in every mode its
+// denial cache), waiting first for a sync or lease of the key in flight.
+//
+// Other instances sharing the store learn of the reset only through Redis:
+// until then each keeps what it holds. In exact mode that is the denial
+// cache: a key an instance refused stays refused there until the refusal's
+// retry-after has passed (WithDenialCache(false) turns it off). In sync
+// mode an instance decides from the count it last read, plus its own, until
+// its next sync (within one sync period), which adds its unsent count to
+// the fresh key and reads the key back. In lease mode an instance admits
+// from the quota it holds, which the deleted key no longer counts, until
+// that quota is used up or expires: the key may admit that much more than
+// its limit in the meantime.
+func (s *Store) Reset(ctx context.Context, key string, l ratekeeper.Limit) error {
+	k := s.Key(key, l.Algorithm)
+	if k == "" {
+		return fmt.Errorf("redisstore: reset: unknown algorithm %q", l.Algorithm)
+	}
+	if err := s.shared.Forget(ctx, key, l); err != nil {
+		return fmt.Errorf("redisstore: reset: %w", err)
+	}
+	if err := s.client.Del(ctx, k).Err(); err != nil {
+		return fmt.Errorf("redisstore: reset: %w", err)
+	}
+	// A decision made between the two may have read the old state back.
+	if err := s.shared.Forget(ctx, key, l); err != nil {
+		return fmt.Errorf("redisstore: reset: %w", err)
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ const maxBody = 1 << 20
 // HTTPHandler serves the JSON API:
 //
 //   - POST /v1/check: ratekeeper's JSON (CheckRequest, CheckResponse);
+//   - POST /v1/peek: the same, taking nothing (see Peek), always 200;
 //   - POST /json: the reference service's endpoint, a RateLimitRequest in
 //     the proto3 JSON mapping, answered with a RateLimitResponse likewise;
 //   - GET /healthcheck: 200 while serving (the reference service's path).
@@ -33,6 +34,7 @@ const maxBody = 1 << 20
 func (s *Service) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/check", s.serveCheck)
+	mux.HandleFunc("POST /v1/peek", s.serveCheck)
 	mux.HandleFunc("POST /json", s.serveJSON)
 	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -116,13 +118,13 @@ type CheckLimit struct {
 	UnitMultiplier uint32 `json:"unit_multiplier,omitempty"`
 }
 
-func (s *Service) serveCheck(w http.ResponseWriter, r *http.Request) {
+// readCheck reads a CheckRequest body as the RateLimitRequest it stands for.
+func readCheck(w http.ResponseWriter, r *http.Request) (*rlsv3.RateLimitRequest, error) {
 	var in CheckRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		httpError(w, http.StatusBadRequest, fmt.Errorf("body: %w", err))
-		return
+		return nil, fmt.Errorf("body: %w", err)
 	}
 	req := &rlsv3.RateLimitRequest{Domain: in.Domain, HitsAddend: in.HitsAddend}
 	for _, d := range in.Descriptors {
@@ -135,7 +137,20 @@ func (s *Service) serveCheck(w http.ResponseWriter, r *http.Request) {
 		}
 		req.Descriptors = append(req.Descriptors, pd)
 	}
-	resp, o, err := s.answer(r.Context(), req)
+	return req, nil
+}
+
+func (s *Service) serveCheck(w http.ResponseWriter, r *http.Request) {
+	req, err := readCheck(w, r)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	op := decideOp
+	if r.URL.Path == "/v1/peek" {
+		op = peekOp
+	}
+	resp, o, err := s.answer(r.Context(), req, op)
 	if err != nil {
 		decideError(w, err)
 		return
@@ -161,6 +176,12 @@ func (s *Service) serveCheck(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusInternalServerError, err)
 		return
 	}
+	if op == peekOp {
+		// A peek is answered, never refused: 200 whatever the codes say.
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(b)
+		return
+	}
 	writeDecision(w, resp, o, "application/json", b)
 }
 
@@ -175,7 +196,7 @@ func (s *Service) serveJSON(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, fmt.Errorf("body: %w", err))
 		return
 	}
-	resp, o, err := s.answer(r.Context(), &req)
+	resp, o, err := s.answer(r.Context(), &req, decideOp)
 	if err != nil {
 		decideError(w, err)
 		return

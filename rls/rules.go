@@ -347,3 +347,36 @@ func detailedStat(domain string, entries []Entry) string {
 	}
 	return b.String()
 }
+
+// Limit is one configured rate_limit block as GET /v1/config lists it.
+type Limit struct {
+	// Descriptor is the block's place: the domain and the descriptors'
+	// key_value path to it, as the metrics name it (domain.key_value.key).
+	Descriptor      string   `json:"descriptor"`
+	Name            string   `json:"name,omitempty"`
+	RequestsPerUnit uint32   `json:"requests_per_unit"`
+	Unit            string   `json:"unit,omitempty"`
+	Algorithm       string   `json:"algorithm,omitempty"`
+	Unlimited       bool     `json:"unlimited,omitempty"`
+	ShadowMode      bool     `json:"shadow_mode,omitempty"`
+	Replaces        []string `json:"replaces,omitempty"`
+	DetailedMetric  bool     `json:"detailed_metric,omitempty"`
+}
+
+// Limits lists the configured rate_limit blocks in the order they were
+// read (Envoy's reference service shows the same at /rlconfig).
+func (rs *Rules) Limits() []Limit {
+	out := make([]Limit, 0, len(rs.rules))
+	for _, r := range rs.rules {
+		l := Limit{Descriptor: r.stat, Name: r.name, RequestsPerUnit: r.rpu, Unlimited: r.unlimit,
+			ShadowMode: r.shadow, Replaces: r.replaces, DetailedMetric: r.detailed}
+		if !r.unlimit {
+			l.Unit = r.unit.String()
+			if r.rpu > 0 {
+				l.Algorithm = string(r.limit.Algorithm)
+			}
+		}
+		out = append(out, l)
+	}
+	return out
+}

@@ -3,6 +3,8 @@ package rls
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -16,6 +18,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/adminauth"
 	"github.com/ratekeeper/ratekeeper/internal/server"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
 	"github.com/ratekeeper/ratekeeper/tlsconfig"
@@ -64,6 +68,13 @@ type ServerOptions struct {
 	Watch time.Duration
 	// ShutdownTimeout bounds the graceful shutdown.
 	ShutdownTimeout time.Duration
+	// AdminToken, when not empty, turns on POST /v1/reset on the HTTP
+	// listener for requests with "Authorization: Bearer <AdminToken>"
+	// (ratekeeper serve reads it from --admin-token-file). Empty: the
+	// endpoint answers 404.
+	AdminToken string
+	// ProtectReads asks for AdminToken on GET /v1/config too.
+	ProtectReads bool
 }
 
 // Server runs a Service on its gRPC, HTTP and admin listeners and reloads
@@ -229,7 +240,7 @@ func (s *Server) Run(ctx context.Context) error {
 			// net/http serves HTTP/2 on a TLS connection that chose h2.
 			hln = tls.NewListener(hln, s.httpTLS)
 		}
-		servers = append(servers, server.HTTP(&http.Server{Handler: s.svc.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+		servers = append(servers, server.HTTP(&http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 			ErrorLog: slog.NewLogLogger(s.proc.Logger.Handler(), slog.LevelDebug)}, hln))
 	}
 	s.proc.Logger.Info("rate limit service listening", "grpc", s.grpcAddr.String(), "http", s.httpAddr.String(), "admin", s.adminAddr.String(),
@@ -286,4 +297,76 @@ func (s *Server) Reload() error {
 		s.svc.SetRules(rules)
 		return rules.Len(), []any{"domains", rules.Domains(), "limits", rules.Len()}, nil
 	})
+}
+
+// httpHandler is the Service's JSON API with the server's own endpoints
+// beside it: GET /v1/config (the limits loaded, the file, the store with
+// its password redacted) and POST /v1/reset (off without an admin token).
+func (s *Server) httpHandler() http.Handler {
+	guard := adminauth.New(s.proc.Logger, s.proc.Metrics.AdminUnauthorized)
+	mux := http.NewServeMux()
+	mux.Handle("/", s.svc.HTTPHandler())
+	mux.HandleFunc("GET /v1/config", func(w http.ResponseWriter, r *http.Request) {
+		if s.o.ProtectReads && !guard.Authorize(w, r, s.o.AdminToken) {
+			return
+		}
+		rules := s.svc.Rules()
+		writeJSON(w, ConfigResponse{Path: s.path, Store: s.o.Store.Redacted(), StoreMode: s.o.Store.Mode,
+			ResetEnabled: s.o.AdminToken != "", Domains: rules.Domains(), Limits: rules.Limits()})
+	})
+	mux.HandleFunc("POST /v1/reset", func(w http.ResponseWriter, r *http.Request) {
+		if s.o.AdminToken == "" {
+			httpError(w, http.StatusNotFound, errors.New("reset is off: start ratekeeper serve with --admin-token-file (or RATEKEEPER_ADMIN_TOKEN_FILE)"))
+			return
+		}
+		if !guard.Authorize(w, r, s.o.AdminToken) {
+			return
+		}
+		req, err := readCheck(w, r)
+		if err != nil {
+			httpError(w, http.StatusBadRequest, err)
+			return
+		}
+		done, err := s.svc.Reset(r.Context(), s.proc.Store(), req)
+		switch {
+		case errors.Is(err, ratekeeper.ErrNoReset):
+			httpError(w, http.StatusNotImplemented, err)
+			return
+		case err != nil:
+			decideError(w, err)
+			return
+		}
+		s.proc.Logger.Info("admin reset counters", "domain", req.GetDomain(), "descriptors", len(done), "remote", r.RemoteAddr)
+		writeJSON(w, ResetResponse{Reset: done})
+	})
+	return mux
+}
+
+// ConfigResponse is the answer of GET /v1/config.
+type ConfigResponse struct {
+	// Path is the configuration file or directory.
+	Path string `json:"path"`
+	// Store is the store's URL with its password redacted, and its mode.
+	Store        string   `json:"store"`
+	StoreMode    string   `json:"store_mode,omitempty"`
+	ResetEnabled bool     `json:"reset_enabled"`
+	Domains      []string `json:"domains"`
+	Limits       []Limit  `json:"limits"`
+}
+
+// ResetResponse is the answer of POST /v1/reset: for each descriptor of
+// the request, in order, whether a counter was reset (false for one
+// without a limit).
+type ResetResponse struct {
+	Reset []bool `json:"reset"`
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(append(b, '\n'))
 }

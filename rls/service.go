@@ -275,9 +275,56 @@ const (
 // duration_until_reset; nothing is taken. Since no wait lets the request
 // pass, the answer has no Retry-After and raw_body says so.
 func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	resp, _, err := s.answer(ctx, req)
+	resp, _, err := s.answer(ctx, req, decideOp)
 	return resp, err
 }
+
+// Peek answers req as Decide would, taking nothing: each descriptor is
+// asked at a cost of zero (its hits_addend is not read), and its status is
+// OVER_LIMIT when a request of cost 1 would be refused now, with
+// duration_until_reset the wait until it would pass (see
+// ratekeeper.Limiter.Peek). Nothing is counted in the metrics of
+// decisions.
+func (s *Service) Peek(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	resp, _, err := s.answer(ctx, req, peekOp)
+	return resp, err
+}
+
+// Reset forgets, in store, the counter of each descriptor of req that has
+// a limit, so that its next request starts fresh; it reports which
+// descriptors it reset (those without a limit, or unlimited, have no
+// counter). store is the service's store as opened (a
+// ratekeeper.Resetter), not one that records decisions: ratekeeper serve
+// passes its own. A store that cannot reset gives an error wrapping
+// ratekeeper.ErrNoReset.
+func (s *Service) Reset(ctx context.Context, store ratekeeper.Store, req *rlsv3.RateLimitRequest) ([]bool, error) {
+	rs, ok := store.(ratekeeper.Resetter)
+	if !ok {
+		return nil, fmt.Errorf("reset: %T: %w", store, ratekeeper.ErrNoReset)
+	}
+	_, slots, err := s.slots(req)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(slots))
+	for i, sl := range slots {
+		if sl.kind == take || sl.kind == tooMany {
+			if err := rs.Reset(ctx, sl.key, sl.r.limit); err != nil {
+				return out, fmt.Errorf("store: %w", err)
+			}
+			out[i] = true
+		}
+	}
+	return out, nil
+}
+
+// answerOp is what answer does with the counters.
+type answerOp uint8
+
+const (
+	decideOp answerOp = iota // take (Decide)
+	peekOp                   // ask without taking (Peek)
+)
 
 // notes is what an answer says beyond the response's fields: what it owes
 // to the store's failure policy rather than to counts, and which costs can
@@ -296,17 +343,55 @@ type notes struct {
 
 // answer is Decide, with what the answer owes to the store's failure
 // policy.
-func (s *Service) answer(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, notes, error) {
+func (s *Service) answer(ctx context.Context, req *rlsv3.RateLimitRequest, op answerOp) (*rlsv3.RateLimitResponse, notes, error) {
+	cur, slots, err := s.slots(req)
+	if err != nil {
+		return nil, notes{}, err
+	}
+	if op == peekOp {
+		err = s.peek(ctx, slots)
+	} else {
+		err = s.decide(ctx, slots)
+	}
+	if err != nil {
+		return nil, notes{}, err
+	}
+	resp, o := s.respond(cur, slots, op == decideOp)
+	return resp, o, nil
+}
+
+// peek asks for each slot's state without taking: over when a request of
+// cost 1 would be refused now.
+func (s *Service) peek(ctx context.Context, slots []slot) error {
+	for i := range slots {
+		sl := &slots[i]
+		if sl.kind != take && sl.kind != tooMany {
+			continue
+		}
+		sl.n, sl.kind = 0, take
+		d, err := s.store.Take(ctx, ratekeeper.Request{Key: sl.key, Limit: sl.r.limit, N: 0})
+		if err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		sl.d = d
+		sl.over = !d.Allowed || d.RetryAfter > 0
+	}
+	return nil
+}
+
+// slots matches req's descriptors to the rules being served (cur, which
+// the answer counts in): each slot's rule, key, cost and kind.
+func (s *Service) slots(req *rlsv3.RateLimitRequest) (*served, []slot, error) {
 	domain := req.GetDomain()
 	if domain == "" {
-		return nil, notes{}, fmt.Errorf("%w: the domain must not be empty", ErrInvalid)
+		return nil, nil, fmt.Errorf("%w: the domain must not be empty", ErrInvalid)
 	}
 	descs := req.GetDescriptors()
 	if len(descs) == 0 {
-		return nil, notes{}, fmt.Errorf("%w: the descriptor list must not be empty", ErrInvalid)
+		return nil, nil, fmt.Errorf("%w: the descriptor list must not be empty", ErrInvalid)
 	}
 	if len(descs) > s.maxDescriptors {
-		return nil, notes{}, fmt.Errorf("%w: %d descriptors, more than the limit of %d", ErrInvalid, len(descs), s.maxDescriptors)
+		return nil, nil, fmt.Errorf("%w: %d descriptors, more than the limit of %d", ErrInvalid, len(descs), s.maxDescriptors)
 	}
 	cur := s.cur.Load()
 	rules := cur.rules
@@ -329,9 +414,9 @@ func (s *Service) answer(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	for i, d := range descs {
 		switch n := len(d.GetEntries()); {
 		case n == 0:
-			return nil, notes{}, fmt.Errorf("%w: descriptor %d has no entries", ErrInvalid, i)
+			return nil, nil, fmt.Errorf("%w: descriptor %d has no entries", ErrInvalid, i)
 		case n > s.maxEntries:
-			return nil, notes{}, fmt.Errorf("%w: descriptor %d has %d entries, more than the limit of %d", ErrInvalid, i, n, s.maxEntries)
+			return nil, nil, fmt.Errorf("%w: descriptor %d has %d entries, more than the limit of %d", ErrInvalid, i, n, s.maxEntries)
 		}
 		entries = entries[:0]
 		for _, e := range d.GetEntries() {
@@ -392,11 +477,7 @@ func (s *Service) answer(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 			sl.kind = take
 		}
 	}
-	if err := s.decide(ctx, slots); err != nil {
-		return nil, notes{}, err
-	}
-	resp, o := s.respond(cur, slots)
-	return resp, o, nil
+	return cur, slots, nil
 }
 
 // hits is a descriptor's cost: its own hits_addend, else the request's;
@@ -572,7 +653,7 @@ type oneStatus struct {
 }
 
 // respond builds the response from decided slots and counts the metrics.
-func (s *Service) respond(cur *served, slots []slot) (*rlsv3.RateLimitResponse, notes) {
+func (s *Service) respond(cur *served, slots []slot, counts bool) (*rlsv3.RateLimitResponse, notes) {
 	var (
 		resp   *rlsv3.RateLimitResponse
 		blocks []statusBlock
@@ -628,7 +709,9 @@ func (s *Service) respond(cur *served, slots []slot) (*rlsv3.RateLimitResponse, 
 					counted = true
 				}
 			}
-			s.count(cur, sl)
+			if counts {
+				s.count(cur, sl)
+			}
 			continue
 		}
 		b.limit.Name, b.limit.RequestsPerUnit, b.limit.Unit = r.name, r.rpu, r.unit
@@ -665,7 +748,9 @@ func (s *Service) respond(cur *served, slots []slot) (*rlsv3.RateLimitResponse, 
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 			counted = true
 		}
-		s.count(cur, sl)
+		if counts {
+			s.count(cur, sl)
+		}
 		if best < 0 || st.LimitRemaining < resp.Statuses[best].LimitRemaining {
 			best = i
 		}

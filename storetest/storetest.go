@@ -59,13 +59,14 @@ type Op int
 const (
 	Allow   Op = iota // AllowN
 	Reserve           // ReserveN
-	Peek              // AllowN with n == 0
+	Peek              // Limiter.Peek: AllowN with n == 0, allowed iff one would be
 	Cancel            // Cancel the latest allowed ReserveN of this key
 	Refund            // Refund the latest allowed AllowN of this key
+	Reset             // Limiter.Reset (timelines with one need a ratekeeper.Resetter)
 )
 
 func (o Op) String() string {
-	return [...]string{"allow", "reserve", "peek", "cancel", "refund"}[o]
+	return [...]string{"allow", "reserve", "peek", "cancel", "refund", "reset"}[o]
 }
 
 // Step is one request of a timeline and the decision it must get.
@@ -103,12 +104,16 @@ var Epoch = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 // Run runs every timeline of Timelines against a fresh store from newStore
 // and fails on the first decision that differs from the timeline's. A store
 // that is a ratekeeper.Binder runs every timeline twice: bound, as a Limiter
-// uses it, and through Store.Take alone (see Unbound).
+// uses it, and through Store.Take alone (see Unbound). A store that is not a
+// ratekeeper.Resetter skips the timelines that reset.
 func Run(t *testing.T, newStore func(t *testing.T) ratekeeper.Store) {
 	t.Helper()
 	for _, tl := range Timelines() {
 		t.Run(tl.Name, func(t *testing.T) {
 			s := newStore(t)
+			if _, ok := s.(ratekeeper.Resetter); !ok && tl.resets() {
+				t.Skipf("%T is not a ratekeeper.Resetter", s)
+			}
 			RunTimeline(t, s, tl)
 			if _, ok := s.(ratekeeper.Binder); ok {
 				RunTimeline(t, Unbound(newStore(t)), tl)
@@ -117,13 +122,28 @@ func Run(t *testing.T, newStore func(t *testing.T) ratekeeper.Store) {
 	}
 }
 
+// resets reports whether tl has a Reset step.
+func (tl Timeline) resets() bool {
+	for _, st := range tl.Steps {
+		if st.Op == Reset {
+			return true
+		}
+	}
+	return false
+}
+
 // Unbound hides a store's Bind method (and every other method beyond
-// ratekeeper.Store), so that Limiters use its Take.
+// ratekeeper.Store and ratekeeper.Resetter), so that Limiters use its Take.
 func Unbound(s ratekeeper.Store) ratekeeper.Store {
+	if r, ok := s.(ratekeeper.Resetter); ok {
+		return unboundResetter{r}
+	}
 	return unbound{s}
 }
 
 type unbound struct{ ratekeeper.Store }
+
+type unboundResetter struct{ ratekeeper.Resetter }
 
 // RunTimeline runs one timeline against s. Keys are prefixed with a random
 // run id, so stores that outlive a test (a shared Redis) start clean.
@@ -170,7 +190,12 @@ func RunTimeline(t *testing.T, s ratekeeper.Store, tl Timeline) {
 				lastReserve[key] = taken{n, d}
 			}
 		case Peek:
-			d, err = lim.AllowN(ctx, key, 0)
+			d, err = lim.Peek(ctx, key)
+		case Reset:
+			if err = lim.Reset(ctx, key); err != nil {
+				t.Fatalf("%s step %d (%s at %v): %v", tl.Name, i, st.Op, st.At, err)
+			}
+			continue
 		case Refund, Cancel:
 			var tk taken
 			if st.Op == Refund {

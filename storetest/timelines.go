@@ -16,7 +16,8 @@ const (
 // Timelines returns the conformance timelines: every worked example of the
 // algorithms' exact semantics (docs/algorithms.md), exact retry-after and reset-after at
 // the microsecond, rates that do not divide their period, costs above one,
-// clocks that step back, refunds and cancels.
+// clocks that step back, refunds and cancels, peeks (the wait for one
+// request, taking nothing) and resets (one key's, leaving another's alone).
 func Timelines() []Timeline {
 	allowed := func(rem int, reset time.Duration) Want { return Want{Allowed: true, Remaining: rem, ResetAfter: reset} }
 	refused := func(rem int, retry, reset time.Duration) Want {
@@ -316,6 +317,76 @@ func Timelines() []Timeline {
 				{At: sec, Want: allowed(0, 89*sec+us)},
 				{At: 2 * sec, Op: Refund},
 				{At: 2 * sec, Want: allowed(0, 88*sec+us)},
+			},
+		},
+		// Peek and Reset, one timeline per algorithm: a spent key peeks
+		// refused with the wait for one request and takes nothing; a reset
+		// makes it fresh and leaves the key "other" as it was.
+		{
+			Name:  "token_bucket/peek_and_reset",
+			Limit: ratekeeper.Limit{Algorithm: ratekeeper.TokenBucket, Rate: 3, Period: min},
+			Steps: []Step{
+				{At: 0, N: 3, Want: allowed(0, 60*sec)},
+				{At: 10 * sec, Op: Peek, Want: refused(0, 10*sec, 50*sec)},
+				{At: 10 * sec, Op: Peek, Want: refused(0, 10*sec, 50*sec)},
+				{At: 10 * sec, Key: "other", Want: allowed(2, 20*sec)},
+				{At: 10 * sec, Op: Reset},
+				{At: 10 * sec, Op: Peek, Want: allowed(3, 0)},
+				{At: 10 * sec, Want: allowed(2, 20*sec)},
+				{At: 10 * sec, Key: "other", Want: allowed(1, 40*sec)},
+				{At: 10 * sec, Op: Reset, Key: "never-used"},
+			},
+		},
+		{
+			Name:  "leaky_bucket/peek_and_reset",
+			Limit: ratekeeper.Limit{Algorithm: ratekeeper.LeakyBucket, Rate: 1, Period: sec, Burst: 2},
+			Steps: []Step{
+				{At: 0, N: 2, Want: allowed(0, 2*sec)},
+				{At: 0, Op: Peek, Want: refused(0, sec, 2*sec)},
+				{At: 0, Key: "other", Want: allowed(1, sec)},
+				{At: 0, Op: Reset},
+				{At: 0, Op: Peek, Want: allowed(2, 0)},
+				{At: 0, N: 2, Want: allowed(0, 2*sec)},
+				{At: 0, Key: "other", Want: allowed(0, 2*sec)},
+			},
+		},
+		{
+			Name:  "fixed_window/peek_and_reset",
+			Limit: ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 5, Period: min},
+			Steps: []Step{
+				{At: 30 * sec, N: 5, Want: allowed(0, 30*sec)},
+				{At: 40 * sec, Op: Peek, Want: refused(0, 20*sec, 20*sec)},
+				{At: 40 * sec, Key: "other", Want: allowed(4, 20*sec)},
+				{At: 40 * sec, Op: Reset},
+				{At: 40 * sec, Op: Peek, Want: allowed(5, 0)},
+				{At: 40 * sec, Want: allowed(4, 20*sec)},
+				{At: 40 * sec, Key: "other", Want: allowed(3, 20*sec)},
+			},
+		},
+		{
+			Name:  "sliding_log/peek_and_reset",
+			Limit: ratekeeper.Limit{Algorithm: ratekeeper.SlidingLog, Rate: 2, Period: min},
+			Steps: []Step{
+				{At: 0, N: 2, Want: allowed(0, 60*sec+us)},
+				{At: 10 * sec, Op: Peek, Want: refused(0, 50*sec+us, 50*sec+us)},
+				{At: 10 * sec, Key: "other", Want: allowed(1, 60*sec+us)},
+				{At: 10 * sec, Op: Reset},
+				{At: 10 * sec, Op: Peek, Want: allowed(2, 0)},
+				{At: 10 * sec, Want: allowed(1, 60*sec+us)},
+				{At: 10 * sec, Key: "other", Want: allowed(0, 60*sec+us)},
+			},
+		},
+		{
+			Name:  "sliding_window/peek_and_reset",
+			Limit: ratekeeper.Limit{Algorithm: ratekeeper.SlidingWindow, Rate: 2, Period: min},
+			Steps: []Step{
+				{At: sec, N: 2, Want: allowed(0, 89*sec+us)},
+				{At: 2 * sec, Op: Peek, Want: refused(0, 58*sec+us, 88*sec+us)},
+				{At: 2 * sec, Key: "other", Want: allowed(1, 58*sec+us)},
+				{At: 2 * sec, Op: Reset},
+				{At: 2 * sec, Op: Peek, Want: allowed(2, 0)},
+				{At: 2 * sec, Want: allowed(1, 58*sec+us)},
+				{At: 2 * sec, Key: "other", Want: allowed(0, 88*sec+us)},
 			},
 		},
 	}

@@ -121,6 +121,17 @@ func printConfig(w io.Writer, c *gateway.Config, set *rules.Set) {
 	}
 	fmt.Fprintf(w, "listen:     %s\n", or(c.Listen, "127.0.0.1:8080 (default)"))
 	fmt.Fprintf(w, "admin:      %s\n", or(c.AdminListen, "none"))
+	if c.AdminListen != "" {
+		reads := "open"
+		if c.Admin.ProtectReads {
+			reads = "need the token"
+		}
+		reset := "off"
+		if c.Admin.Reset {
+			reset = "on, with the bearer token of " + or(c.Admin.TokenFile, "$"+c.Admin.TokenEnv)
+		}
+		fmt.Fprintf(w, "            GET /v1/rules and /v1/rules/RULE/state %s; POST /v1/rules/RULE/reset %s\n", reads, reset)
+	}
 	fmt.Fprintf(w, "protocols:  %s\n", listenerProtocols(c))
 	fmt.Fprintf(w, "upstream:   %s\n", or(c.Upstream, "(none: needed by ratekeeper proxy)"))
 	if strings.HasPrefix(c.Upstream, "http") {

@@ -33,6 +33,7 @@ var commands = map[string]command{
 	"serve":    {"answer Envoy's rate limit service API (gRPC) and a JSON API", runServe},
 	"simulate": {"show how each algorithm shapes a workload, as charts and a table", runSimulate},
 	"check":    {"validate a config file and print what each rule does", runCheck},
+	"limits":   {"list the rules of a running proxy or serve, show a client's state, reset it", runLimits},
 	"version":  {"print the version and source revision of this binary", runVersion},
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/ratekeeper/ratekeeper/internal/adminauth"
 	"github.com/ratekeeper/ratekeeper/rls"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
 	"github.com/ratekeeper/ratekeeper/tlsconfig"
@@ -19,7 +20,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: ratekeeper serve --config PATH [flags]\n\nAnswers Envoy's rate limit service API (gRPC) and a JSON API (POST /v1/check,\nPOST /json) with the limits of PATH: a file or a directory of files in the\nYAML of Envoy's reference rate limit service, one domain each (docs/envoy.md).\nSIGHUP or a change to PATH reloads it; SIGTERM or SIGINT shuts down gracefully.\nThe --grpc-tls-* and --http-tls-* flags make those listeners TLS (mutual TLS\nwith a client CA); the admin listener is always clear text.\n\nflags:")
+		fmt.Fprintln(stderr, "usage: ratekeeper serve --config PATH [flags]\n\nAnswers Envoy's rate limit service API (gRPC) and a JSON API (POST /v1/check,\nPOST /v1/peek, POST /json; GET /v1/config; POST /v1/reset with --admin-token-file) with the limits of PATH: a file or a directory of files in the\nYAML of Envoy's reference rate limit service, one domain each (docs/envoy.md).\nSIGHUP or a change to PATH reloads it; SIGTERM or SIGINT shuts down gracefully.\nThe --grpc-tls-* and --http-tls-* flags make those listeners TLS (mutual TLS\nwith a client CA); the admin listener is always clear text.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	var (
@@ -35,6 +36,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		shutdown     = fs.Duration("shutdown-timeout", rls.DefaultShutdownTimeout, "how long SIGTERM waits for calls in flight")
 		maxDescs     = fs.Int("max-descriptors", rls.DefaultMaxDescriptors, "refuse (InvalidArgument, HTTP 400) a request of more than `n` descriptors")
 		maxEntries   = fs.Int("max-entries", rls.DefaultMaxEntries, "refuse (InvalidArgument, HTTP 400) a request with a descriptor of more than `n` entries")
+		tokenFile    = fs.String("admin-token-file", "", "a `file` holding the bearer token that turns on POST /v1/reset (off without it)")
+		protectReads = fs.Bool("admin-protect-reads", false, "ask for the admin token on GET /v1/config too")
 	)
 	logger, err := common.parse(fs, args, stderr, "PATH")
 	if err != nil {
@@ -50,6 +53,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *httpListen == "-" && ht.Enabled() {
 		return usageError{fmt.Errorf("--http-tls-* flags are set, but --http-listen is -")}
+	}
+	var token string
+	if *tokenFile != "" {
+		if token, err = adminauth.Load(*tokenFile, ""); err != nil {
+			return usageError{fmt.Errorf("--admin-token-file: %w", err)}
+		}
+	} else if *protectReads {
+		return usageError{fmt.Errorf("--admin-protect-reads needs --admin-token-file")}
 	}
 	tuneGC(os.Getenv)
 	hup := catchHangups()
@@ -68,6 +79,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		MaxEntries:      *maxEntries,
 		Watch:           *watch,
 		ShutdownTimeout: *shutdown,
+		AdminToken:      token,
+		ProtectReads:    *protectReads,
 	})
 	if err != nil {
 		return err

@@ -211,10 +211,26 @@ func checkTimeline(t *testing.T, k kind, l Limit, rng *rand.Rand) {
 		if r.Remaining < 0 || r.Remaining > r.Limit || r.Limit != capacity(k, l) {
 			t.Fatalf("%s %+v step %d: remaining %d outside 0..%d (limit %d)", k, l, i, r.Remaining, capacity(k, l), r.Limit)
 		}
-		if r.Allowed != (r.RetryAfter == 0) || r.RetryAfter < 0 || r.ResetAfter < 0 || r.Delay < 0 {
+		if (n > 0 && r.Allowed != (r.RetryAfter == 0)) || r.RetryAfter < 0 || r.ResetAfter < 0 || r.Delay < 0 {
 			t.Fatalf("%s %+v step %d: inconsistent result %+v", k, l, i, r)
 		}
 		if n == 0 {
+			// Asked without taking: allowed, and RetryAfter is exactly
+			// the wait until one request would be.
+			// (A refused request that the log records as a penalty
+			// reports the wait after its own entry: compare with one that
+			// is not recorded.)
+			lone := l
+			lone.LogRejected = false
+			one := before.clone().take(k, lone, now, 1)
+			switch {
+			case !r.Allowed && !(k == fixed || k == sliding):
+				// A window whose shared count passed the limit refuses
+				// even nothing; the others cannot be over.
+				t.Fatalf("%s %+v step %d: n=0 refused: %+v", k, l, i, r)
+			case r.RetryAfter != one.RetryAfter:
+				t.Fatalf("%s %+v step %d: n=0 says RetryAfter %d, a request of 1 gets %+v", k, l, i, r.RetryAfter, one)
+			}
 			continue
 		}
 		if !r.Allowed && !(k == slog && l.LogRejected) {

@@ -103,7 +103,9 @@ const (
 )
 
 // Apply makes the decision mode says for n requests at now, and changes b
-// in place only if it takes something. n == 0 asks without taking.
+// in place only if it takes something. n == 0 asks without taking: it is
+// allowed, and RetryAfter is the wait until one request would be (zero for
+// Debited, which never refuses).
 //
 // Metering one request, the stores' common case, is decided right here on
 // scalars, with at most one division (when it is allowed) and none when
@@ -167,13 +169,12 @@ func (b *Bucket) Apply(l *Limit, mode Mode, now, n int64) Result {
 // the reference its one-request case is checked against. l is prepared.
 func (b *Bucket) meter(l *Limit, now, n int64) Result {
 	r := Result{Allowed: true, Limit: l.Burst, At: now}
-	if n > 0 {
-		if q := b.fits(l, n, l.Burst); b.Tail-now > q {
-			r.Allowed = false
-			r.RetryAfter = b.Tail - now - q
-		} else {
-			*b = b.start(now).add(l, n)
-		}
+	if q := b.fits(l, max(n, 1), l.Burst); b.Tail-now > q {
+		// Refused, or for n == 0 the wait until one request would fit.
+		r.Allowed = n == 0
+		r.RetryAfter = b.Tail - now - q
+	} else if n > 0 {
+		*b = b.start(now).add(l, n)
 	}
 	r.Remaining = remaining(b.level(l, now), l, l.Burst)
 	r.ResetAfter = b.untilEmpty(now)
@@ -183,7 +184,9 @@ func (b *Bucket) meter(l *Limit, now, n int64) Result {
 // debt is Apply's Debited. l is prepared.
 func (b *Bucket) debt(l *Limit, now, n int64) Result {
 	if n == 0 {
-		return b.meter(l, now, 0)
+		r := b.meter(l, now, 0)
+		r.RetryAfter = 0 // a debt is never refused
+		return r
 	}
 	*b = b.start(now).add(l, n)
 	r := Result{Allowed: true, Limit: l.Burst, At: now}
@@ -199,13 +202,15 @@ func (b *Bucket) debt(l *Limit, now, n int64) Result {
 // queue is Apply's Queued. l is prepared.
 func (b *Bucket) queue(l *Limit, now, n int64) Result {
 	r := Result{Allowed: true, Limit: l.Burst, At: now}
-	if n > 0 {
-		if q := b.fits(l, n, l.Burst+1); b.Tail-now > q {
+	if q := b.fits(l, max(n, 1), l.Burst+1); b.Tail-now > q {
+		// Refused, or for n == 0 the wait until one request would fit.
+		r.RetryAfter = b.Tail - now - q
+		if n > 0 {
 			r.Allowed = false
-			r.RetryAfter = b.Tail - now - q
 			r.ResetAfter = b.untilEmpty(now)
 			return r
 		}
+	} else if n > 0 {
 		s := b.start(now)
 		r.Delay = s.untilEmpty(now)
 		*b = s.add(l, n)

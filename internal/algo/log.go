@@ -62,7 +62,9 @@ func (g *Log) push(capacity int, n int64, t int64) {
 // SlidingLog decides n requests against a sliding window log: the request
 // passes iff the entries in the window [t-Period, t) plus n are at most
 // Rate. Admitted requests are logged (n entries stamped t); refused ones too
-// if LogRejected. t is now, or the newest entry if the clock went back, so
+// if LogRejected. n == 0 asks without taking: it is allowed, and RetryAfter
+// is the wait until one request would be. t is now, or the newest entry if
+// the clock went back, so
 // entries stay in order; the result's At says which instant was used.
 //
 // Only a request that is logged drops expired entries: its stamp then
@@ -125,10 +127,11 @@ func (g *Log) result(l *Limit, now, t, n int64, allowed bool, pending int64) Res
 	i := g.firstFrom(t - l.Period)
 	count := int64(g.size-i) + pending
 	r := Result{Limit: l.Rate, At: t, Allowed: allowed}
-	if !allowed {
-		// The request fits once all but Rate-n of the counted entries have
-		// left the window: an entry stamped e leaves at e+Period+1.
-		k := count - (l.Rate - n) - 1
+	if m := max(n, 1); !allowed || (n == 0 && count+1 > l.Rate) {
+		// The request (for n == 0, one request) fits once all but Rate-m
+		// of the counted entries have left the window: an entry stamped e
+		// leaves at e+Period+1.
+		k := count - (l.Rate - m) - 1
 		r.RetryAfter = g.at(i+int(k)) + l.Period + 1 - now
 	}
 	r.Remaining = clamp(l.Rate-count, 0, l.Rate)

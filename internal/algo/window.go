@@ -24,15 +24,21 @@ func (w Window) roll(l *Limit, now int64) Window {
 }
 
 // Fixed decides n requests against a fixed window counter: they pass iff the
-// window's count plus n is at most Rate. n == 0 asks without taking.
+// window's count plus n is at most Rate. n == 0 asks without taking: it is
+// allowed, and RetryAfter is the wait until one request would be.
 func (w Window) Fixed(l *Limit, now, n int64) (Window, Result) {
 	w = w.roll(l, now)
 	r := Result{Limit: l.Rate, At: now}
+	if w.Count+max(n, 1) > l.Rate {
+		// Refused, or for n == 0 the wait until one request would pass.
+		r.RetryAfter = w.End - now
+	}
 	if w.Count+n <= l.Rate {
 		w.Count += n
 		r.Allowed = true
-	} else {
-		r.RetryAfter = w.End - now
+		if n > 0 {
+			r.RetryAfter = 0
+		}
 	}
 	r.Remaining = clamp(l.Rate-w.Count, 0, l.Rate)
 	if w.Count > 0 {
@@ -86,7 +92,9 @@ func estimate(prev, cur, e, period int64) int64 {
 
 // SlidingWindow decides n requests against a sliding window counter: at
 // elapsed fraction f of the current window the estimate is
-// floor(prev·(1-f)) + cur, and n pass iff estimate + n <= Rate.
+// floor(prev·(1-f)) + cur, and n pass iff estimate + n <= Rate. n == 0
+// asks without taking: it is allowed, and RetryAfter is the wait until one
+// request would be.
 func (s Sliding) SlidingWindow(l *Limit, now, n int64) (Sliding, Result) {
 	s = s.roll(l, now)
 	e := s.elapsed(l, now)
@@ -103,6 +111,10 @@ func (s Sliding) SlidingWindow(l *Limit, now, n int64) (Sliding, Result) {
 		r.Allowed = true
 	} else {
 		r.RetryAfter = lag + slidingWait(prev, cur, e, l.Period, l.Rate-n)
+	}
+	if n == 0 && est+1 > l.Rate {
+		// Asked without taking: the wait until one request would pass.
+		r.RetryAfter = lag + slidingWait(prev, cur, e, l.Period, l.Rate-1)
 	}
 	r.Remaining = clamp(l.Rate-est, 0, l.Rate)
 	if est > 0 {

@@ -37,6 +37,7 @@ type Metrics struct {
 	rules        prometheus.Gauge
 	connections  *prometheus.CounterVec
 	refusedConns prometheus.Counter
+	adminRefused prometheus.Counter
 	reg          prometheus.Registerer
 }
 
@@ -74,13 +75,17 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "ratekeeper_gateway_connections_refused_total",
 			Help: "Client connections closed at once because their address held client.max_conns_per_ip already.",
 		}),
+		adminRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ratekeeper_admin_unauthorized_total",
+			Help: "Admin requests refused with 401: the bearer token (admin reset, and reads when protected) was missing or wrong.",
+		}),
 	}
 	dec, err := promlimit.New(reg)
 	if err != nil {
 		panic(err) // a fresh registry of the process's own: a programming error
 	}
 	m.decisions = dec
-	reg.MustRegister(m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.rules, m.connections, m.refusedConns)
+	reg.MustRegister(m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.rules, m.connections, m.refusedConns, m.adminRefused)
 	// Both reload series exist from the start at 0: a counter that appears
 	// at 1 has no increase() in Prometheus, so the first failed reload
 	// would not fire deploy/prometheus/alerts.yml's alert.
@@ -158,6 +163,13 @@ func (m *Metrics) ConnectionCounter(server string) prometheus.Counter {
 		return nil
 	}
 	return m.connections.WithLabelValues(server)
+}
+
+// AdminUnauthorized counts an admin request refused with 401.
+func (m *Metrics) AdminUnauthorized() {
+	if m != nil {
+		m.adminRefused.Inc()
+	}
 }
 
 // ConnectionsRefused returns the counter of client connections refused

@@ -81,6 +81,11 @@ func (p *Process) OpenStore(ctx context.Context, c storeconfig.Config) (ratekeep
 	return p.Metrics.InstrumentStore(store), nil
 }
 
+// Store is the store OpenStore opened, as it decides, without the
+// instrumentation: what an admin's peek or reset goes through, so that
+// neither counts as a decision.
+func (p *Process) Store() ratekeeper.Store { return p.raw }
+
 // SetLimitModes gives the limits in modes a store mode of their own (see
 // storeconfig.SetLimitModes).
 func (p *Process) SetLimitModes(modes map[ratekeeper.Limit]string) error {
@@ -164,6 +169,9 @@ type Run struct {
 	Servers []Server
 	// Admin, when not nil, serves /metrics, /healthz and /readyz.
 	Admin net.Listener
+	// AdminRoutes, when not nil, serves every other path of the admin
+	// listener (the gateway's and serve's inspect and reset endpoints).
+	AdminRoutes http.Handler
 	// Watch is how often the configuration is polled (DefaultWatch when
 	// zero, never when negative); Reload is called when it changed.
 	Watch  time.Duration
@@ -180,7 +188,16 @@ func (p *Process) Run(ctx context.Context, r Run) error {
 	defer p.Close()
 	servers := r.Servers
 	if r.Admin != nil {
-		admin := &http.Server{Handler: metrics.AdminHandler(p.Registry, p.Ready), ReadHeaderTimeout: 10 * time.Second}
+		h := metrics.AdminHandler(p.Registry, p.Ready)
+		if r.AdminRoutes != nil {
+			mux := http.NewServeMux()
+			for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
+				mux.Handle(path, h)
+			}
+			mux.Handle("/", r.AdminRoutes)
+			h = mux
+		}
+		admin := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 		servers = append(servers[:len(servers):len(servers)], HTTP(admin, r.Admin))
 	}
 	errc := make(chan error, len(servers))

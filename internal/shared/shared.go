@@ -511,3 +511,34 @@ func wait(ctx context.Context, ch <-chan struct{}) error {
 		return ctx.Err()
 	}
 }
+
+// Forget drops what the instance holds of key for limit l's algorithm: its
+// local state, its unsent counts (sync), its leased quota (lease, not given
+// back: the caller is about to delete the shared state it came from) and
+// its denial cache. A sync or lease of the key in flight is waited for
+// first (within ctx), so that its answer does not bring the old state back.
+// The key's next request starts from the shared state as it then is.
+func (s *Store) Forget(ctx context.Context, key string, l ratekeeper.Limit) error {
+	k := entryKey{key, l.Algorithm}
+	v, ok := s.entries.Load(k)
+	if !ok {
+		return nil
+	}
+	e := v.(*entry)
+	e.mu.Lock()
+	for e.busy != nil {
+		ch := e.busy
+		e.mu.Unlock()
+		if err := wait(ctx, ch); err != nil {
+			return err
+		}
+		e.mu.Lock()
+	}
+	e.dead = true
+	e.pend, e.grants, e.deniedUntil = nil, nil, 0
+	e.mu.Unlock()
+	if s.entries.CompareAndDelete(k, e) {
+		s.nkeys.Add(-1)
+	}
+	return nil
+}

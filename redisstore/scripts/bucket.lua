@@ -131,7 +131,14 @@ local function answer(allowed, retry, delay)
 end
 
 if n == 0 then
-  return answer(1, 0, 0)
+  -- Asked without taking: allowed, with the wait until one request would
+  -- be (none for the debt, which never refuses).
+  local retry = 0
+  if op ~= 'd' then
+    local q = floor(((room - 1) * period - frac) / rate)
+    if tail - now > q then retry = tail - now - q end
+  end
+  return answer(1, retry, 0)
 end
 
 if op ~= 'd' then

@@ -75,6 +75,8 @@ if count + n <= rate then
 else
   retry = wend - now
 end
+-- Asked without taking (n == 0): the wait until one request would pass.
+if n == 0 and count + 1 > rate then retry = wend - now end
 if count > 0 then reset = wend - now end
 local rem = rate - count
 if rem < 0 then rem = 0 end

@@ -97,10 +97,13 @@ if n > 0 and x7 == 1 then
 end
 
 local retry, reset = 0, 0
-if allowed == 0 then
-  -- The request fits once all but rate-n of the counted entries have left
-  -- the window: an entry stamped e leaves at e+period+1.
-  local k = wi + c - (rate - n) - 1
+local m = n
+if m == 0 then m = 1 end
+if allowed == 0 or (n == 0 and c + 1 > rate) then
+  -- The request (asked without taking, n == 0: one request) fits once all
+  -- but rate-m of the counted entries have left the window: an entry
+  -- stamped e leaves at e+period+1.
+  local k = wi + c - (rate - m) - 1
   retry = unpack8('<d', w, k * 8 + 1) + period + 1 - now
 end
 if c > 0 then

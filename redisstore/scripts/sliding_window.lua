@@ -146,6 +146,8 @@ if est + n <= rate then
 else
   retry = lag + wait(rate - n)
 end
+-- Asked without taking (n == 0): the wait until one request would pass.
+if n == 0 and est + 1 > rate then retry = lag + wait(rate - 1) end
 if est > 0 then reset = lag + wait(0) end
 local rem = rate - est
 if rem < 0 then rem = 0 end

@@ -1,0 +1,375 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/gateway/internal/fastpath"
+	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
+	"github.com/ratekeeper/ratekeeper/gateway/internal/problem"
+	"github.com/ratekeeper/ratekeeper/internal/adminauth"
+	"github.com/ratekeeper/ratekeeper/rules"
+)
+
+// The admin listener's inspect and reset endpoints (docs/gateway.md):
+//
+//   - GET /v1/rules: the rules loaded and their file, secrets redacted;
+//   - GET /v1/rules/{rule}/state?ip=&method=&path=&host=&header=Name:value:
+//     the state of the counter that rule keeps for the request described,
+//     taking nothing;
+//   - POST /v1/rules/{rule}/reset?...: forget that counter (admin.reset and
+//     the bearer token only).
+//
+// The request is described rather than its key given, so that the rule's
+// own key function builds the key, exactly as for a real request.
+
+// Bounds on what describes a request, so that an admin query cannot make
+// the gateway build anything large.
+const (
+	maxAdminQuery   = 8 << 10 // bytes of the raw query
+	maxAdminValue   = 4 << 10 // bytes of one value
+	maxAdminHeaders = 32
+)
+
+// adminHandler serves the endpoints on the admin listener.
+func (g *Gateway) adminHandler() http.Handler {
+	guard := adminauth.New(g.logger, g.metrics.AdminUnauthorized)
+	read := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			cfg := g.cfg.Load()
+			if cfg.Admin.ProtectReads && !guard.Authorize(w, r, cfg.adminToken) {
+				return
+			}
+			h(w, r)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/rules", read(g.adminRules))
+	mux.HandleFunc("GET /v1/rules/{rule}/state", read(g.adminState))
+	mux.HandleFunc("POST /v1/rules/{rule}/reset", func(w http.ResponseWriter, r *http.Request) {
+		cfg := g.cfg.Load()
+		if !cfg.Admin.Reset {
+			problem.Write(w, http.StatusNotFound, "Not Found", "reset is off: set admin.reset: true and admin.token_file (or admin.token_env) in the gateway's file")
+			return
+		}
+		if !guard.Authorize(w, r, cfg.adminToken) {
+			return
+		}
+		g.adminReset(w, r)
+	})
+	return mux
+}
+
+// AdminRule is one rule as GET /v1/rules lists it.
+type AdminRule struct {
+	Name         string     `json:"name"`
+	Match        AdminMatch `json:"match"`
+	Key          []string   `json:"key"`
+	OnMissingKey string     `json:"on_missing_key,omitempty"`
+	Limit        AdminLimit `json:"limit"`
+	Mode         string     `json:"mode"`
+	MaxDelay     float64    `json:"max_delay_seconds,omitempty"`
+	StoreMode    string     `json:"store_mode,omitempty"`
+	KeyPrefix    string     `json:"key_prefix"`
+}
+
+// AdminMatch is a rule's match with its header values redacted (a value
+// may be a shared secret): "*" stays, any other value reads "<redacted>".
+type AdminMatch struct {
+	Methods    []string          `json:"methods,omitempty"`
+	Path       string            `json:"path,omitempty"`
+	PathPrefix string            `json:"path_prefix,omitempty"`
+	StrictPath bool              `json:"strict_path,omitempty"`
+	Hosts      []string          `json:"hosts,omitempty"`
+	Headers    map[string]string `json:"headers,omitempty"`
+}
+
+// AdminLimit is a rule's limit.
+type AdminLimit struct {
+	Algorithm   string  `json:"algorithm"`
+	Rate        int     `json:"rate"`
+	Period      float64 `json:"period_seconds"`
+	Burst       int     `json:"burst,omitempty"`
+	Stagger     bool    `json:"stagger,omitempty"`
+	LogRejected bool    `json:"log_rejected,omitempty"`
+}
+
+// AdminRules is the answer of GET /v1/rules.
+type AdminRules struct {
+	File string `json:"file"`
+	// Store is the store's URL with its password redacted, and its mode.
+	Store          string      `json:"store"`
+	StoreMode      string      `json:"store_mode,omitempty"`
+	ResetEnabled   bool        `json:"reset_enabled"`
+	ReadsProtected bool        `json:"reads_protected"`
+	Rules          []AdminRule `json:"rules"`
+}
+
+// AdminState is the answer of GET /v1/rules/{rule}/state and, with Reset
+// set and no figures, of POST .../reset.
+type AdminState struct {
+	Rule string `json:"rule"`
+	// Key is the counter's key, as the rule built it.
+	Key string `json:"key"`
+	// Matches says whether the rule's match covers the request described
+	// (the counter is the one it would use if it did).
+	Matches bool `json:"matches"`
+	Reset   bool `json:"reset,omitempty"`
+	// The state, for a request of cost 1, taking nothing: whether it would
+	// pass now, and if not, after how long.
+	Allowed    *bool   `json:"allowed,omitempty"`
+	Limit      int     `json:"limit,omitempty"`
+	Remaining  int     `json:"remaining"`
+	RetryAfter float64 `json:"retry_after_seconds"`
+	ResetAfter float64 `json:"reset_after_seconds"`
+	// Fallback is "uncounted" or "local" when the store did not answer and
+	// its failure policy did (see ratekeeper.Fallback).
+	Fallback string `json:"fallback,omitempty"`
+}
+
+func (g *Gateway) adminRules(w http.ResponseWriter, _ *http.Request) {
+	cfg := g.cfg.Load()
+	set := g.mw.Rules()
+	out := AdminRules{File: g.path, Store: cfg.Store.Redacted(), StoreMode: cfg.Store.Mode,
+		ResetEnabled: cfg.Admin.Reset, ReadsProtected: cfg.Admin.ProtectReads, Rules: []AdminRule{}}
+	for _, rl := range set.Rules {
+		c := rl.Config
+		m := AdminMatch{Methods: c.Match.Methods, Path: c.Match.Path, PathPrefix: c.Match.PathPrefix,
+			StrictPath: c.Match.StrictPath, Hosts: c.Match.Hosts}
+		if len(c.Match.Headers) > 0 {
+			m.Headers = map[string]string{}
+			for k, v := range c.Match.Headers {
+				if v != "*" {
+					v = "<redacted>"
+				}
+				m.Headers[k] = v
+			}
+		}
+		key := c.Key
+		if key == nil {
+			key = []string{"global"}
+		}
+		out.Rules = append(out.Rules, AdminRule{
+			Name: rl.Name, Match: m, Key: key, OnMissingKey: c.OnMissingKey,
+			Limit: AdminLimit{Algorithm: string(rl.Limit.Algorithm), Rate: rl.Limit.Rate, Period: rl.Limit.Period.Seconds(),
+				Burst: rl.Limit.Burst, Stagger: rl.Limit.Stagger, LogRejected: rl.Limit.LogRejected},
+			Mode: rl.Mode.String(), MaxDelay: rl.MaxDelay.Seconds(), StoreMode: rl.StoreMode, KeyPrefix: rl.KeyPrefix(),
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (g *Gateway) adminState(w http.ResponseWriter, r *http.Request) {
+	rl, key, matches, ok := g.adminKey(w, r)
+	if !ok {
+		return
+	}
+	lim, err := ratekeeper.New(g.proc.Store(), rl.Limit)
+	if err != nil {
+		problem.Write(w, http.StatusInternalServerError, "Internal Server Error", err.Error())
+		return
+	}
+	d, err := lim.Peek(r.Context(), key)
+	if err != nil {
+		problem.Write(w, http.StatusServiceUnavailable, "Service Unavailable", "the store did not answer: "+err.Error())
+		return
+	}
+	allowed := d.Allowed
+	st := AdminState{Rule: rl.Name, Key: key, Matches: matches, Allowed: &allowed, Limit: d.Limit, Remaining: d.Remaining,
+		RetryAfter: d.RetryAfter.Seconds(), ResetAfter: d.ResetAfter.Seconds()}
+	if d.Fallback != ratekeeper.NoFallback {
+		st.Fallback = d.Fallback.String()
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (g *Gateway) adminReset(w http.ResponseWriter, r *http.Request) {
+	rl, key, matches, ok := g.adminKey(w, r)
+	if !ok {
+		return
+	}
+	lim, err := ratekeeper.New(g.proc.Store(), rl.Limit)
+	if err == nil {
+		err = lim.Reset(r.Context(), key)
+	}
+	switch {
+	case errors.Is(err, ratekeeper.ErrNoReset):
+		problem.Write(w, http.StatusNotImplemented, "Not Implemented", err.Error())
+		return
+	case err != nil:
+		problem.Write(w, http.StatusServiceUnavailable, "Service Unavailable", "the store did not reset: "+err.Error())
+		return
+	}
+	g.logger.Info("admin reset a client's counter", "rule", rl.Name, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, AdminState{Rule: rl.Name, Key: key, Matches: matches, Reset: true})
+}
+
+// adminKey finds the rule the path names and the key it gives the request
+// the query describes, or answers the error.
+func (g *Gateway) adminKey(w http.ResponseWriter, r *http.Request) (rl *rules.Rule, key string, matches, ok bool) {
+	name := r.PathValue("rule")
+	for _, x := range g.mw.Rules().Rules {
+		if x.Name == name {
+			rl = x
+			break
+		}
+	}
+	if rl == nil {
+		problem.Write(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no rule is named %q (GET /v1/rules lists them)", rules.BoundKey(name)))
+		return nil, "", false, false
+	}
+	req, ip, err := describedRequest(r.URL.RawQuery, g.settings.allowEncodedSlash)
+	if err != nil {
+		problem.Write(w, http.StatusBadRequest, "Bad Request", err.Error())
+		return nil, "", false, false
+	}
+	if p := missingParam(rl.Config, r.URL.Query(), req.Header); p != "" {
+		problem.Write(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("rule %s keys this request by its %s: give %s=", rl.Name, p, p))
+		return nil, "", false, false
+	}
+	key, ok = rl.Key(req, ip)
+	if !ok {
+		problem.Write(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("rule %s does not apply to this request: a header its key needs is missing (on_missing_key: skip)", rl.Name))
+		return nil, "", false, false
+	}
+	return rl, key, rl.Matches(req), true
+}
+
+// missingParam names the first parameter a rule's key reads that the query
+// q does not give ("" when none is missing): ip for an "ip" part, or for a
+// header part whose header is missing when on_missing_key stands the
+// address in for it; host, method and path for the parts that read them.
+// Defaults would key another request than the one meant.
+func missingParam(c rules.RuleConfig, q url.Values, h http.Header) string {
+	var need []string
+	for _, p := range c.Key {
+		kind, arg, _ := strings.Cut(p, ":")
+		switch strings.ToLower(kind) {
+		case "ip":
+			need = append(need, "ip")
+		case "host":
+			need = append(need, "host")
+		case "method":
+			need = append(need, "method")
+		case "path":
+			need = append(need, "path")
+		case "route":
+			need = append(need, "method", "path")
+		case "header":
+			switch name := strings.TrimSpace(arg); {
+			case strings.EqualFold(name, "Host"):
+				need = append(need, "host")
+			case h.Get(name) == "" && (c.OnMissingKey == "" || c.OnMissingKey == "ip"):
+				need = append(need, "ip")
+			}
+		}
+	}
+	for _, p := range need {
+		if !q.Has(p) {
+			return p
+		}
+	}
+	return ""
+}
+
+// describedRequest builds the request that query describes: ip (the
+// client's address), method (default GET), path (default /, normalized as
+// the gateway normalizes a request's), host, and header=Name:value, which
+// may repeat. Anything else, a value repeated that may not be, one too
+// long, a bad address or method, or a header value with a control
+// character (CR, LF) is an error that says which.
+func describedRequest(query string, allowEncodedSlash bool) (*http.Request, netip.Addr, error) {
+	var ip netip.Addr
+	if len(query) > maxAdminQuery {
+		return nil, ip, fmt.Errorf("the query has %d bytes: at most %d", len(query), maxAdminQuery)
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, ip, fmt.Errorf("the query is malformed: %v", err)
+	}
+	r := &http.Request{Method: http.MethodGet, URL: &url.URL{Path: "/"}, Header: http.Header{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+	for name, vs := range q {
+		for _, v := range vs {
+			if len(v) > maxAdminValue {
+				return nil, ip, fmt.Errorf("%s: the value has %d bytes: at most %d", name, len(v), maxAdminValue)
+			}
+		}
+		if name != "header" && len(vs) > 1 {
+			return nil, ip, fmt.Errorf("%s is given %d times: once at most", name, len(vs))
+		}
+		v := vs[0]
+		switch name {
+		case "ip":
+			a, err := netip.ParseAddr(v)
+			if err != nil {
+				return nil, ip, fmt.Errorf("ip: %q is not an IP address", rules.BoundKey(v))
+			}
+			ip = a.Unmap()
+			r.RemoteAddr = netip.AddrPortFrom(ip, 1).String()
+		case "method":
+			if !h1.IsToken(v) {
+				return nil, ip, fmt.Errorf("method: %q is not an HTTP method", rules.BoundKey(v))
+			}
+			r.Method = v
+		case "host":
+			if !h1.ValidHost(v) {
+				return nil, ip, fmt.Errorf("host: %q is not a host name or address with an optional port", rules.BoundKey(v))
+			}
+			r.Host = v
+		case "path":
+			if !strings.HasPrefix(v, "/") {
+				return nil, ip, fmt.Errorf("path: %q does not start with /", rules.BoundKey(v))
+			}
+			u, err := url.ParseRequestURI(v)
+			if err != nil || u.RawQuery != "" || u.Fragment != "" {
+				return nil, ip, fmt.Errorf("path: %q is not a path (without a query)", rules.BoundKey(v))
+			}
+			p, raw, err := fastpath.NormalizeTarget(u.EscapedPath(), allowEncodedSlash)
+			if err != nil {
+				return nil, ip, fmt.Errorf("path: the gateway would refuse it: %v", err)
+			}
+			r.URL.Path, r.URL.RawPath = p, raw
+		case "header":
+			if len(vs) > maxAdminHeaders {
+				return nil, ip, fmt.Errorf("header is given %d times: at most %d", len(vs), maxAdminHeaders)
+			}
+			for _, hv := range vs {
+				hn, val, ok := strings.Cut(hv, ":")
+				hn = strings.TrimSpace(hn)
+				val = strings.TrimLeft(val, " \t")
+				switch {
+				case !ok:
+					return nil, ip, fmt.Errorf("header: %q is not Name:value", rules.BoundKey(hv))
+				case !h1.IsToken(hn):
+					return nil, ip, fmt.Errorf("header: %q is not a header name", rules.BoundKey(hn))
+				case strings.ContainsFunc(val, func(c rune) bool { return c < ' ' && c != '\t' || c == 0x7f }):
+					return nil, ip, fmt.Errorf("header %s: the value holds a control character (CR, LF, NUL...)", hn)
+				case strings.TrimRight(val, " \t") != val:
+					return nil, ip, fmt.Errorf("header %s: the value ends with white space, which the gateway refuses in a header rules read", hn)
+				}
+				r.Header.Add(hn, val)
+			}
+		default:
+			return nil, ip, fmt.Errorf("%q is not a parameter: use ip, method, path, host and header=Name:value", rules.BoundKey(name))
+		}
+	}
+	r.URL.Host = r.Host
+	return r, ip, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		problem.Write(w, http.StatusInternalServerError, "Internal Server Error", err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
