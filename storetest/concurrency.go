@@ -44,7 +44,6 @@ type SlotTimeline struct {
 	Steps []SlotStep
 }
 
-
 // SlotTimelines are the timelines every ConcurrencyStore must answer alike.
 func SlotTimelines() []SlotTimeline {
 	return []SlotTimeline{
