@@ -129,7 +129,8 @@ var ErrNoSlots = errors.New("store does not hold concurrency slots (it is not a 
 // is not usable: call NewConcurrencyLimiter.
 //
 // While permits are held, one goroutine of the limiter refreshes them every
-// TTL/3; it ends when the last one is released.
+// TTL/3; it ends when the last one is released (or lost), so a limiter
+// needs no Close.
 type ConcurrencyLimiter struct {
 	config
 	store ConcurrencyStore
@@ -143,6 +144,7 @@ type ConcurrencyLimiter struct {
 	mu      sync.Mutex
 	held    map[*Permit]struct{} // the permits to refresh
 	running bool                 // the refresher runs
+	idle    chan struct{}        // tells the refresher that held may be empty
 	freed   chan struct{}        // closed (and replaced) when a permit is released and waiters wait
 	waiters int
 }
@@ -177,6 +179,7 @@ func NewConcurrencyLimiter(store Store, c Concurrency, opts ...Option) (*Concurr
 		idPrefix: hex.EncodeToString(b[:]) + "-",
 		held:     make(map[*Permit]struct{}),
 		freed:    make(chan struct{}),
+		idle:     make(chan struct{}, 1),
 	}, nil
 }
 
@@ -212,9 +215,7 @@ func (p *Permit) Release(ctx context.Context) error {
 		return nil
 	}
 	l := p.l
-	l.mu.Lock()
-	delete(l.held, p)
-	l.mu.Unlock()
+	l.forget(p)
 	req := p.req
 	req.Now = now(l.clock)
 	err := l.store.ReleaseSlot(context.WithoutCancel(ctx), req, p.d)
@@ -321,12 +322,22 @@ func (l *ConcurrencyLimiter) refresh() {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var batch []*Permit
-	for range t.C {
+	for {
+		var tick bool
+		select {
+		case <-t.C:
+			tick = true
+		case <-l.idle:
+		}
 		l.mu.Lock()
 		if len(l.held) == 0 {
 			l.running = false
 			l.mu.Unlock()
 			return
+		}
+		if !tick {
+			l.mu.Unlock()
+			continue
 		}
 		batch = batch[:0]
 		for p := range l.held {
@@ -353,8 +364,20 @@ func (l *ConcurrencyLimiter) refreshOne(p *Permit, within time.Duration) {
 	}
 	if !ok {
 		p.lost.Store(true)
-		l.mu.Lock()
-		delete(l.held, p)
-		l.mu.Unlock()
+		l.forget(p)
+	}
+}
+
+// forget stops refreshing p, and the refresher with the last permit.
+func (l *ConcurrencyLimiter) forget(p *Permit) {
+	l.mu.Lock()
+	delete(l.held, p)
+	empty := len(l.held) == 0 && l.running
+	l.mu.Unlock()
+	if empty {
+		select {
+		case l.idle <- struct{}{}:
+		default: // already told
+		}
 	}
 }
