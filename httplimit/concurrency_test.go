@@ -169,4 +169,3 @@ func TestConcurrencyNeedsSlotStore(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
-
