@@ -76,7 +76,7 @@ func (c *Config) build() (*Set, []*Error) {
 		}
 		names[rc.Name] = i
 
-		conc := rc.Concurrency.set()
+		conc := rc.Concurrency != nil
 		if conc {
 			buildConcurrency(at, rc, rl, fail)
 		}

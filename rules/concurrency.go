@@ -18,9 +18,6 @@ type ConcurrencyConfig struct {
 	TTL Duration `yaml:"ttl"`
 }
 
-// set reports whether the rule has a concurrency block at all.
-func (c ConcurrencyConfig) set() bool { return c != ConcurrencyConfig{} }
-
 // concurrencyRetryAfter is what a refusal by a concurrency rule tells the
 // client: Retry-After: 1, the least a header can say. No slot has a known
 // end; a second is short next to the requests worth limiting this way.
@@ -31,10 +28,11 @@ const concurrencyRetryAfter = time.Second
 // and no mode but enforce (it holds no queue, and a shadow slot would be a
 // slot taken from the requests it does not limit).
 func buildConcurrency(at string, rc RuleConfig, rl *Rule, fail func(field, format string, args ...any)) {
+	cc := *rc.Concurrency
 	if rc.Limit != (LimitConfig{}) {
 		fail(at+".limit", "a rule has either a limit (a rate) or a concurrency (requests in flight), not both: write two rules matching the same requests")
 	}
-	c := ratekeeper.Concurrency{Max: rc.Concurrency.Max, TTL: time.Duration(rc.Concurrency.TTL), RetryAfter: concurrencyRetryAfter}
+	c := ratekeeper.Concurrency{Max: cc.Max, TTL: time.Duration(cc.TTL), RetryAfter: concurrencyRetryAfter}
 	if err := c.Validate(); err != nil {
 		field := at + ".concurrency.max"
 		if strings.Contains(err.Error(), "ttl") {
@@ -62,11 +60,7 @@ func (rl *Rule) IsConcurrency() bool { return rl.Concurrency.Max > 0 }
 
 // describeConcurrency says what a concurrency rule does.
 func describeConcurrency(c ratekeeper.Concurrency) string {
-	ttl := c.TTL
-	if ttl == 0 {
-		ttl = ratekeeper.DefaultLeaseTTL
-	}
-	return fmt.Sprintf("concurrency: at most %d in flight, each held until its response ends (a crashed gateway's slots come back within %s)", c.Max, Duration(ttl))
+	return fmt.Sprintf("concurrency: at most %d in flight, each held until its response ends", c.Max)
 }
 
 // HasConcurrency reports whether any rule of s limits requests in flight.

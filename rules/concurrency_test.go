@@ -33,7 +33,7 @@ func TestConcurrencyRule(t *testing.T) {
 	if !set.HasConcurrency() {
 		t.Fatal("HasConcurrency false")
 	}
-	if got, want := up.Describe(), "uploads: path under /v1/uploads; per header:X-API-Key; concurrency: at most 10 in flight, each held until its response ends (a crashed gateway's slots come back within 30s); 429 beyond; requests without the header are keyed by client IP"; got != want {
+	if got, want := up.Describe(), "uploads: path under /v1/uploads; per header:X-API-Key; concurrency: at most 10 in flight, each held until its response ends; 429 beyond; requests without the header are keyed by client IP"; got != want {
 		t.Errorf("Describe:\n got %s\nwant %s", got, want)
 	}
 	if up.KeyPrefix() != "uploads:cc:" {
@@ -44,6 +44,8 @@ func TestConcurrencyRule(t *testing.T) {
 func TestConcurrencyRuleErrors(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
 		{"rules:\n  - name: a\n    concurrency: {max: 0, ttl: 1s}\n", "c.yaml:3: rules[0].concurrency.max: max must be positive, not 0"},
+		{"rules:\n  - name: a\n    concurrency:\n      max: 0\n", "c.yaml:4: rules[0].concurrency.max: max must be positive, not 0"},
+		{"rules:\n  - name: a\n    concurrency: {}\n", "c.yaml:3: rules[0].concurrency.max: max must be positive, not 0"},
 		{"rules:\n  - name: a\n    concurrency:\n      max: 3\n      ttl: 1ms\n", "c.yaml:5: rules[0].concurrency.ttl: ttl must be at least 3ms"},
 		{"rules:\n  - name: a\n    concurrency: {max: 3}\n    limit: {algorithm: token_bucket, rate: 1, period: 1s}\n", "c.yaml:4: rules[0].limit: a rule has either a limit (a rate) or a concurrency"},
 		{"rules:\n  - name: a\n    mode: shadow\n    concurrency: {max: 3}\n", `c.yaml:3: rules[0].mode: "shadow": a concurrency rule only enforces`},
