@@ -108,3 +108,14 @@ func TestConcurrencyReleased(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkFastPathConcurrency is BenchmarkFastPath with a concurrency rule
+// instead of the rate rule: the fast path hands every request to net/http,
+// which holds the slot until the response ends.
+func BenchmarkFastPathConcurrency(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }))
+	defer up.Close()
+	rule := "rules:\n  - name: per-ip\n    key: [ip]\n    concurrency: {max: 1000000}\n"
+	g := runGateway(b, "fast", up.URL, rule)
+	getParallel(b, "http://"+g.Addr().String()+"/v1/items/7")
+}
