@@ -34,6 +34,12 @@
 // its limit and clock, so that each decision passes only a key, a cost and
 // whether to reserve (BoundRequest).
 //
+// A ConcurrencyLimiter limits requests in flight rather than a rate: a
+// Permit is taken when the work starts (TryAcquire refuses at once, Acquire
+// waits) and released when it ends; slots are leases refreshed while held,
+// so a dead process's come back by themselves. Its store must be a
+// ConcurrencyStore.
+//
 // The root package holds only this contract and imports nothing outside the
 // standard library; stores, middleware and servers live in subpackages.
 package ratekeeper

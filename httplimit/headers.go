@@ -51,16 +51,18 @@ func (m *Middleware) writeHeaders(h http.Header, v verdict, s *scratch) {
 	b := s.hb[:0]
 	var ends [5]int
 	counted := false // the legacy fields' rule has figures to report
+	reset := false   // and a reset: a concurrency rule has none
 	if legacy {
 		d := s.results[v.worst]
 		counted = d.Fallback != ratekeeper.FallbackUncounted
+		reset = counted && !s.matches[v.worst].Rule.IsConcurrency()
 		b = strconv.AppendInt(b, int64(d.Limit), 10)
 		ends[0] = len(b)
 		if counted {
 			b = strconv.AppendInt(b, int64(d.Remaining), 10)
 		}
 		ends[1] = len(b)
-		if counted {
+		if reset {
 			b = strconv.AppendInt(b, waitSeconds(d.ResetAfter), 10)
 		}
 		ends[2] = len(b)
@@ -91,6 +93,9 @@ func (m *Middleware) writeHeaders(h http.Header, v verdict, s *scratch) {
 			b = append(b, v.c.rules[rl.Index].quoted...)
 			b = append(b, ";r="...)
 			b = strconv.AppendInt(b, int64(d.Remaining), 10)
+			if d.Allowed && rl.IsConcurrency() {
+				continue // no reset: a slot comes back when a request ends
+			}
 			b = append(b, ";t="...)
 			b = strconv.AppendInt(b, waitSeconds(t), 10)
 		}
@@ -105,7 +110,9 @@ func (m *Middleware) writeHeaders(h http.Header, v verdict, s *scratch) {
 		if counted {
 			vals[1], vals[2] = all[ends[0]:ends[1]], all[ends[1]:ends[2]]
 			h[canonRemaining] = vals[1:2:2]
-			h[canonReset] = vals[2:3:3]
+			if reset {
+				h[canonReset] = vals[2:3:3]
+			}
 		}
 	}
 	if ietf && ends[3] > ends[2] {

@@ -146,6 +146,9 @@ func New(store ratekeeper.Store, set *rules.Set, opts ...Option) (*Middleware, e
 	if set == nil {
 		return nil, errors.New("httplimit: rules set is nil")
 	}
+	if err := checkSlots(store, set); err != nil {
+		return nil, err
+	}
 	m := &Middleware{config: buildConfig(opts), store: store}
 	m.pool.New = func() any { return new(scratch) }
 	m.SetRules(set)
@@ -195,6 +198,7 @@ type compiled struct {
 	set   *rules.Set
 	rules []ruleInfo
 	style rules.HeaderStyle
+	slots []*ratekeeper.ConcurrencyLimiter // by rule index; nil without concurrency rules
 }
 
 type ruleInfo struct {
@@ -215,7 +219,7 @@ const (
 // live in the store, keyed by rule name and limit, so an unchanged rule
 // keeps counting across the swap.
 func (m *Middleware) SetRules(set *rules.Set) {
-	c := &compiled{set: set, style: set.Headers, rules: make([]ruleInfo, len(set.Rules))}
+	c := &compiled{set: set, style: set.Headers, rules: make([]ruleInfo, len(set.Rules)), slots: m.slotLimiters(set)}
 	if m.headers != nil {
 		c.style = *m.headers
 	}
@@ -224,6 +228,9 @@ func (m *Middleware) SetRules(set *rules.Set) {
 		q, w := quotaWindow(rl.Limit)
 		ri.quoted = strconv.Quote(rl.Name)
 		ri.policy = ri.quoted + ";q=" + strconv.Itoa(q) + ";w=" + strconv.FormatInt(w, 10)
+		if rl.IsConcurrency() {
+			ri.policy = ri.quoted + ";q=" + strconv.Itoa(rl.Concurrency.Max) // no window
+		}
 		if m.metrics != nil {
 			for j, res := range []string{ResultAllowed, ResultLimited, ResultShadowLimited, ResultQueued} {
 				ri.counters[j] = m.metrics.Counter(rl.Name, res)
@@ -287,6 +294,8 @@ type scratch struct {
 	keyBuf   []byte
 	hb       []byte   // header values are built here
 	names    []string // the matched rules' names, for WithDecided
+	conc     []int    // indexes into matches of concurrency rules
+	permits  []*ratekeeper.Permit
 }
 
 // allMatches yields the indexes of the enforced rules, then the shadow ones:
@@ -317,6 +326,9 @@ func (s *scratch) reset() {
 	s.enforced = s.enforced[:0]
 	s.shadow = s.shadow[:0]
 	s.results = s.results[:0]
+	s.conc = s.conc[:0]
+	clear(s.permits)
+	s.permits = s.permits[:0]
 }
 
 // outcome is what the middleware decided for one request.
@@ -345,9 +357,16 @@ type verdict struct {
 // store's failure policy refused them) here.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if m.admit(w, r, nil) == Admitted {
-			next.ServeHTTP(w, r)
+		a, held := m.admitHolding(w, r, nil)
+		if a != Admitted {
+			return
 		}
+		if held != nil {
+			// Deferred: the slots come back however the handler ends,
+			// the reverse proxy's abort panic included.
+			defer releaseAll(r.Context(), held)
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -380,6 +399,14 @@ func (m *Middleware) Admit(w http.ResponseWriter, r *http.Request, set *rules.Se
 // path), a request is Deferred, before anything is taken, when a queue
 // rule matches it or the rules in use are no longer set.
 func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Set) Admission {
+	a, _ := m.admitHolding(w, r, set) // with a set, no slot is taken: see decide
+	return a
+}
+
+// admitHolding is admit, which also returns the concurrency slots an
+// admitted request holds (nil for none), for the caller to release when
+// the response ends.
+func (m *Middleware) admitHolding(w http.ResponseWriter, r *http.Request, set *rules.Set) (Admission, []*ratekeeper.Permit) {
 	s := m.pool.Get().(*scratch)
 	v := m.decide(r.Context(), r, s, set)
 	if m.decided != nil && v.outcome != deferred {
@@ -389,36 +416,41 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Se
 	case deferred:
 		s.reset()
 		m.pool.Put(s)
-		return Deferred
+		return Deferred, nil
 	case forbid:
 		m.pool.Put(s)
 		writeForbidden(w, r)
-		return Answered
+		return Answered, nil
 	case refuse:
 		m.writeHeaders(w.Header(), v, s)
 		name := s.matches[v.worst].Rule.Name
 		m.pool.Put(s)
 		writeTooMany(w, r, name, v.retry)
-		return Answered
+		return Answered, nil
 	case unavailable:
 		m.writeHeaders(w.Header(), v, s)
 		m.pool.Put(s)
 		writeUnavailable(w, r, v.retry)
-		return Answered
+		return Answered, nil
 	}
 	if len(s.matches) > 0 {
 		m.writeHeaders(w.Header(), v, s)
 	}
 	if v.delay > 0 {
 		if !m.hold(r.Context(), v.delay, s) {
+			releaseAll(r.Context(), s.permits)
 			s.reset()
 			m.pool.Put(s)
-			return Answered // the client left while queued: nothing to answer
+			return Answered, nil // the client left while queued: nothing to answer
 		}
+	}
+	var held []*ratekeeper.Permit
+	if len(s.permits) > 0 {
+		held = slices.Clone(s.permits)
 	}
 	s.reset()
 	m.pool.Put(s)
-	return Admitted
+	return Admitted, held
 }
 
 // report calls the WithDecided hook with v.
@@ -489,7 +521,7 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 	}
 	if only != nil {
 		for _, mt := range s.matches {
-			if mt.Rule.Mode == rules.Queue {
+			if mt.Rule.Mode == rules.Queue || mt.Rule.IsConcurrency() {
 				v.outcome = deferred
 				return v
 			}
@@ -502,6 +534,10 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 	for i, mt := range s.matches {
 		if mt.Rule.Mode == rules.Shadow {
 			s.shadow = append(s.shadow, i)
+			continue
+		}
+		if mt.Rule.IsConcurrency() {
+			s.conc = append(s.conc, i) // after the rate rules: acquireSlots
 			continue
 		}
 		s.enforced = append(s.enforced, i)
@@ -544,6 +580,12 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 				return m.refused(ctx, r, v, s)
 			}
 			v.delay = max(v.delay, d.Delay)
+		}
+	}
+	if len(s.conc) > 0 {
+		var refused bool
+		if v, refused = m.acquireSlots(ctx, r, v, s); refused {
+			return v
 		}
 	}
 	for _, i := range s.shadow {

@@ -38,6 +38,8 @@ type Store struct {
 	closeOnce sync.Once
 
 	recent [64]atomic.Pointer[prepared] // see prepare
+
+	slots slotTable // concurrency slots (slots.go)
 }
 
 // Interface guards.
@@ -783,4 +785,5 @@ func (s *Store) Sweep() {
 		sh.n -= sh.logs.sweep(func(e *logEntry) bool { return e.idle <= now })
 		sh.mu.Unlock()
 	}
+	s.sweepSlots(now)
 }

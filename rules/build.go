@@ -76,6 +76,10 @@ func (c *Config) build() (*Set, []*Error) {
 		}
 		names[rc.Name] = i
 
+		conc := rc.Concurrency != nil
+		if conc {
+			buildConcurrency(at, rc, rl, fail)
+		}
 		l := ratekeeper.Limit{
 			Algorithm:   ratekeeper.Algorithm(rc.Limit.Algorithm),
 			Rate:        rc.Limit.Rate,
@@ -84,7 +88,9 @@ func (c *Config) build() (*Set, []*Error) {
 			Stagger:     rc.Limit.Stagger,
 			LogRejected: rc.Limit.LogRejected,
 		}
-		if err := l.Validate(); err != nil {
+		if conc {
+			// buildConcurrency checked it: a concurrency rule has no limit.
+		} else if err := l.Validate(); err != nil {
 			fail(limitField(at, err), "%v", strings.TrimPrefix(err.Error(), "limit: "))
 		} else {
 			// The library ignores what an algorithm does not use; a file
@@ -102,7 +108,7 @@ func (c *Config) build() (*Set, []*Error) {
 			rl.Mode = Shadow
 		case "queue":
 			rl.Mode = Queue
-			if l.Algorithm != ratekeeper.LeakyBucket {
+			if l.Algorithm != ratekeeper.LeakyBucket && !conc {
 				fail(at+".mode", "queue mode needs the leaky_bucket algorithm (the FIFO queue), not %q", l.Algorithm)
 			}
 		default:
@@ -150,7 +156,9 @@ func (c *Config) build() (*Set, []*Error) {
 			fail(at+".match."+e.field, "%v", e.err)
 		}
 		rl.match = m
-		rl.prefix = keyPrefix(rc.Name, l)
+		if !conc {
+			rl.prefix = keyPrefix(rc.Name, l)
+		}
 		s.Rules = append(s.Rules, rl)
 	}
 	s.index()

@@ -72,6 +72,9 @@ type RuleConfig struct {
 	OnMissingKey string `yaml:"on_missing_key"`
 	// Limit is the limit applied to each key.
 	Limit LimitConfig `yaml:"limit"`
+	// Concurrency limits each key's requests in flight instead of its
+	// rate: a rule has either Limit or Concurrency.
+	Concurrency *ConcurrencyConfig `yaml:"concurrency"`
 	// Mode is "enforce" (default), "shadow" or "queue".
 	Mode string `yaml:"mode"`
 	// MaxDelay bounds a queued request's wait (queue mode only); zero

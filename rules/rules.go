@@ -91,8 +91,11 @@ type Rule struct {
 	Index int
 	// Name is the rule's name.
 	Name string
-	// Limit is applied to each key.
+	// Limit is applied to each key; zero for a concurrency rule.
 	Limit ratekeeper.Limit
+	// Concurrency is applied to each key instead of Limit when its Max is
+	// positive (IsConcurrency).
+	Concurrency ratekeeper.Concurrency
 	// Mode is enforce, shadow or queue.
 	Mode Mode
 	// MaxDelay bounds a queued request's wait (0: the bucket's burst alone).
@@ -218,7 +221,11 @@ func (rl *Rule) Describe() string {
 	if len(c.Key) > 0 && !(len(c.Key) == 1 && c.Key[0] == "global") {
 		key = "per " + strings.Join(c.Key, " + ")
 	}
-	fmt.Fprintf(&b, "; %s; %s", key, describeLimit(rl.Limit))
+	if rl.IsConcurrency() {
+		fmt.Fprintf(&b, "; %s; %s", key, describeConcurrency(rl.Concurrency))
+	} else {
+		fmt.Fprintf(&b, "; %s; %s", key, describeLimit(rl.Limit))
+	}
 	switch rl.Mode {
 	case Shadow:
 		b.WriteString("; shadow: counted and reported, never refused")

@@ -154,6 +154,10 @@ func printConfig(w io.Writer, c *gateway.Config, set *rules.Set) {
 	shared := c.Store.WithDefaults()
 	for i, r := range set.Rules {
 		fmt.Fprintf(w, "  %d. %s\n", i+1, r.Describe())
+		if r.IsConcurrency() {
+			describeSlots(w, r, shared.IsMemory())
+			continue
+		}
 		mode := shared.Mode
 		switch {
 		case r.StoreMode != "" && shared.IsMemory():
@@ -233,4 +237,19 @@ func upstreamProtocol(c *gateway.Config) string {
 		}
 	}
 	return s
+}
+
+// describeSlots says where a concurrency rule's slots live: in memory they
+// go with the process; in Redis they are leases that a crash leaves taken
+// for at most their TTL.
+func describeSlots(w io.Writer, r *rules.Rule, memory bool) {
+	if memory {
+		fmt.Fprintf(w, "     slots held in memory, exactly; the fast path hands these requests to net/http, which sees each response end\n")
+		return
+	}
+	ttl := r.Concurrency.TTL
+	if ttl == 0 {
+		ttl = ratekeeper.DefaultLeaseTTL
+	}
+	fmt.Fprintf(w, "     slots are leases in Redis, refreshed every %s while a request runs; a crashed gateway's come back within %s\n", rules.Duration(ttl/3), rules.Duration(ttl))
 }

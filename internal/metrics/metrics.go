@@ -222,7 +222,8 @@ func (m *Metrics) Loaded(rules int) {
 
 // InstrumentStore wraps s so that every call's latency lands in the store
 // latency histogram and every error in the store errors counter. A
-// BatchStore stays a BatchStore. A nil m returns s itself.
+// BatchStore stays a BatchStore, a ConcurrencyStore a ConcurrencyStore. A
+// nil m returns s itself.
 func (m *Metrics) InstrumentStore(s ratekeeper.Store) ratekeeper.Store {
 	if m == nil {
 		return s
@@ -236,10 +237,14 @@ func (m *Metrics) InstrumentStore(s ratekeeper.Store) ratekeeper.Store {
 		allErr:   m.storeErrors.WithLabelValues("take_all"),
 		refundEr: m.storeErrors.WithLabelValues("refund"),
 	}
+	var out ratekeeper.Store = &is
 	if b, ok := s.(ratekeeper.BatchStore); ok {
-		return &instrumentedBatch{instrumented: is, b: b}
+		out = &instrumentedBatch{instrumented: is, b: b}
 	}
-	return &is
+	if cs, ok := s.(ratekeeper.ConcurrencyStore); ok {
+		return m.instrumentSlots(out, cs)
+	}
+	return out
 }
 
 type instrumented struct {
