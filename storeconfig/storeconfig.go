@@ -128,6 +128,12 @@ func (c Config) Validate() error {
 	c = c.WithDefaults()
 	u, err := url.Parse(c.URL)
 	if err != nil {
+		// Not url.Parse's error itself, which quotes the URL whole,
+		// password included.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return fmt.Errorf("url: %w", err)
 	}
 	switch u.Scheme {
@@ -217,12 +223,25 @@ func tlsError(err error) error {
 // Redacted is c's URL with any password hidden, for messages.
 func (c Config) Redacted() string { return redactURL(c.URL) }
 
-// redactURL hides a password in u for messages.
+// redactURL hides a password in u for messages: the userinfo's, and the
+// value of any query option whose name holds "password" (redisstore reads
+// sentinel_password there), which url.URL.Redacted leaves as it is.
 func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil {
-		return u.Redacted()
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
 	}
-	return "(unparsable URL)"
+	if u.RawQuery != "" {
+		parts := strings.Split(u.RawQuery, "&")
+		for i, p := range parts {
+			k, _, _ := strings.Cut(p, "=")
+			if name, err := url.QueryUnescape(k); err != nil || strings.Contains(strings.ToLower(name), "password") {
+				parts[i] = k + "=xxxxx"
+			}
+		}
+		u.RawQuery = strings.Join(parts, "&")
+	}
+	return u.Redacted()
 }
 
 // String renders c for logs, with any password hidden.

@@ -208,3 +208,33 @@ func TestMaxKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretsNeverShown: a Sentinel's password rides in the URL's query
+// (sentinel_password, which redisstore reads) and url.URL.Redacted hides
+// only the userinfo's; a URL that does not parse is echoed whole by
+// url.Parse's error. Neither Redacted (GET /v1/rules, serve's /v1/config),
+// String (the start and reload log lines) nor Validate's error (check, the
+// start) may show either secret.
+func TestSecretsNeverShown(t *testing.T) {
+	for _, u := range []string{
+		"redis+sentinel://h1:26379,h2:26379/mymaster?sentinel_password=s3cret-sentinel",
+		"rediss+sentinel://:s3cret-data@h1:26379/mymaster?sentinel_username=u&sentinel_password=s3cret-sentinel",
+		"redis://:s3cret%zz@h:6379/0",
+		"redis://u:s3cret@h:6379/%zz",
+		"redis://:s3cret@h:6379/0?dial_timeout=1s&sentinel_password=s3cret",
+	} {
+		c := Config{URL: u}
+		shown := map[string]string{"Redacted": c.Redacted(), "String": c.String()}
+		if err := c.Validate(); err != nil {
+			shown["Validate"] = err.Error()
+		}
+		for what, s := range shown {
+			if strings.Contains(s, "s3cret") {
+				t.Errorf("%s of %s shows a secret: %s", what, u, s)
+			}
+		}
+	}
+	if got := (Config{URL: "redis+sentinel://h1:26379/mymaster?sentinel_password=x"}).Redacted(); !strings.HasPrefix(got, "redis+sentinel://h1:26379/mymaster?") {
+		t.Errorf("Redacted hides more than the secret: %s", got)
+	}
+}
