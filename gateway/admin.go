@@ -72,11 +72,13 @@ type AdminRule struct {
 	Match        AdminMatch `json:"match"`
 	Key          []string   `json:"key"`
 	OnMissingKey string     `json:"on_missing_key,omitempty"`
-	Limit        AdminLimit `json:"limit"`
-	Mode         string     `json:"mode"`
-	MaxDelay     float64    `json:"max_delay_seconds,omitempty"`
-	StoreMode    string     `json:"store_mode,omitempty"`
-	KeyPrefix    string     `json:"key_prefix"`
+	// Limit is a rate rule's limit; Concurrency a concurrency rule's.
+	Limit       *AdminLimit       `json:"limit,omitempty"`
+	Concurrency *AdminConcurrency `json:"concurrency,omitempty"`
+	Mode        string            `json:"mode"`
+	MaxDelay    float64           `json:"max_delay_seconds,omitempty"`
+	StoreMode   string            `json:"store_mode,omitempty"`
+	KeyPrefix   string            `json:"key_prefix"`
 }
 
 // AdminMatch is a rule's match with its header values redacted (a value
@@ -98,6 +100,12 @@ type AdminLimit struct {
 	Burst       int     `json:"burst,omitempty"`
 	Stagger     bool    `json:"stagger,omitempty"`
 	LogRejected bool    `json:"log_rejected,omitempty"`
+}
+
+// AdminConcurrency is a concurrency rule's limit: requests in flight.
+type AdminConcurrency struct {
+	Max int     `json:"max"`
+	TTL float64 `json:"ttl_seconds"`
 }
 
 // AdminRules is the answer of GET /v1/rules.
@@ -155,12 +163,21 @@ func (g *Gateway) adminRules(w http.ResponseWriter, _ *http.Request) {
 		if key == nil {
 			key = []string{"global"}
 		}
-		out.Rules = append(out.Rules, AdminRule{
+		ar := AdminRule{
 			Name: rl.Name, Match: m, Key: key, OnMissingKey: c.OnMissingKey,
-			Limit: AdminLimit{Algorithm: string(rl.Limit.Algorithm), Rate: rl.Limit.Rate, Period: rl.Limit.Period.Seconds(),
-				Burst: rl.Limit.Burst, Stagger: rl.Limit.Stagger, LogRejected: rl.Limit.LogRejected},
 			Mode: rl.Mode.String(), MaxDelay: rl.MaxDelay.Seconds(), StoreMode: rl.StoreMode, KeyPrefix: rl.KeyPrefix(),
-		})
+		}
+		if rl.IsConcurrency() {
+			ttl := rl.Concurrency.TTL
+			if ttl == 0 {
+				ttl = ratekeeper.DefaultLeaseTTL
+			}
+			ar.Concurrency = &AdminConcurrency{Max: rl.Concurrency.Max, TTL: ttl.Seconds()}
+		} else {
+			ar.Limit = &AdminLimit{Algorithm: string(rl.Limit.Algorithm), Rate: rl.Limit.Rate, Period: rl.Limit.Period.Seconds(),
+				Burst: rl.Limit.Burst, Stagger: rl.Limit.Stagger, LogRejected: rl.Limit.LogRejected}
+		}
+		out.Rules = append(out.Rules, ar)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -222,6 +239,12 @@ func (g *Gateway) adminKey(w http.ResponseWriter, r *http.Request) (rl *rules.Ru
 	}
 	if rl == nil {
 		problem.Write(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no rule is named %q (GET /v1/rules lists them)", rules.BoundKey(name)))
+		return nil, "", false, false
+	}
+	if rl.IsConcurrency() {
+		// Its slots are leases that end with their requests: there is no
+		// counter to show or forget.
+		problem.Write(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("rule %s limits requests in flight: it keeps no counter to show or reset", rl.Name))
 		return nil, "", false, false
 	}
 	req, ip, err := describedRequest(r.URL.RawQuery, g.settings.allowEncodedSlash)
