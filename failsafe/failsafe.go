@@ -112,6 +112,11 @@ type Store struct {
 	probeMu              sync.Mutex     // guards closed and the start of a probe
 	closed               bool           // Close was called: no probe starts
 	probes               sync.WaitGroup // the probe in flight, which Close waits for
+
+	// late holds the slots (slotID) whose acquire on the primary failed
+	// after it may have run there (a reply past the timeout), until their
+	// release gives them back on the primary too.
+	late sync.Map
 }
 
 // breaker is a circuit breaker: the store's, or one part's of a

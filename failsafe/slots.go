@@ -33,7 +33,9 @@ func (s *Store) slotBreaker(key string) *breaker {
 // grants a slot that nothing counts, Deny refuses with RetryAfter
 // DenyRetryAfter, Local takes a slot in the in-memory store, Max divided by
 // the number of instances (at least 1). Only a caller's own cancelled
-// context, or a primary that holds no slots, is returned as an error.
+// context, or a primary that holds no slots, is returned as an error. A
+// slot the primary may have taken too late for the timeout is freed there
+// when the policy's slot is released (or at once, when none is granted).
 func (s *Store) AcquireSlot(ctx context.Context, req ratekeeper.SlotRequest) (ratekeeper.Decision, error) {
 	cs, err := s.slotPrimary()
 	if err != nil {
@@ -53,9 +55,41 @@ func (s *Store) AcquireSlot(ctx context.Context, req ratekeeper.SlotRequest) (ra
 		return d, nil
 	}
 	if ctx.Err() != nil {
+		// The caller gave up, and holds no permit to release: give back
+		// at once what the primary may have taken.
+		s.releasePrimary(context.WithoutCancel(ctx), cs, req)
 		return ratekeeper.Decision{}, err
 	}
-	return s.slotFallback(ctx, req)
+	// The primary may have taken the slot and answered too late (Redis
+	// ran the script; the reply missed the timeout): a slot the policy
+	// grants frees the primary's as well when it is released, and a
+	// refusal frees it now; else that lease would stand, unreleased and
+	// unrefreshed, for a whole TTL.
+	d, err = s.slotFallback(ctx, req)
+	if err == nil && d.Allowed {
+		s.late.Store(slotID{req.Key, req.ID}, struct{}{})
+	} else {
+		s.releasePrimary(ctx, cs, req) // no permit, so no release to wait for
+	}
+	return d, err
+}
+
+// slotID names one slot: its key and its ID.
+type slotID struct{ key, id string }
+
+// releasePrimary frees slot req.ID on the primary, within the timeout and
+// unless the breaker is open, for a slot the primary may hold though the
+// caller was not told so. A failure is counted, not returned: the lease
+// expires by itself.
+func (s *Store) releasePrimary(ctx context.Context, cs ratekeeper.ConcurrencyStore, req ratekeeper.SlotRequest) {
+	b := s.slotBreaker(req.Key)
+	ok, probe := s.admit(b)
+	if !ok {
+		return
+	}
+	_, _ = s.callPrimary(ctx, func(ctx context.Context) (ratekeeper.Decision, error) {
+		return ratekeeper.Decision{}, cs.ReleaseSlot(ctx, req, ratekeeper.Decision{})
+	}, probe, b)
 }
 
 func (s *Store) slotFallback(ctx context.Context, req ratekeeper.SlotRequest) (ratekeeper.Decision, error) {
@@ -127,6 +161,13 @@ func (s *Store) RefreshSlot(ctx context.Context, req ratekeeper.SlotRequest, d r
 // logged like a decision's, not returned: the slot's lease expires by
 // itself, at most its TTL later.
 func (s *Store) ReleaseSlot(ctx context.Context, req ratekeeper.SlotRequest, d ratekeeper.Decision) error {
+	if d.Fallback != ratekeeper.NoFallback {
+		if _, late := s.late.LoadAndDelete(slotID{req.Key, req.ID}); late {
+			if cs, err := s.slotPrimary(); err == nil {
+				s.releasePrimary(ctx, cs, req)
+			}
+		}
+	}
 	switch d.Fallback {
 	case ratekeeper.FallbackUncounted:
 		return nil

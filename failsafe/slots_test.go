@@ -154,3 +154,62 @@ func TestSlotReleaseWhileDown(t *testing.T) {
 		t.Fatalf("in flight %d a TTL later", n)
 	}
 }
+
+// slotLate is a memory store whose AcquireSlot answers too late: the slot
+// is taken, then the call waits out its context, as a Redis script does
+// that ran but whose reply came after the failsafe timeout.
+type slotLate struct{ *memstore.Store }
+
+func (s slotLate) AcquireSlot(ctx context.Context, req ratekeeper.SlotRequest) (ratekeeper.Decision, error) {
+	if _, err := s.Store.AcquireSlot(ctx, req); err != nil {
+		return ratekeeper.Decision{}, err
+	}
+	<-ctx.Done()
+	return ratekeeper.Decision{}, ctx.Err()
+}
+
+// A slot the primary took after the timeout gave the request to the
+// policy is given back on the primary when the request ends: otherwise
+// every acquire that times out while Redis is slow leaves a lease that
+// nothing releases or refreshes, and the key's clients are refused for a
+// whole TTL once Redis has recovered.
+func TestSlotTakenLateIsReleased(t *testing.T) {
+	ctx := context.Background()
+	for _, policy := range []Policy{Allow, Local} {
+		t.Run(string(policy), func(t *testing.T) {
+			m := memstore.New()
+			defer m.Close()
+			s := New(slotLate{m}, WithPolicy(policy), WithTimeout(5*time.Millisecond), WithBreaker(0, 0))
+			defer s.Close()
+			l, _ := ratekeeper.NewConcurrencyLimiter(s, ratekeeper.Concurrency{Max: 1, TTL: time.Minute})
+			p, d, err := l.TryAcquire(ctx, "k")
+			if err != nil || !d.Allowed || d.Fallback == ratekeeper.NoFallback {
+				t.Fatalf("%+v %v: want a fallback's slot", d, err)
+			}
+			if err := p.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := m.InFlight("k", time.Time{}); n != 0 {
+				t.Fatalf("the primary holds %d slots of k after the release, until its lease ends", n)
+			}
+		})
+	}
+}
+
+// A refusal by the policy (deny, or local's share used up) leaves nothing
+// behind on the primary either, nor in the store's memory.
+func TestSlotTakenLateRefusedIsReleased(t *testing.T) {
+	ctx := context.Background()
+	m := memstore.New()
+	defer m.Close()
+	s := New(slotLate{m}, WithPolicy(Deny), WithTimeout(5*time.Millisecond), WithBreaker(0, 0))
+	defer s.Close()
+	l, _ := ratekeeper.NewConcurrencyLimiter(s, ratekeeper.Concurrency{Max: 1, TTL: time.Minute})
+	if p, d, err := l.TryAcquire(ctx, "k"); err != nil || d.Allowed || p != nil {
+		t.Fatalf("%+v %v: want deny's refusal", d, err)
+	}
+	if n := m.InFlight("k", time.Time{}); n != 0 {
+		t.Fatalf("the primary holds %d slots of k after a refusal", n)
+	}
+	s.late.Range(func(k, _ any) bool { t.Errorf("%v is remembered", k); return true })
+}
