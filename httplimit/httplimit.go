@@ -201,6 +201,23 @@ type ruleInfo struct {
 	policy   string     // the rule's RateLimit-Policy item
 	quoted   string     // the rule's name as RateLimit writes it
 	counters [4]Counter // nil without metrics
+	hide     bool       // refused.hide_headers: in no rate limit header
+	alts     []string   // the RateLimit-Policy item of each of the rule's Alts
+	units    Adder      // the quota units charged, for a rule whose cost is not 1; nil without UnitsMetrics
+}
+
+// Adder counts quota units. It is an alias of the interface literal, as
+// Counter is.
+type Adder = interface{ Add(float64) }
+
+// UnitsMetrics is a Metrics that also counts the quota units that
+// requests were charged, by rule, for the rules whose cost is not always
+// 1 (a fixed cost, or one read from a request or response header): what
+// the decisions counter cannot show. The middleware asks once per rule
+// when it takes a rules set.
+type UnitsMetrics interface {
+	Metrics
+	Units(rule string) Adder
 }
 
 const (
@@ -221,9 +238,15 @@ func (m *Middleware) SetRules(set *rules.Set) {
 	}
 	for i, rl := range set.Rules {
 		ri := &c.rules[i]
-		q, w := quotaWindow(rl.Limit)
 		ri.quoted = strconv.Quote(rl.Name)
-		ri.policy = ri.quoted + ";q=" + strconv.Itoa(q) + ";w=" + strconv.FormatInt(w, 10)
+		ri.policy = policyItem(ri.quoted, rl.Limit)
+		for _, a := range rl.Alts {
+			ri.alts = append(ri.alts, policyItem(ri.quoted, a.Limit))
+		}
+		ri.hide = rl.Refused.HideHeaders
+		if um, ok := m.metrics.(UnitsMetrics); ok && (rl.Cost.Fixed != 1 || rl.Cost.Header != "" || rl.Cost.Response != "") {
+			ri.units = um.Units(rl.Name)
+		}
 		if m.metrics != nil {
 			for j, res := range []string{ResultAllowed, ResultLimited, ResultShadowLimited, ResultQueued} {
 				ri.counters[j] = m.metrics.Counter(rl.Name, res)
@@ -238,6 +261,22 @@ func (m *Middleware) SetRules(set *rules.Set) {
 			}
 		}
 	}
+}
+
+// policyItem is a rule's RateLimit-Policy item for limit l: q is the
+// capacity in quota units (a request takes its cost of them), w the window.
+func policyItem(quoted string, l ratekeeper.Limit) string {
+	q, w := quotaWindow(l)
+	return quoted + ";q=" + strconv.Itoa(q) + ";w=" + strconv.FormatInt(w, 10)
+}
+
+// policy is the RateLimit-Policy item of the limit match i of s applies.
+func (c *compiled) policy(mt *rules.Match) string {
+	ri := &c.rules[mt.Rule.Index]
+	if mt.Alt > 0 {
+		return ri.alts[mt.Alt-1]
+	}
+	return ri.policy
 }
 
 // Rules returns the rules set in use.
@@ -328,6 +367,7 @@ const (
 	forbid
 	unavailable // refused by the store's failure policy, not by a limit
 	deferred    // a queue rule matched and the caller cannot hold requests
+	badCost     // a cost header could not be read: 400
 )
 
 // verdict carries a decision from decide to the response.
@@ -338,6 +378,8 @@ type verdict struct {
 	retry   time.Duration // for refuse and unavailable
 	delay   time.Duration // how long to hold the request (queue mode)
 	ip      netip.Addr
+	costErr error // for badCost
+	charges bool  // a rule charges the response's cost
 }
 
 // Handler wraps next: requests within every limit reach it, possibly after
@@ -345,8 +387,15 @@ type verdict struct {
 // store's failure policy refused them) here.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if m.admit(w, r, nil) == Admitted {
+		a, p := m.admit(w, r, nil)
+		switch {
+		case a != Admitted:
+		case p == nil:
 			next.ServeHTTP(w, r)
+		default:
+			cw := &chargeWriter{ResponseWriter: w, m: m, p: p, ctx: context.WithoutCancel(r.Context())}
+			next.ServeHTTP(cw, r)
+			cw.charge()
 		}
 	})
 }
@@ -361,25 +410,28 @@ const (
 	// Answered: the request was refused (429; 503 when the store's failure
 	// policy refused it) or forbidden (403), and the answer is written.
 	Answered
-	// Deferred: a queue rule matches it, or the rules in use are no longer
-	// the set it was read for; nothing was taken or written, and the
-	// request should go to Handler instead.
+	// Deferred: a queue rule matches it, or a rule that charges the
+	// response's cost, or the rules in use are no longer the set it was
+	// read for; nothing was taken or written, and the request should go
+	// to Handler instead.
 	Deferred
 )
 
 // Admit decides r as Handler does, for a server that reads requests
 // itself and cannot hold one (the gateway's fast path): a request that a
-// queue rule would hold, or that was read for set while the rules in use
-// changed (a reload), is Deferred before anything is taken.
+// queue rule would hold, that a rule charges for after its response, or
+// that was read for set while the rules in use changed (a reload), is
+// Deferred before anything is taken.
 func (m *Middleware) Admit(w http.ResponseWriter, r *http.Request, set *rules.Set) Admission {
-	return m.admit(w, r, set)
+	a, _ := m.admit(w, r, set)
+	return a
 }
 
 // admit decides r. Refused, it answers on w; admitted, it sets the rate
 // limit headers on w and waits out a queue's delay. With a set (the fast
 // path), a request is Deferred, before anything is taken, when a queue
 // rule matches it or the rules in use are no longer set.
-func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Set) Admission {
+func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Set) (Admission, *pending) {
 	s := m.pool.Get().(*scratch)
 	v := m.decide(r.Context(), r, s, set)
 	if m.decided != nil && v.outcome != deferred {
@@ -389,22 +441,27 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Se
 	case deferred:
 		s.reset()
 		m.pool.Put(s)
-		return Deferred
+		return Deferred, nil
 	case forbid:
 		m.pool.Put(s)
 		writeForbidden(w, r)
-		return Answered
+		return Answered, nil
+	case badCost:
+		s.reset()
+		m.pool.Put(s)
+		writeBadCost(w, r, v.costErr)
+		return Answered, nil
 	case refuse:
 		m.writeHeaders(w.Header(), v, s)
-		name := s.matches[v.worst].Rule.Name
+		rl := s.matches[v.worst].Rule
 		m.pool.Put(s)
-		writeTooMany(w, r, name, v.retry)
-		return Answered
+		writeTooMany(w, r, rl, v.retry, !v.c.rules[rl.Index].hide)
+		return Answered, nil
 	case unavailable:
 		m.writeHeaders(w.Header(), v, s)
 		m.pool.Put(s)
 		writeUnavailable(w, r, v.retry)
-		return Answered
+		return Answered, nil
 	}
 	if len(s.matches) > 0 {
 		m.writeHeaders(w.Header(), v, s)
@@ -413,12 +470,16 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Se
 		if !m.hold(r.Context(), v.delay, s) {
 			s.reset()
 			m.pool.Put(s)
-			return Answered // the client left while queued: nothing to answer
+			return Answered, nil // the client left while queued: nothing to answer
 		}
+	}
+	var p *pending
+	if v.charges {
+		p = m.pending(v, s)
 	}
 	s.reset()
 	m.pool.Put(s)
-	return Admitted
+	return Admitted, p
 }
 
 // report calls the WithDecided hook with v.
@@ -430,7 +491,7 @@ func (m *Middleware) report(r *http.Request, v verdict, s *scratch) {
 	switch v.outcome {
 	case forbid:
 		d.RefusedBy = "access"
-	case refuse, unavailable:
+	case refuse, unavailable, badCost:
 		if len(s.matches) > 0 {
 			d.RefusedBy = s.matches[v.worst].Rule.Name
 		}
@@ -489,7 +550,7 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 	}
 	if only != nil {
 		for _, mt := range s.matches {
-			if mt.Rule.Mode == rules.Queue {
+			if mt.Rule.Mode == rules.Queue || mt.Rule.Cost.Response != "" {
 				v.outcome = deferred
 				return v
 			}
@@ -499,13 +560,22 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 	if m.clock != nil {
 		now = m.clock.Now()
 	}
-	for i, mt := range s.matches {
+	for i := range s.matches {
+		mt := &s.matches[i]
 		if mt.Rule.Mode == rules.Shadow {
 			s.shadow = append(s.shadow, i)
 			continue
 		}
+		n, err := cost(mt.Rule, r)
+		if err != nil {
+			// Before anything is taken: a request whose cost cannot be
+			// read is the client's error, not a limit's.
+			v.outcome, v.costErr, v.worst = badCost, err, i
+			return v
+		}
+		v.charges = v.charges || mt.Rule.Cost.Response != ""
 		s.enforced = append(s.enforced, i)
-		s.reqs = append(s.reqs, ratekeeper.Request{Key: mt.Key, Limit: mt.Rule.Limit, N: 1, Reserve: mt.Rule.Mode == rules.Queue, Now: now})
+		s.reqs = append(s.reqs, ratekeeper.Request{Key: mt.Key, Limit: mt.Limit(), N: n, Reserve: mt.Rule.Mode == rules.Queue, Now: now})
 	}
 	s.decs = append(s.decs, make([]ratekeeper.Decision, len(s.reqs))...)
 	s.results = append(s.results, make([]ratekeeper.Decision, len(s.matches))...)
@@ -547,11 +617,15 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 		}
 	}
 	for _, i := range s.shadow {
-		mt := s.matches[i]
-		d, err := m.store.Take(ctx, ratekeeper.Request{Key: mt.Key, Limit: mt.Rule.Limit, N: 1, Now: now})
+		mt := &s.matches[i]
+		n, err := cost(mt.Rule, r)
+		if err != nil {
+			n = 1 // a shadow rule never answers 400: it counts the request as one
+		}
+		d, err := m.store.Take(ctx, ratekeeper.Request{Key: mt.Key, Limit: mt.Limit(), N: n, Now: now})
 		if err != nil {
 			m.logger.ErrorContext(ctx, "rate limit store failed for a shadow rule", "rule", mt.Rule.Name, "err", err)
-			d = ratekeeper.Decision{Allowed: true, Fallback: ratekeeper.FallbackUncounted, Limit: mt.Rule.Limit.Capacity()}
+			d = ratekeeper.Decision{Allowed: true, Fallback: ratekeeper.FallbackUncounted, Limit: mt.Limit().Capacity()}
 		}
 		s.results[i] = d
 		if !d.Allowed {
@@ -561,18 +635,22 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 			inc(c.rules[mt.Rule.Index].counters[cAllowed])
 		}
 	}
-	for _, i := range s.enforced {
+	for j, i := range s.enforced {
 		rl := s.matches[i].Rule
+		ri := &c.rules[rl.Index]
 		if rl.Mode == rules.Queue && s.results[i].Delay > 0 {
-			inc(c.rules[rl.Index].counters[cQueued])
+			inc(ri.counters[cQueued])
 		} else {
-			inc(c.rules[rl.Index].counters[cAllowed])
+			inc(ri.counters[cAllowed])
+		}
+		if ri.units != nil && rl.Cost.Response == "" {
+			ri.units.Add(float64(s.reqs[j].N)) // a response's cost is counted when charged
 		}
 	}
 	if v.delay > 0 && m.metrics != nil {
 		m.metrics.QueueDelay(v.delay)
 	}
-	v.worst = mostRestrictive(s)
+	v.worst = mostRestrictive(c, s)
 	return v
 }
 
@@ -606,9 +684,9 @@ func (m *Middleware) refused(ctx context.Context, r *http.Request, v verdict, s 
 		v.outcome = unavailable
 	}
 	// The other rules took nothing: show their state as it is.
-	for _, i := range s.enforced {
+	for j, i := range s.enforced {
 		if s.results[i].Allowed {
-			s.results[i].Remaining = min(s.results[i].Remaining+1, s.results[i].Limit)
+			s.results[i].Remaining = min(s.results[i].Remaining+s.reqs[j].N, s.results[i].Limit)
 		}
 	}
 	s.shadow = s.shadow[:0] // shadow rules are not asked about a refused request
@@ -624,9 +702,12 @@ func (m *Middleware) refused(ctx context.Context, r *http.Request, v verdict, s 
 // one with the least remaining, the longest reset on a tie; enforced rules
 // before shadow ones, and a decision that counted before one that did not
 // (ratekeeper.FallbackUncounted), whose zero remaining means nothing.
-func mostRestrictive(s *scratch) int {
+func mostRestrictive(c *compiled, s *scratch) int {
 	best := -1
 	better := func(i int) bool {
+		if c.rules[s.matches[i].Rule.Index].hide {
+			return false
+		}
 		if best < 0 {
 			return true
 		}
@@ -665,4 +746,12 @@ func inc(c Counter) {
 	if c != nil {
 		c.Inc()
 	}
+}
+
+// cost is what the request takes from rl's limit now.
+func cost(rl *rules.Rule, r *http.Request) (int, error) {
+	if rl.Cost.Header == "" && rl.Cost.Response == "" {
+		return rl.Cost.Fixed, nil
+	}
+	return rl.Cost.Request(r.Header)
 }
