@@ -566,14 +566,17 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 			s.shadow = append(s.shadow, i)
 			continue
 		}
-		n, err := cost(mt.Rule, r)
-		if err != nil {
-			// Before anything is taken: a request whose cost cannot be
-			// read is the client's error, not a limit's.
-			v.outcome, v.costErr, v.worst = badCost, err, i
-			return v
+		n := mt.Rule.Cost.Fixed
+		if mt.Rule.Cost.Header != "" || mt.Rule.Cost.Response != "" {
+			var err error
+			if n, err = mt.Rule.Cost.Request(r.Header); err != nil {
+				// Before anything is taken: a request whose cost cannot
+				// be read is the client's error, not a limit's.
+				v.outcome, v.costErr, v.worst = badCost, err, i
+				return v
+			}
+			v.charges = v.charges || mt.Rule.Cost.Response != ""
 		}
-		v.charges = v.charges || mt.Rule.Cost.Response != ""
 		s.enforced = append(s.enforced, i)
 		s.reqs = append(s.reqs, ratekeeper.Request{Key: mt.Key, Limit: mt.Limit(), N: n, Reserve: mt.Rule.Mode == rules.Queue, Now: now})
 	}
@@ -618,9 +621,12 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 	}
 	for _, i := range s.shadow {
 		mt := &s.matches[i]
-		n, err := cost(mt.Rule, r)
-		if err != nil {
-			n = 1 // a shadow rule never answers 400: it counts the request as one
+		n := mt.Rule.Cost.Fixed
+		if mt.Rule.Cost.Header != "" {
+			var err error
+			if n, err = mt.Rule.Cost.Request(r.Header); err != nil {
+				n = 1 // a shadow rule never answers 400: it counts the request as one
+			}
 		}
 		d, err := m.store.Take(ctx, ratekeeper.Request{Key: mt.Key, Limit: mt.Limit(), N: n, Now: now})
 		if err != nil {
@@ -746,12 +752,4 @@ func inc(c Counter) {
 	if c != nil {
 		c.Inc()
 	}
-}
-
-// cost is what the request takes from rl's limit now.
-func cost(rl *rules.Rule, r *http.Request) (int, error) {
-	if rl.Cost.Header == "" && rl.Cost.Response == "" {
-		return rl.Cost.Fixed, nil
-	}
-	return rl.Cost.Request(r.Header)
 }
