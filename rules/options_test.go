@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -288,4 +289,21 @@ func TestRefusalDetail(t *testing.T) {
 	if d := defaultRefusal(); string(d.AppendDetail(nil, "per-ip", 2)) != `rate limit "per-ip" exceeded: retry in 2 s` {
 		t.Errorf("default detail %q", d.AppendDetail(nil, "per-ip", 2))
 	}
+}
+
+// FuzzCostRequest: a cost header's value is accepted only as one whole
+// number in 1..Max, which is what it reads as in decimal.
+func FuzzCostRequest(f *testing.F) {
+	for _, s := range []string{"1", " 42\t", "+7", "-1", "0", "100", "101", "1e3", "٣", "99999999999999999999999", ""} {
+		f.Add(s)
+	}
+	c := Cost{Header: "X-Cost", Max: 100, Default: 1}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := c.Request(http.Header{"X-Cost": {s}})
+		want, aerr := strconv.Atoi(strings.TrimPrefix(strings.Trim(s, " \t"), "+"))
+		good := aerr == nil && want >= 1 && want <= 100 && !strings.HasPrefix(strings.Trim(s, " \t"), "+-") && !strings.HasPrefix(strings.Trim(s, " \t"), "++")
+		if good != (err == nil) || good && n != want {
+			t.Fatalf("%q: %d, %v; strconv says %d, %v", s, n, err, want, aerr)
+		}
+	})
 }
