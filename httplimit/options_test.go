@@ -281,3 +281,32 @@ func contextWithCancel() (context.Context, context.CancelFunc) {
 func (f *fixture) units(rule string) float64 {
 	return testutil.ToFloat64(f.mt.Units(rule).(prometheus.Counter))
 }
+
+// TestOverrideReloadResetsOnlyThatClient: SetRules with one client's
+// override changed starts that client's count afresh in the store; the
+// other clients, overridden or not, keep theirs.
+func TestOverrideReloadResetsOnlyThatClient(t *testing.T) {
+	yaml := func(acme int) string {
+		return `rules:
+  - name: api
+    key: [header:X-API-Key]
+    limit: {algorithm: fixed_window, rate: 3, period: 1h}
+    overrides:
+      acme: {rate: ` + strconv.Itoa(acme) + `}
+      globex: {rate: 4}
+`
+	}
+	f := newFixture(t, yaml(5))
+	remaining := func(key string) string {
+		return f.do("GET", "/", "192.0.2.1", "X-API-Key", key).Header().Get(HeaderRemaining)
+	}
+	for _, k := range []string{"acme", "globex", "bob"} {
+		remaining(k)
+	}
+	f.mw.SetRules(mustSet(t, yaml(6)))
+	for k, want := range map[string]string{"acme": "5", "globex": "2", "bob": "1"} {
+		if got := remaining(k); got != want {
+			t.Errorf("%s after the reload: remaining %s, want %s", k, got, want)
+		}
+	}
+}
