@@ -195,6 +195,7 @@ type compiled struct {
 	set   *rules.Set
 	rules []ruleInfo
 	style rules.HeaderStyle
+	hide  bool // some rule has refused.hide_headers
 }
 
 type ruleInfo struct {
@@ -244,6 +245,7 @@ func (m *Middleware) SetRules(set *rules.Set) {
 			ri.alts = append(ri.alts, policyItem(ri.quoted, a.Limit))
 		}
 		ri.hide = rl.Refused.HideHeaders
+		c.hide = c.hide || ri.hide
 		if um, ok := m.metrics.(UnitsMetrics); ok && (rl.Cost.Fixed != 1 || rl.Cost.Header != "" || rl.Cost.Response != "") {
 			ri.units = um.Units(rl.Name)
 		}
@@ -711,7 +713,7 @@ func (m *Middleware) refused(ctx context.Context, r *http.Request, v verdict, s 
 func mostRestrictive(c *compiled, s *scratch) int {
 	best := -1
 	better := func(i int) bool {
-		if c.rules[s.matches[i].Rule.Index].hide {
+		if c.hide && c.rules[s.matches[i].Rule.Index].hide {
 			return false
 		}
 		if best < 0 {

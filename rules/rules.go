@@ -100,19 +100,21 @@ type Rule struct {
 	// StoreMode is the shared store's mode for this rule's limit, or empty
 	// for the store's own.
 	StoreMode string
-	// Config is the rule as written.
-	Config RuleConfig
 	// Cost is what a request takes from the limit.
 	Cost Cost
 	// Alts are the overrides' and tiers' limits, which replace Limit for
 	// the requests they apply to (Match.Alt).
 	Alts []Alt
-	// Refused is the answer to a request the rule refuses.
-	Refused Refusal
 
+	// What a request's decision reads is above, near match and key.
 	match  func(v view) bool
 	key    appendKey
 	prefix string // name + limit hash, the start of every key
+
+	// Refused is the answer to a request the rule refuses.
+	Refused Refusal
+	// Config is the rule as written.
+	Config RuleConfig
 
 	clientIP   ClientIP
 	overrides  map[string]int // encoded key parts -> 1 + index in Alts
