@@ -16,13 +16,17 @@ import (
 // fiftyRules is a realistic rules file: 48 per-endpoint rules, a per-user
 // rule and a global one; a request matches its endpoint's rule, the user
 // rule and the global rule.
-func fiftyRules() string {
+func fiftyRules() string { return fiftyRulesWith("", "") }
+
+// fiftyRulesWith is fiftyRules with top-level fields top and the per-user
+// rule's fields perUser (each line indented by four spaces) added.
+func fiftyRulesWith(top, perUser string) string {
 	var b strings.Builder
-	b.WriteString("rules:\n")
+	b.WriteString(top + "rules:\n")
 	for i := range 48 {
 		fmt.Fprintf(&b, "  - name: endpoint-%d\n    match: {methods: [GET], path: /v1/items/%d}\n    key: [ip]\n    limit: {algorithm: token_bucket, rate: 1000000, period: 1s}\n", i, i)
 	}
-	b.WriteString("  - name: per-user\n    key: [header:X-User-ID]\n    limit: {algorithm: sliding_window, rate: 1000000000, period: 1s}\n")
+	b.WriteString("  - name: per-user\n    key: [header:X-User-ID]\n    limit: {algorithm: sliding_window, rate: 1000000000, period: 1s}\n" + perUser)
 	b.WriteString("  - name: global\n    limit: {algorithm: fixed_window, rate: 1000000000, period: 1s}\n")
 	return b.String()
 }
@@ -166,4 +170,80 @@ func BenchmarkDecideParts(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkOptions is BenchmarkHandler's request (3 of 50 rules, across
+// 1024 clients, headers written) with one rule option in use on the
+// per-user rule, beside "off" with none: what each option costs. "refused"
+// cases are a refused request, with the default answer and with a rule's
+// own answer and Retry-After jitter.
+func BenchmarkOptions(b *testing.B) {
+	const trusted = "client_ip: {trusted_proxies: [192.0.0.0/8]}\n"
+	cases := []struct {
+		name, top, perUser string
+		hdr                []string // added to every request
+		refuse             bool
+	}{
+		{name: "off"},
+		{name: "cost-fixed", perUser: "    cost: 5\n"},
+		{name: "cost-header", perUser: "    cost: {header: X-Cost, max: 100}\n", hdr: []string{"X-Cost", "7"}},
+		{name: "cost-response", perUser: "    cost: {response_header: X-Tokens, max: 100}\n"},
+		{name: "overrides", perUser: "    overrides: {user-7: {rate: 900000000}, user-9: {rate: 800000000}}\n"},
+		{name: "tiers", top: trusted, perUser: "    tiers: {header: X-Plan, limits: {pro: {rate: 900000000}}}\n", hdr: []string{"X-Plan", "pro"}},
+		{name: "hide-headers", perUser: "    refused: {hide_headers: true}\n"},
+		{name: "refused-default", refuse: true},
+		{name: "refused-custom-jitter", refuse: true, perUser: "    refused: {status: 503, type: https://example.com/p, title: Busy, detail: '{rule} busy: retry in {wait} s', retry_after_jitter: 3s}\n"},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			store := memstore.New()
+			defer store.Close()
+			yaml := fiftyRulesWith(c.top, c.perUser)
+			switch {
+			case c.refuse:
+				yaml = strings.Replace(yaml, "sliding_window, rate: 1000000000, period: 1s}", "sliding_window, rate: 1, period: 1h}", 1)
+			case c.name == "cost-response": // the token bucket's debt
+				yaml = strings.Replace(yaml, "sliding_window, rate: 1000000000, period: 1s}", "token_bucket, rate: 1000000, period: 1s}", 1)
+			}
+			mw, err := New(store, mustSet(b, yaml))
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header()["X-Tokens"] = []string{"3"}
+				w.WriteHeader(200)
+			}))
+			reqs := make([]*http.Request, 1024)
+			for i := range reqs {
+				r := httptest.NewRequest("GET", fmt.Sprintf("/v1/items/%d", i%48), nil)
+				r.RemoteAddr = fmt.Sprintf("192.0.%d.%d:5000", i/256, i%256)
+				r.Header.Set("X-User-ID", fmt.Sprint("user-", i))
+				for j := 0; j+1 < len(c.hdr); j += 2 {
+					r.Header.Set(c.hdr[j], c.hdr[j+1])
+				}
+				reqs[i] = r
+			}
+			want := 200
+			if c.refuse {
+				for _, r := range reqs { // each client's one request
+					h.ServeHTTP(&discard{h: http.Header{}}, r)
+				}
+				want = 0
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				w := &discard{h: http.Header{}}
+				i := 0
+				for pb.Next() {
+					clear(w.h)
+					h.ServeHTTP(w, reqs[i&1023])
+					if want != 0 && w.h.Get(HeaderRetryAfter) != "" {
+						b.Fatal("refused")
+					}
+					i++
+				}
+			})
+		})
+	}
 }

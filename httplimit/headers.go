@@ -3,6 +3,7 @@ package httplimit
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -46,7 +47,10 @@ func (m *Middleware) writeHeaders(h http.Header, v verdict, s *scratch) {
 	if style == rules.HeadersNone || v.worst < 0 || len(s.results) == 0 {
 		return
 	}
-	legacy := style == rules.HeadersBoth || style == rules.HeadersLegacy
+	// A rule with refused.hide_headers is in none of them: when it refused
+	// the request, the legacy fields (which are about the refusing rule)
+	// are left out too.
+	legacy := (style == rules.HeadersBoth || style == rules.HeadersLegacy) && !v.c.rules[s.matches[v.worst].Rule.Index].hide
 	ietf := style == rules.HeadersBoth || style == rules.HeadersIETF
 	b := s.hb[:0]
 	var ends [5]int
@@ -68,18 +72,23 @@ func (m *Middleware) writeHeaders(h http.Header, v verdict, s *scratch) {
 		ends[2] = len(b)
 	}
 	if ietf {
-		for n, i := range s.allMatches() {
+		n := 0
+		for _, i := range s.allMatches() {
+			if v.c.rules[s.matches[i].Rule.Index].hide {
+				continue
+			}
 			if n > 0 {
 				b = append(b, ", "...)
 			}
-			b = append(b, v.c.rules[s.matches[i].Rule.Index].policy...)
+			n++
+			b = append(b, v.c.policy(&s.matches[i])...)
 		}
 		ends[3] = len(b)
-		n := 0
+		n = 0
 		for _, i := range s.allMatches() {
 			rl := s.matches[i].Rule
 			d := s.results[i]
-			if d.Fallback == ratekeeper.FallbackUncounted {
+			if d.Fallback == ratekeeper.FallbackUncounted || v.c.rules[rl.Index].hide {
 				continue
 			}
 			if n > 0 {
@@ -149,25 +158,56 @@ func writeProblem(w http.ResponseWriter, p Problem) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// writeTooMany answers 429 for rule with a wait of retry in whole seconds
-// (waitSeconds, at least 1), so that the client is never early; a gRPC call
-// gets RESOURCE_EXHAUSTED.
-func writeTooMany(w http.ResponseWriter, r *http.Request, rule string, retry time.Duration) {
-	secs := max(waitSeconds(retry), 1)
+// writeTooMany answers the refusal of rule (429 unless its refused.status
+// says otherwise) with a wait of retry in whole seconds (waitSeconds, at
+// least 1), so that the client is never early; a gRPC call gets
+// RESOURCE_EXHAUSTED. With refused.retry_after_jitter, the wait announced
+// is retry plus a uniformly random part of the jitter: never less than
+// retry. X-RateLimit-Retry-After goes with it unless the rule is hidden.
+func writeTooMany(w http.ResponseWriter, r *http.Request, rule *rules.Rule, retry time.Duration, shown bool) {
+	f := &rule.Refused
+	secs := max(waitSeconds(retry+jitter(f.Jitter)), 1)
 	s := strconv.FormatInt(secs, 10)
 	w.Header().Set("Retry-After", s)
-	w.Header().Set(HeaderRetryAfter, s)
+	if shown {
+		w.Header().Set(HeaderRetryAfter, s)
+	}
+	detail := string(f.AppendDetail(nil, rule.Name, secs))
 	if IsGRPC(r) {
-		writeGRPC(w, grpcResourceExhausted, fmt.Sprintf("rate limit %q exceeded: retry in %d s", rule, secs))
+		writeGRPC(w, grpcResourceExhausted, detail)
 		return
 	}
 	writeProblem(w, Problem{
-		Type:       "about:blank",
-		Title:      "Too Many Requests",
-		Status:     http.StatusTooManyRequests,
-		Detail:     fmt.Sprintf("rate limit %q exceeded: retry in %d s", rule, secs),
-		Rule:       rule,
+		Type:       f.Type,
+		Title:      f.Title,
+		Status:     f.Status,
+		Detail:     detail,
+		Rule:       rule.Name,
 		RetryAfter: secs,
+	})
+}
+
+// jitter is a uniformly random duration in [0, max], to the microsecond.
+func jitter(max time.Duration) time.Duration {
+	if max <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(max/time.Microsecond)+1)) * time.Microsecond
+}
+
+// writeBadCost answers 400 for a request whose cost header cannot be read
+// (a *rules.CostError, which names the header); a gRPC call gets
+// INVALID_ARGUMENT.
+func writeBadCost(w http.ResponseWriter, r *http.Request, err error) {
+	if IsGRPC(r) {
+		writeGRPC(w, grpcInvalidArgument, err.Error())
+		return
+	}
+	writeProblem(w, Problem{
+		Type:   "about:blank",
+		Title:  "Bad Request",
+		Status: http.StatusBadRequest,
+		Detail: err.Error(),
 	})
 }
 
@@ -228,6 +268,7 @@ func IsGRPC(r *http.Request) bool {
 // gRPC status codes (google.golang.org/grpc/codes), which this package
 // does not import.
 const (
+	grpcInvalidArgument   = 3
 	grpcPermissionDenied  = 7
 	grpcResourceExhausted = 8
 	grpcUnavailable       = 14

@@ -198,6 +198,7 @@ type compiled struct {
 	set   *rules.Set
 	rules []ruleInfo
 	style rules.HeaderStyle
+	hide  bool                             // some rule has refused.hide_headers
 	slots []*ratekeeper.ConcurrencyLimiter // by rule index; nil without concurrency rules
 }
 
@@ -205,6 +206,23 @@ type ruleInfo struct {
 	policy   string     // the rule's RateLimit-Policy item
 	quoted   string     // the rule's name as RateLimit writes it
 	counters [4]Counter // nil without metrics
+	hide     bool       // refused.hide_headers: in no rate limit header
+	alts     []string   // the RateLimit-Policy item of each of the rule's Alts
+	units    Adder      // the quota units charged, for a rule whose cost is not 1; nil without UnitsMetrics
+}
+
+// Adder counts quota units. It is an alias of the interface literal, as
+// Counter is.
+type Adder = interface{ Add(float64) }
+
+// UnitsMetrics is a Metrics that also counts the quota units that
+// requests were charged, by rule, for the rules whose cost is not always
+// 1 (a fixed cost, or one read from a request or response header): what
+// the decisions counter cannot show. The middleware asks once per rule
+// when it takes a rules set.
+type UnitsMetrics interface {
+	Metrics
+	Units(rule string) Adder
 }
 
 const (
@@ -225,11 +243,18 @@ func (m *Middleware) SetRules(set *rules.Set) {
 	}
 	for i, rl := range set.Rules {
 		ri := &c.rules[i]
-		q, w := quotaWindow(rl.Limit)
 		ri.quoted = strconv.Quote(rl.Name)
-		ri.policy = ri.quoted + ";q=" + strconv.Itoa(q) + ";w=" + strconv.FormatInt(w, 10)
+		ri.policy = policyItem(ri.quoted, rl.Limit)
 		if rl.IsConcurrency() {
 			ri.policy = ri.quoted + ";q=" + strconv.Itoa(rl.Concurrency.Max) // no window
+		}
+		for _, a := range rl.Alts {
+			ri.alts = append(ri.alts, policyItem(ri.quoted, a.Limit))
+		}
+		ri.hide = rl.Refused.HideHeaders
+		c.hide = c.hide || ri.hide
+		if um, ok := m.metrics.(UnitsMetrics); ok && (rl.Cost.Fixed != 1 || rl.Cost.Header != "" || rl.Cost.Response != "") {
+			ri.units = um.Units(rl.Name)
 		}
 		if m.metrics != nil {
 			for j, res := range []string{ResultAllowed, ResultLimited, ResultShadowLimited, ResultQueued} {
@@ -245,6 +270,22 @@ func (m *Middleware) SetRules(set *rules.Set) {
 			}
 		}
 	}
+}
+
+// policyItem is a rule's RateLimit-Policy item for limit l: q is the
+// capacity in quota units (a request takes its cost of them), w the window.
+func policyItem(quoted string, l ratekeeper.Limit) string {
+	q, w := quotaWindow(l)
+	return quoted + ";q=" + strconv.Itoa(q) + ";w=" + strconv.FormatInt(w, 10)
+}
+
+// policy is the RateLimit-Policy item of the limit match i of s applies.
+func (c *compiled) policy(mt *rules.Match) string {
+	ri := &c.rules[mt.Rule.Index]
+	if mt.Alt > 0 {
+		return ri.alts[mt.Alt-1]
+	}
+	return ri.policy
 }
 
 // Rules returns the rules set in use.
@@ -340,6 +381,7 @@ const (
 	forbid
 	unavailable // refused by the store's failure policy, not by a limit
 	deferred    // a queue rule matched and the caller cannot hold requests
+	badCost     // a cost header could not be read: 400
 )
 
 // verdict carries a decision from decide to the response.
@@ -350,6 +392,8 @@ type verdict struct {
 	retry   time.Duration // for refuse and unavailable
 	delay   time.Duration // how long to hold the request (queue mode)
 	ip      netip.Addr
+	costErr error // for badCost
+	charges bool  // a rule charges the response's cost
 }
 
 // Handler wraps next: requests within every limit reach it, possibly after
@@ -357,7 +401,7 @@ type verdict struct {
 // store's failure policy refused them) here.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a, held := m.admitHolding(w, r, nil)
+		a, p, held := m.admit(w, r, nil)
 		if a != Admitted {
 			return
 		}
@@ -366,7 +410,13 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			// the reverse proxy's abort panic included.
 			defer releaseAll(r.Context(), held)
 		}
-		next.ServeHTTP(w, r)
+		if p == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		cw := &chargeWriter{ResponseWriter: w, m: m, p: p, ctx: context.WithoutCancel(r.Context())}
+		next.ServeHTTP(cw, r)
+		cw.charge()
 	})
 }
 
@@ -380,33 +430,28 @@ const (
 	// Answered: the request was refused (429; 503 when the store's failure
 	// policy refused it) or forbidden (403), and the answer is written.
 	Answered
-	// Deferred: a queue rule matches it, or the rules in use are no longer
-	// the set it was read for; nothing was taken or written, and the
-	// request should go to Handler instead.
+	// Deferred: a queue rule matches it, or a rule that charges the
+	// response's cost, or the rules in use are no longer the set it was
+	// read for; nothing was taken or written, and the request should go
+	// to Handler instead.
 	Deferred
 )
 
 // Admit decides r as Handler does, for a server that reads requests
 // itself and cannot hold one (the gateway's fast path): a request that a
-// queue rule would hold, or that was read for set while the rules in use
-// changed (a reload), is Deferred before anything is taken.
+// queue rule would hold, that a rule charges for after its response, or
+// that was read for set while the rules in use changed (a reload), is
+// Deferred before anything is taken.
 func (m *Middleware) Admit(w http.ResponseWriter, r *http.Request, set *rules.Set) Admission {
-	return m.admit(w, r, set)
+	a, _, _ := m.admit(w, r, set) // with a set, no slot is taken: see decide
+	return a
 }
 
 // admit decides r. Refused, it answers on w; admitted, it sets the rate
 // limit headers on w and waits out a queue's delay. With a set (the fast
 // path), a request is Deferred, before anything is taken, when a queue
 // rule matches it or the rules in use are no longer set.
-func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Set) Admission {
-	a, _ := m.admitHolding(w, r, set) // with a set, no slot is taken: see decide
-	return a
-}
-
-// admitHolding is admit, which also returns the concurrency slots an
-// admitted request holds (nil for none), for the caller to release when
-// the response ends.
-func (m *Middleware) admitHolding(w http.ResponseWriter, r *http.Request, set *rules.Set) (Admission, []*ratekeeper.Permit) {
+func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Set) (Admission, *pending, []*ratekeeper.Permit) {
 	s := m.pool.Get().(*scratch)
 	v := m.decide(r.Context(), r, s, set)
 	if m.decided != nil && v.outcome != deferred {
@@ -416,22 +461,27 @@ func (m *Middleware) admitHolding(w http.ResponseWriter, r *http.Request, set *r
 	case deferred:
 		s.reset()
 		m.pool.Put(s)
-		return Deferred, nil
+		return Deferred, nil, nil
 	case forbid:
 		m.pool.Put(s)
 		writeForbidden(w, r)
-		return Answered, nil
+		return Answered, nil, nil
+	case badCost:
+		s.reset()
+		m.pool.Put(s)
+		writeBadCost(w, r, v.costErr)
+		return Answered, nil, nil
 	case refuse:
 		m.writeHeaders(w.Header(), v, s)
-		name := s.matches[v.worst].Rule.Name
+		rl := s.matches[v.worst].Rule
 		m.pool.Put(s)
-		writeTooMany(w, r, name, v.retry)
-		return Answered, nil
+		writeTooMany(w, r, rl, v.retry, !v.c.rules[rl.Index].hide)
+		return Answered, nil, nil
 	case unavailable:
 		m.writeHeaders(w.Header(), v, s)
 		m.pool.Put(s)
 		writeUnavailable(w, r, v.retry)
-		return Answered, nil
+		return Answered, nil, nil
 	}
 	if len(s.matches) > 0 {
 		m.writeHeaders(w.Header(), v, s)
@@ -441,8 +491,12 @@ func (m *Middleware) admitHolding(w http.ResponseWriter, r *http.Request, set *r
 			releaseAll(r.Context(), s.permits)
 			s.reset()
 			m.pool.Put(s)
-			return Answered, nil // the client left while queued: nothing to answer
+			return Answered, nil, nil // the client left while queued: nothing to answer
 		}
+	}
+	var p *pending
+	if v.charges {
+		p = m.pending(v, s)
 	}
 	var held []*ratekeeper.Permit
 	if len(s.permits) > 0 {
@@ -450,7 +504,7 @@ func (m *Middleware) admitHolding(w http.ResponseWriter, r *http.Request, set *r
 	}
 	s.reset()
 	m.pool.Put(s)
-	return Admitted, held
+	return Admitted, p, held
 }
 
 // report calls the WithDecided hook with v.
@@ -462,7 +516,7 @@ func (m *Middleware) report(r *http.Request, v verdict, s *scratch) {
 	switch v.outcome {
 	case forbid:
 		d.RefusedBy = "access"
-	case refuse, unavailable:
+	case refuse, unavailable, badCost:
 		if len(s.matches) > 0 {
 			d.RefusedBy = s.matches[v.worst].Rule.Name
 		}
@@ -521,7 +575,7 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 	}
 	if only != nil {
 		for _, mt := range s.matches {
-			if mt.Rule.Mode == rules.Queue || mt.Rule.IsConcurrency() {
+			if mt.Rule.Mode == rules.Queue || mt.Rule.Cost.Response != "" || mt.Rule.IsConcurrency() {
 				v.outcome = deferred
 				return v
 			}
@@ -531,7 +585,8 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 	if m.clock != nil {
 		now = m.clock.Now()
 	}
-	for i, mt := range s.matches {
+	for i := range s.matches {
+		mt := &s.matches[i]
 		if mt.Rule.Mode == rules.Shadow {
 			s.shadow = append(s.shadow, i)
 			continue
@@ -540,8 +595,19 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 			s.conc = append(s.conc, i) // after the rate rules: acquireSlots
 			continue
 		}
+		n := mt.Rule.Cost.Fixed
+		if mt.Rule.Cost.Header != "" || mt.Rule.Cost.Response != "" {
+			var err error
+			if n, err = mt.Rule.Cost.Request(r.Header); err != nil {
+				// Before anything is taken: a request whose cost cannot
+				// be read is the client's error, not a limit's.
+				v.outcome, v.costErr, v.worst = badCost, err, i
+				return v
+			}
+			v.charges = v.charges || mt.Rule.Cost.Response != ""
+		}
 		s.enforced = append(s.enforced, i)
-		s.reqs = append(s.reqs, ratekeeper.Request{Key: mt.Key, Limit: mt.Rule.Limit, N: 1, Reserve: mt.Rule.Mode == rules.Queue, Now: now})
+		s.reqs = append(s.reqs, ratekeeper.Request{Key: mt.Key, Limit: mt.Limit(), N: n, Reserve: mt.Rule.Mode == rules.Queue, Now: now})
 	}
 	s.decs = append(s.decs, make([]ratekeeper.Decision, len(s.reqs))...)
 	s.results = append(s.results, make([]ratekeeper.Decision, len(s.matches))...)
@@ -589,11 +655,18 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 		}
 	}
 	for _, i := range s.shadow {
-		mt := s.matches[i]
-		d, err := m.store.Take(ctx, ratekeeper.Request{Key: mt.Key, Limit: mt.Rule.Limit, N: 1, Now: now})
+		mt := &s.matches[i]
+		n := mt.Rule.Cost.Fixed
+		if mt.Rule.Cost.Header != "" {
+			var err error
+			if n, err = mt.Rule.Cost.Request(r.Header); err != nil {
+				n = 1 // a shadow rule never answers 400: it counts the request as one
+			}
+		}
+		d, err := m.store.Take(ctx, ratekeeper.Request{Key: mt.Key, Limit: mt.Limit(), N: n, Now: now})
 		if err != nil {
 			m.logger.ErrorContext(ctx, "rate limit store failed for a shadow rule", "rule", mt.Rule.Name, "err", err)
-			d = ratekeeper.Decision{Allowed: true, Fallback: ratekeeper.FallbackUncounted, Limit: mt.Rule.Limit.Capacity()}
+			d = ratekeeper.Decision{Allowed: true, Fallback: ratekeeper.FallbackUncounted, Limit: mt.Limit().Capacity()}
 		}
 		s.results[i] = d
 		if !d.Allowed {
@@ -603,18 +676,22 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 			inc(c.rules[mt.Rule.Index].counters[cAllowed])
 		}
 	}
-	for _, i := range s.enforced {
+	for j, i := range s.enforced {
 		rl := s.matches[i].Rule
+		ri := &c.rules[rl.Index]
 		if rl.Mode == rules.Queue && s.results[i].Delay > 0 {
-			inc(c.rules[rl.Index].counters[cQueued])
+			inc(ri.counters[cQueued])
 		} else {
-			inc(c.rules[rl.Index].counters[cAllowed])
+			inc(ri.counters[cAllowed])
+		}
+		if ri.units != nil && rl.Cost.Response == "" {
+			ri.units.Add(float64(s.reqs[j].N)) // a response's cost is counted when charged
 		}
 	}
 	if v.delay > 0 && m.metrics != nil {
 		m.metrics.QueueDelay(v.delay)
 	}
-	v.worst = mostRestrictive(s)
+	v.worst = mostRestrictive(c, s)
 	return v
 }
 
@@ -648,9 +725,9 @@ func (m *Middleware) refused(ctx context.Context, r *http.Request, v verdict, s 
 		v.outcome = unavailable
 	}
 	// The other rules took nothing: show their state as it is.
-	for _, i := range s.enforced {
+	for j, i := range s.enforced {
 		if s.results[i].Allowed {
-			s.results[i].Remaining = min(s.results[i].Remaining+1, s.results[i].Limit)
+			s.results[i].Remaining = min(s.results[i].Remaining+s.reqs[j].N, s.results[i].Limit)
 		}
 	}
 	s.shadow = s.shadow[:0] // shadow rules are not asked about a refused request
@@ -666,9 +743,12 @@ func (m *Middleware) refused(ctx context.Context, r *http.Request, v verdict, s 
 // one with the least remaining, the longest reset on a tie; enforced rules
 // before shadow ones, and a decision that counted before one that did not
 // (ratekeeper.FallbackUncounted), whose zero remaining means nothing.
-func mostRestrictive(s *scratch) int {
+func mostRestrictive(c *compiled, s *scratch) int {
 	best := -1
 	better := func(i int) bool {
+		if c.hide && c.rules[s.matches[i].Rule.Index].hide {
+			return false
+		}
 		if best < 0 {
 			return true
 		}

@@ -1,7 +1,7 @@
 // Package promlimit reports the decisions of the httplimit middleware to
 // Prometheus, on a registry the caller gives: the series the gateway
-// exports, ratekeeper_decisions_total{rule,result} and
-// ratekeeper_queue_delay_seconds.
+// exports, ratekeeper_decisions_total{rule,result},
+// ratekeeper_queue_delay_seconds and ratekeeper_cost_units_total{rule}.
 //
 //	reg := prometheus.NewRegistry()
 //	pm, err := promlimit.New(reg)
@@ -21,6 +21,7 @@ import (
 type Metrics struct {
 	decisions  *prometheus.CounterVec
 	queueDelay prometheus.Histogram
+	units      *prometheus.CounterVec
 }
 
 // New creates the metrics and registers them on reg. It fails, rather
@@ -36,8 +37,12 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "How long queued requests were held before proceeding.",
 			Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}),
+		units: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekeeper_cost_units_total",
+			Help: "Quota units charged to requests, by rule, for rules whose cost is not always 1 (a fixed cost, or one read from a request or response header).",
+		}, []string{"rule"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.queueDelay} {
+	for _, c := range []prometheus.Collector{m.decisions, m.queueDelay, m.units} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -59,6 +64,13 @@ func (m *Metrics) PromCounter(rule, result string) prometheus.Counter {
 // reload), so that dashboards do not show it forever.
 func (m *Metrics) ForgetRule(rule string) {
 	m.decisions.DeletePartialMatch(prometheus.Labels{"rule": rule})
+	m.units.DeleteLabelValues(rule)
+}
+
+// Units returns the counter of the quota units rule charged
+// (httplimit.UnitsMetrics).
+func (m *Metrics) Units(rule string) interface{ Add(float64) } {
+	return m.units.WithLabelValues(rule)
 }
 
 // QueueDelay records how long a queued request was held.

@@ -80,24 +80,9 @@ func (c *Config) build() (*Set, []*Error) {
 		if conc {
 			buildConcurrency(at, rc, rl, fail)
 		}
-		l := ratekeeper.Limit{
-			Algorithm:   ratekeeper.Algorithm(rc.Limit.Algorithm),
-			Rate:        rc.Limit.Rate,
-			Period:      time.Duration(rc.Limit.Period),
-			Burst:       rc.Limit.Burst,
-			Stagger:     rc.Limit.Stagger,
-			LogRejected: rc.Limit.LogRejected,
-		}
-		if conc {
-			// buildConcurrency checked it: a concurrency rule has no limit.
-		} else if err := l.Validate(); err != nil {
-			fail(limitField(at, err), "%v", strings.TrimPrefix(err.Error(), "limit: "))
-		} else {
-			// The library ignores what an algorithm does not use; a file
-			// that sets it means something that will not happen.
-			for _, f := range inapplicable(rc.Limit) {
-				fail(at+".limit."+f.field, "only applies to %s, not %s", f.algorithms, l.Algorithm)
-			}
+		l := limitOf(rc.Limit)
+		if !conc { // buildConcurrency checked it: a concurrency rule has no limit
+			checkLimit(at+".limit", rc.Limit, l, fail)
 		}
 		rl.Limit = l
 
@@ -156,13 +141,67 @@ func (c *Config) build() (*Set, []*Error) {
 			fail(at+".match."+e.field, "%v", e.err)
 		}
 		rl.match = m
-		if !conc {
+		rl.clientIP = s.clientIP
+		rl.Refused = buildRefusal(at, rc.Refused, rl.Mode, fail)
+		if conc {
+			// A concurrency rule counts requests in flight: no rate to
+			// charge a cost against, nor another limit to give a client.
+			rl.Cost = Cost{Fixed: 1, Default: 1}
+			for _, f := range []struct {
+				field string
+				set   bool
+			}{{"cost", rc.Cost != (CostConfig{})}, {"overrides", len(rc.Overrides) > 0}, {"tiers", rc.Tiers.Header != "" || len(rc.Tiers.Limits) > 0}} {
+				if f.set {
+					fail(at+"."+f.field, "applies to rate limits, not to a concurrency rule")
+				}
+			}
+		} else {
 			rl.prefix = keyPrefix(rc.Name, l)
+			buildAlts(at, rc, rl, s.clientIP, fail)
+			rl.Cost = buildCost(at, rc, rl, fail)
+		}
+		for _, a := range rl.Alts {
+			if rl.Mode == Queue && a.Limit.Algorithm != ratekeeper.LeakyBucket {
+				fail(a.field+".algorithm", "queue mode needs the leaky_bucket algorithm (the FIFO queue), not %q", a.Limit.Algorithm)
+			}
+			if rc.StoreMode == "" {
+				continue
+			}
+			if other, ok := storeModes[a.Limit]; ok && other.mode != rc.StoreMode {
+				fail(a.field, "has the limit of rule %q, whose store_mode is %q, not %q: give the two the same mode", other.rule, other.mode, rc.StoreMode)
+			} else if !ok {
+				storeModes[a.Limit] = struct{ rule, mode string }{rc.Name, rc.StoreMode}
+			}
 		}
 		s.Rules = append(s.Rules, rl)
 	}
 	s.index()
 	return s, errs
+}
+
+// limitOf is the limit lc writes.
+func limitOf(lc LimitConfig) ratekeeper.Limit {
+	return ratekeeper.Limit{
+		Algorithm:   ratekeeper.Algorithm(lc.Algorithm),
+		Rate:        lc.Rate,
+		Period:      time.Duration(lc.Period),
+		Burst:       lc.Burst,
+		Stagger:     lc.Stagger,
+		LogRejected: lc.LogRejected,
+	}
+}
+
+// checkLimit reports what is wrong with l, which lc (at field) writes.
+func checkLimit(at string, lc LimitConfig, l ratekeeper.Limit, fail func(string, string, ...any)) {
+	if err := l.Validate(); err != nil {
+		fail(limitField(at, err), "%v", strings.TrimPrefix(err.Error(), "limit: "))
+		return
+	}
+	// The library ignores what an algorithm does not use; a file that
+	// sets it means something that will not happen.
+	for _, f := range inapplicable(lc) {
+		fail(at+"."+f.field, "only applies to %s, not %s", f.algorithms, l.Algorithm)
+	}
 }
 
 // inapplicable lists the fields of a valid limit that its algorithm cannot
@@ -182,20 +221,21 @@ func inapplicable(lc LimitConfig) []struct{ field, algorithms string } {
 	return out
 }
 
-// limitField names the limit's field an error from Limit.Validate is about.
+// limitField names the field of the limit at at that an error from
+// Limit.Validate is about.
 func limitField(at string, err error) string {
 	msg := strings.TrimPrefix(err.Error(), "limit: ")
 	switch {
 	case strings.Contains(msg, "algorithm"):
-		return at + ".limit.algorithm"
+		return at + ".algorithm"
 	case strings.HasPrefix(msg, "burst"):
-		return at + ".limit.burst"
+		return at + ".burst"
 	case strings.HasPrefix(msg, "period"):
-		return at + ".limit.period"
+		return at + ".period"
 	case strings.HasPrefix(msg, "rate"):
-		return at + ".limit.rate"
+		return at + ".rate"
 	}
-	return at + ".limit"
+	return at
 }
 
 // ParsePrefix reads a CIDR or a single address (as a /32 or /128).

@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -84,6 +85,87 @@ type RuleConfig struct {
 	// "exact", "sync" or "lease" (empty: the store's own). It matters
 	// only on a Redis store, and is read at start.
 	StoreMode string `yaml:"store_mode"`
+	// Cost is what one request takes from the limit: 1 by default, a
+	// fixed number, or read from a request header or from the upstream's
+	// response.
+	Cost CostConfig `yaml:"cost"`
+	// Overrides give particular clients other limits: a key value (the
+	// value of the key's one part, a header's or an address) to its limit.
+	Overrides map[string]LimitConfig `yaml:"overrides"`
+	// Tiers choose the limit by a header that a trusted proxy sets.
+	Tiers TiersConfig `yaml:"tiers"`
+	// Refused shapes the answer to a request the rule refuses.
+	Refused RefusedConfig `yaml:"refused"`
+}
+
+// CostConfig is a rule's cost as written: a whole number (cost: 5), or a
+// mapping that names the header it is read from.
+type CostConfig struct {
+	// Fixed is the cost written as a number; 0 when not written (1).
+	Fixed int `yaml:"-"`
+	// Header is the request header the cost is read from.
+	Header string `yaml:"header"`
+	// ResponseHeader is the upstream's response header the cost is read
+	// from, charged after the response.
+	ResponseHeader string `yaml:"response_header"`
+	// Max is the largest cost the header may give; required with a header.
+	Max int `yaml:"max"`
+	// Default is the cost of a request whose header is missing, 1 unless
+	// written. For a response header it is also the cost of a response
+	// whose value is not a whole number in 0..Max.
+	Default *int `yaml:"default"`
+}
+
+// costFields is CostConfig without its decoder.
+type costFields CostConfig
+
+// UnmarshalYAML reads a cost as a whole number or as a mapping.
+func (c *CostConfig) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		v, err := strconv.Atoi(n.Value)
+		if err != nil || v < 1 {
+			return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: cost %q is not a whole number from 1, nor a mapping like {header: X-Cost, max: 100}", n.Line, n.Value)}}
+		}
+		*c = CostConfig{Fixed: v}
+		return nil
+	case yaml.MappingNode:
+		if err := yamlconf.KnownKeys(n, reflect.TypeFor[costFields]()); err != nil {
+			return err
+		}
+		return n.Decode((*costFields)(c))
+	}
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: expected a cost (a whole number, or a mapping), not a %s", n.Line, kindName(n.Kind))}}
+}
+
+// TiersConfig chooses a rule's limit by a request header that a trusted
+// proxy (client_ip.trusted_proxies) writes, such as the plan an
+// authenticating proxy found for the client.
+type TiersConfig struct {
+	// Header holds the tier's name. It is believed only when the TCP peer
+	// is a trusted proxy; otherwise the rule's own limit applies.
+	Header string `yaml:"header"`
+	// Limits maps a tier's name to its limit.
+	Limits map[string]LimitConfig `yaml:"limits"`
+}
+
+// RefusedConfig is the answer to a refused request as the operator wants
+// it.
+type RefusedConfig struct {
+	// Status is the status code, 429 by default.
+	Status int `yaml:"status"`
+	// Type is the problem+json type, a URI; "about:blank" by default.
+	Type string `yaml:"type"`
+	// Title is the problem+json title; the status's text by default.
+	Title string `yaml:"title"`
+	// Detail is the problem+json detail; {rule} and {wait} stand for the
+	// rule's name and the wait in seconds.
+	Detail string `yaml:"detail"`
+	// HideHeaders leaves the rule out of the rate limit headers.
+	HideHeaders bool `yaml:"hide_headers"`
+	// RetryAfterJitter is the most that is added, uniformly at random, to
+	// the wait a refusal announces.
+	RetryAfterJitter Duration `yaml:"retry_after_jitter"`
 }
 
 // MatchConfig selects requests. All given conditions must hold.

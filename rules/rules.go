@@ -103,12 +103,26 @@ type Rule struct {
 	// StoreMode is the shared store's mode for this rule's limit, or empty
 	// for the store's own.
 	StoreMode string
-	// Config is the rule as written.
-	Config RuleConfig
+	// Cost is what a request takes from the limit.
+	Cost Cost
+	// Alts are the overrides' and tiers' limits, which replace Limit for
+	// the requests they apply to (Match.Alt).
+	Alts []Alt
 
+	// What a request's decision reads is above, near match and key.
 	match  func(v view) bool
 	key    appendKey
 	prefix string // name + limit hash, the start of every key
+
+	// Refused is the answer to a request the rule refuses.
+	Refused Refusal
+	// Config is the rule as written.
+	Config RuleConfig
+
+	clientIP   ClientIP
+	overrides  map[string]int // encoded key parts -> 1 + index in Alts
+	tierHeader string         // canonical; "" without tiers
+	tiers      map[string]int // tier name -> 1 + index in Alts
 }
 
 // NewRule builds a rule outside a config file: it matches every request
@@ -130,7 +144,8 @@ func NewRule(name string, limit ratekeeper.Limit, mode Mode, key KeyFunc) (*Rule
 			return appendPart(dst, k), ok
 		}
 	}
-	return &Rule{Name: name, Limit: limit, Mode: mode, match: matchAll, key: ak, prefix: keyPrefix(name, limit)}, nil
+	return &Rule{Name: name, Limit: limit, Mode: mode, match: matchAll, key: ak, prefix: keyPrefix(name, limit),
+		Cost: Cost{Fixed: 1, Default: 1}, Refused: defaultRefusal()}, nil
 }
 
 func matchAll(view) bool { return true }
@@ -236,7 +251,28 @@ func (rl *Rule) Describe() string {
 			fmt.Fprintf(&b, "; queue: held FIFO up to %d waiting, refused beyond", rl.Limit.Capacity())
 		}
 	default:
-		b.WriteString("; 429 beyond")
+		fmt.Fprintf(&b, "; %d beyond", rl.Refused.Status)
+	}
+	switch c := rl.Cost; {
+	case c.Header != "":
+		fmt.Fprintf(&b, "; a request costs its %s header (1..%d; %d without it)", c.Header, c.Max, c.Default)
+	case c.Response != "":
+		fmt.Fprintf(&b, "; a request needs 1 unit, then costs the upstream's %s response header (0..%d; %d without it)", c.Response, c.Max, c.Default)
+	case c.Fixed != 1:
+		fmt.Fprintf(&b, "; a request costs %d", c.Fixed)
+	}
+	for _, a := range rl.Alts {
+		if a.Tier {
+			fmt.Fprintf(&b, "; tier %q (%s from a trusted proxy): %s", a.Name, rl.tierHeader, describeLimit(a.Limit))
+		} else {
+			fmt.Fprintf(&b, "; client %q: %s", a.Name, describeLimit(a.Limit))
+		}
+	}
+	if rl.Refused.HideHeaders {
+		b.WriteString("; not shown in the rate limit headers")
+	}
+	if rl.Refused.Jitter > 0 {
+		fmt.Fprintf(&b, "; Retry-After plus up to %v at random", rl.Refused.Jitter)
 	}
 	if hasHeaderKey(c.Key) {
 		switch c.OnMissingKey {
@@ -284,7 +320,7 @@ func upper(s []string) []string {
 	return out
 }
 
-func mapKeys(m map[string]string) func(func(string) bool) {
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
 	return func(yield func(string) bool) {
 		for k := range m {
 			if !yield(k) {
@@ -389,6 +425,9 @@ func (s *Set) StoreModes() map[ratekeeper.Limit]string {
 	for _, r := range s.Rules {
 		if r.StoreMode != "" {
 			m[r.Limit] = r.StoreMode
+			for _, a := range r.Alts {
+				m[a.Limit] = r.StoreMode
+			}
 		}
 	}
 	return m
@@ -413,6 +452,9 @@ func (s *Set) Access(ip netip.Addr) (denied, exempt bool) {
 type Match struct {
 	Rule *Rule
 	Key  string
+	// Alt is 0 when the rule's own limit applies to the key, else 1 + the
+	// index in Rule.Alts of the override or tier that does (Limit).
+	Alt int
 }
 
 // Match appends to dst the rules r falls under, in order, with their keys.
@@ -457,7 +499,15 @@ func (s *Set) AppendMatches(dst []Match, buf []byte, r *http.Request, ip netip.A
 		start := len(buf)
 		var ok bool
 		if buf, ok = rl.appendKey(buf, v, ip); ok {
-			dst = append(dst, Match{Rule: rl})
+			alt := 0
+			if rl.Alts != nil {
+				// An override or a tier: the same parts under its limit's
+				// prefix, as long as the rule's.
+				if alt = rl.pickAlt(buf[start:], v); alt > 0 {
+					copy(buf[start:], rl.Alts[alt-1].prefix)
+				}
+			}
+			dst = append(dst, Match{Rule: rl, Alt: alt})
 			ends = append(ends, len(buf))
 		} else {
 			buf = buf[:start]
@@ -526,6 +576,12 @@ func (s *Set) HeadersRead() (names []string, all bool) {
 		}
 		for n := range rl.Match.Headers {
 			add(n)
+		}
+		if rl.Tiers.Header != "" {
+			add(rl.Tiers.Header)
+		}
+		if rl.Cost.Header != "" {
+			add(rl.Cost.Header)
 		}
 	}
 	return names, false

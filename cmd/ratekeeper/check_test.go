@@ -117,3 +117,50 @@ func TestCheckEdge(t *testing.T) {
 		}
 	}
 }
+
+// check describes a rule's cost, overrides, tiers and refusal, and names
+// the file, line and field of a bad one.
+func TestCheckRuleOptions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte("upstream: builtin:demo\nclient_ip: {trusted_proxies: [10.0.0.0/8]}\nrules:\n"+s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`  - name: llm
+    key: [header:X-API-Key]
+    cost: {response_header: X-Tokens-Used, max: 4000}
+    limit: {algorithm: token_bucket, rate: 1000, period: 1m, burst: 4000}
+    overrides:
+      acme: {rate: 5000, burst: 20000}
+    tiers:
+      header: X-Plan
+      limits: {pro: {rate: 2000, burst: 8000}}
+    refused: {status: 503, hide_headers: true, retry_after_jitter: 2s}
+`)
+	var out, errOut bytes.Buffer
+	if err := runCheck(context.Background(), []string{"--config", path}, &out, &errOut); err != nil {
+		t.Fatalf("check: %v\n%s", err, errOut.String())
+	}
+	for _, want := range []string{"503 beyond", "costs the upstream's X-Tokens-Used response header (0..4000; 1 without it)", `client "acme": token bucket: 5000 per 1m0s, bursts of 20000`, `tier "pro" (X-Plan from a trusted proxy)`, "not shown in the rate limit headers", "Retry-After plus up to 2s at random"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("check's output lacks %q:\n%s", want, out.String())
+		}
+	}
+	write(`  - name: llm
+    limit: {algorithm: sliding_window, rate: 1000, period: 1m}
+    cost:
+      response_header: X-Tokens-Used
+      max: 4000
+`)
+	out.Reset()
+	errOut.Reset()
+	if err := runCheck(context.Background(), []string{"--config", path}, &out, &errOut); err == nil {
+		t.Fatal("check accepted a response cost on a sliding window")
+	}
+	for _, want := range []string{"c.yaml:7: rules[0].cost.response_header: a cost charged after the response needs the token_bucket algorithm", "c.yaml:8: rules[0].cost.max: 4000 is more than the limit allows at once (1000)"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("check's errors lack %q:\n%s", want, errOut.String())
+		}
+	}
+}

@@ -550,6 +550,10 @@ rules:
     max_delay: 1s
     match: {path_prefix: /queue}
     limit: {algorithm: leaky_bucket, rate: 20, period: 1s, burst: 1}
+  - name: costly
+    match: {path_prefix: /costly}
+    limit: {algorithm: fixed_window, rate: 10, period: 24h}
+    cost: 2
 `)
 	g, err := gateway.New(ctx, gwConfig, gateway.Options{})
 	if err != nil {
@@ -614,13 +618,13 @@ descriptors:
 	// The local fallback decides: the second request of each pair is over
 	// its limit, refused, passed by the shadow rule, or queued.
 	var codes []int
-	for _, path := range []string{"/enforced", "/enforced", "/shadow", "/shadow", "/queue", "/queue"} {
+	for _, path := range []string{"/enforced", "/enforced", "/shadow", "/shadow", "/queue", "/queue", "/costly"} {
 		codes = append(codes, send("GET", "http://"+gwAddr+path, ""))
 	}
 	for range 2 {
 		codes = append(codes, send("POST", "http://"+rlsHTTP+"/json", `{"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`))
 	}
-	if want := []int{200, 429, 200, 200, 200, 200, 200, 429}; !slices.Equal(codes, want) {
+	if want := []int{200, 429, 200, 200, 200, 200, 200, 200, 429}; !slices.Equal(codes, want) {
 		t.Errorf("statuses %v, want %v", codes, want)
 	}
 	// A failed reload and a good one, on both.

@@ -137,6 +137,15 @@ func (m *Metrics) Counter(rule, result string) interface{ Inc() } {
 	return m.decisions.PromCounter(rule, result)
 }
 
+// Units is the counter of the quota units rule charged, for
+// httplimit.UnitsMetrics; nil when m is nil.
+func (m *Metrics) Units(rule string) interface{ Add(float64) } {
+	if m == nil {
+		return nil
+	}
+	return m.decisions.Units(rule)
+}
+
 // DecisionCounter returns the counter of rule's decisions with result, so
 // that hot paths can look it up once per rule instead of per request.
 // It returns nil when m is nil; Inc on it then must be skipped (see Inc).

@@ -313,3 +313,21 @@ func yamlKeys(t reflect.Type, keys []string) []string {
 	}
 	return keys
 }
+
+// KnownKeys reports the keys of mapping n that struct type t does not
+// have, as yaml.v3 reports unknown fields (Decode names them and lists
+// the valid ones): for a type with its own UnmarshalYAML, whose
+// n.Decode does not check them.
+func KnownKeys(n *yaml.Node, t reflect.Type) error {
+	var errs []string
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if _, ok := fieldByKey(t, k.Value); !ok {
+			errs = append(errs, fmt.Sprintf("line %d: field %s not found in type %s", k.Line, k.Value, t))
+		}
+	}
+	if len(errs) > 0 {
+		return &yaml.TypeError{Errors: errs}
+	}
+	return nil
+}
