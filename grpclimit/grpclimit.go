@@ -69,19 +69,21 @@ func ByPeer() KeyFunc {
 	}
 }
 
-// ByMetadata keys a call by the first value of the request metadata name
-// (an API key, a user ID set by an authenticating proxy); a call without
-// it is not limited by this interceptor: pair it with another (FirstOf)
-// when such calls must be limited too.
+// ByMetadata keys a call by the request metadata name (an API key, a user
+// ID set by an authenticating proxy), by its last value when it has
+// several: a proxy that appends its value rather than replacing the
+// client's puts it last, and the first would be the client's own choice of
+// key. A call without it is not limited by this interceptor: pair it with
+// another (FirstOf) when such calls must be limited too.
 func ByMetadata(name string) KeyFunc {
 	name = strings.ToLower(name)
 	return func(ctx context.Context, _ string) (string, bool) {
 		md, _ := metadata.FromIncomingContext(ctx)
 		vs := md.Get(name)
-		if len(vs) == 0 || vs[0] == "" {
+		if len(vs) == 0 || vs[len(vs)-1] == "" {
 			return "", false
 		}
-		return vs[0], true
+		return vs[len(vs)-1], true
 	}
 }
 

@@ -205,7 +205,9 @@ func TestKeys(t *testing.T) {
 		{"peer v4 in v6", grpclimit.ByPeer(), in("[::ffff:10.1.2.3]:5555"), "10.1.2.3", true},
 		{"peer v6 by /64", grpclimit.ByPeer(), in("[2001:db8:1:2:aaaa::1]:5555"), "2001:db8:1:2::/64", true},
 		{"no peer", grpclimit.ByPeer(), in(""), "", false},
-		{"metadata", grpclimit.ByMetadata("X-User"), in("", "x-user", "u1", "x-user", "u2"), "u1", true},
+		{"metadata", grpclimit.ByMetadata("X-User"), in("", "x-user", "u1"), "u1", true},
+		// A proxy that appends: the client's own value comes first.
+		{"metadata appended", grpclimit.ByMetadata("X-User"), in("", "x-user", "chosen-by-client", "x-user", "set-by-proxy"), "set-by-proxy", true},
 		{"metadata absent", grpclimit.ByMetadata("x-user"), in(""), "", false},
 		{"metadata empty", grpclimit.ByMetadata("x-user"), in("", "x-user", ""), "", false},
 		{"first of", grpclimit.FirstOf(grpclimit.ByMetadata("x-user"), grpclimit.ByPeer()), in("10.0.0.1:1"), "10.0.0.1", true},
