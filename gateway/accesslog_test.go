@@ -135,3 +135,17 @@ func toJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestUpstreamPasswordNotShown: a password in the upstream URL reaches no
+// error message and no log line.
+func TestUpstreamPasswordNotShown(t *testing.T) {
+	for _, up := range []string{"http://user:hunter2@%zz", "ftp://user:hunter2@h", "http://user:hunter2@"} {
+		_, err := Parse("f.yaml", []byte("upstream: "+up+"\n"))
+		if err == nil || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("upstream %s: %v", up, err)
+		}
+	}
+	if got := redactedURL("http://user:hunter2@h:1/p"); strings.Contains(got, "hunter2") {
+		t.Errorf("redactedURL: %s", got)
+	}
+}

@@ -225,11 +225,16 @@ func (c *Config) problems() []*rules.Error {
 		u, err := url.Parse(c.Upstream)
 		switch {
 		case err != nil:
-			fail("upstream", "%v", err)
+			// url.Error quotes the whole URL, a password in it too.
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
+			fail("upstream", "not a URL: %v", err)
 		case u.Scheme != "http" && u.Scheme != "https":
-			fail("upstream", "%q: use http://host:port, https://host:port or builtin:demo", c.Upstream)
+			fail("upstream", "%q: use http://host:port, https://host:port or builtin:demo", u.Redacted())
 		case u.Host == "":
-			fail("upstream", "%q has no host", c.Upstream)
+			fail("upstream", "%q has no host", u.Redacted())
 		}
 	}
 	switch c.UpstreamTransport {

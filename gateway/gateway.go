@@ -429,7 +429,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	} else {
 		servers = []server.Server{server.HTTP(srv, ln)}
 	}
-	g.logger.Info("gateway listening", "addr", a.String(), "tls", cfg.TLS.Enabled(), "h2c", cfg.H2C, "admin", g.adminAddr.String(), "upstream", cfg.Upstream, "store", cfg.Store.String(), "rules", len(g.mw.Rules().Rules))
+	g.logger.Info("gateway listening", "addr", a.String(), "tls", cfg.TLS.Enabled(), "h2c", cfg.H2C, "admin", g.adminAddr.String(), "upstream", redactedURL(cfg.Upstream), "store", cfg.Store.String(), "rules", len(g.mw.Rules().Rules))
 	return g.proc.Run(ctx, server.Run{
 		Name:            "gateway",
 		Servers:         servers,
@@ -530,6 +530,15 @@ func newBufferPool() bufferPool {
 func (b bufferPool) Get() []byte    { return b.p.Get().(*[32 << 10]byte)[:] }
 func (b bufferPool) Put(buf []byte) { b.p.Put((*[32 << 10]byte)(buf[:32<<10])) }
 
+// redactedURL is s with a password in it hidden, for logs: an upstream URL
+// may carry credentials the gateway does not use, but must not log.
+func redactedURL(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	return s
+}
+
 // startFields are the fields read at start only.
 type startFields struct{ listen, admin, upstream, transport, client, store, bounds, modes, edge, access string }
 
@@ -540,7 +549,7 @@ func startOnly(c *Config) startFields {
 			modes = append(modes, r.Name+"="+r.StoreMode)
 		}
 	}
-	return startFields{c.Listen, c.AdminListen, c.Upstream, c.UpstreamTransport, c.ClientTransport, c.Store.String(),
+	return startFields{c.Listen, c.AdminListen, redactedURL(c.Upstream), c.UpstreamTransport, c.ClientTransport, c.Store.String(),
 		fmt.Sprintf("%+v %+v %+v", c.Paths, c.Client, c.UpstreamTimeouts), strings.Join(modes, " "),
 		fmt.Sprintf("%+v %v %s %+v", c.TLS, c.H2C, c.UpstreamProtocol, c.UpstreamTLS), c.AccessLog}
 }
