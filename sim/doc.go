@@ -24,4 +24,10 @@
 // them every period of virtual time. RunShared returns a SharedResult, which
 // writes the requests admitted per window and the chart of them against the
 // limit and sync's bound.
+//
+// A ConcurrencyConfig is a concurrency limit (ratekeeper.Concurrency's Max)
+// under requests that arrive evenly and are each held a while, on the memory
+// store's slots: RunConcurrency returns a ConcurrencyResult, which writes
+// what was in flight and what was admitted and refused per tick, with
+// Little's law (L = λW) for what was offered and for what was admitted.
 package sim
