@@ -40,4 +40,5 @@ charts: build
 	bin/ratekeeper simulate custom --worker wait --name pacing-wait --out docs/img
 	bin/ratekeeper simulate shared-roundrobin --out docs/img
 	bin/ratekeeper simulate shared-skewed --out docs/img
+	bin/ratekeeper simulate concurrency --out docs/img
 	bench/charts.sh

@@ -24,7 +24,8 @@ Runs the real limiter on a virtual clock and shows how each algorithm (or each
 shared store mode) shapes the workload: a summary table (or --json), and with
 --out DIR the counts (DIR/NAME.csv: per tick, header t_ms,algorithm,count; for
 the shared scenarios per window, header t_ms,mode,sync_period_ms,admitted,bound)
-and the charts (DIR/NAME.svg, DIR/NAME.png).
+and the charts (DIR/NAME.svg, DIR/NAME.png); for concurrency per tick, header
+t_ms,peak_in_flight,mean_in_flight,admitted,refused,max).
 
 scenarios:
   pacing              1 worker, 10,000 items at most 1,000/s (burst 1,000),
@@ -45,9 +46,20 @@ time):
   shared-skewed       it sends 70% of them to one instance, 20% and 10% to
                       the others
 
-Every flag overrides the scenario's value. --rate, --period, --duration,
---out, --name and --json apply to every scenario; --instances, --split, --load
-and --sync-periods to the shared ones only, the others not to them.
+concurrency scenario (at most --max requests in flight at once, each held
+--hold; nothing sleeps):
+  concurrency         10 slots, requests held 100ms on average (exponential),
+                      arriving evenly at 1.5x the 100/s the slots serve, for
+                      10s; counted per 250ms. Without the limit Little's law
+                      (L = λW) puts 15 in flight: about a third is refused
+
+Every flag overrides the scenario's value; a flag that does not apply to the
+scenario is an error. --out, --name and --json apply to every scenario;
+--rate and --period to all but concurrency; --duration to all; --instances,
+--split and --sync-periods to the shared ones only; --load to the shared ones
+and concurrency; --max, --hold and --jitter to concurrency only; --tick and
+--seed to all but the shared ones; the others to the algorithms' scenarios
+only.
 
 flags:
 `
@@ -76,16 +88,42 @@ type simulateFlags struct {
 	split       string
 	load        float64
 	syncPeriods string
+
+	// The concurrency scenario's.
+	max    int
+	hold   time.Duration
+	jitter bool
 }
 
-// sharedOnly and algorithmsOnly are the flags that apply to one kind of
-// scenario alone.
-var (
-	sharedOnly     = []string{"instances", "split", "load", "sync-periods"}
-	algorithmsOnly = []string{"algorithms", "burst", "items", "clients", "worker", "tick", "pause", "seed", "store"}
+// The kinds of scenario, each with the flags it takes besides --out, --name
+// and --json: a flag given to a scenario whose kind does not take it is an
+// error.
+const (
+	algorithmsKind  = "algorithms"
+	sharedKind      = "shared"
+	concurrencyKind = "concurrency"
 )
 
-// report is what a simulation gives: a sim.Result or a sim.SharedResult.
+var kindFlags = map[string][]string{
+	algorithmsKind:  {"algorithms", "rate", "period", "burst", "items", "clients", "worker", "tick", "pause", "duration", "seed", "store"},
+	sharedKind:      {"rate", "period", "duration", "instances", "split", "load", "sync-periods"},
+	concurrencyKind: {"max", "load", "hold", "jitter", "duration", "tick", "seed"},
+}
+
+// kindOf is the kind of the scenario name; algorithmsKind for a name no
+// kind knows, for sim.Scenario to refuse.
+func kindOf(name string) string {
+	switch {
+	case slices.Contains(sim.SharedScenarios, name):
+		return sharedKind
+	case slices.Contains(sim.ConcurrencyScenarios, name):
+		return concurrencyKind
+	}
+	return algorithmsKind
+}
+
+// report is what a simulation gives: a sim.Result, a sim.SharedResult or a
+// sim.ConcurrencyResult.
 type report interface {
 	WriteTable(io.Writer) error
 	WriteJSON(io.Writer) error
@@ -217,24 +255,27 @@ func parseSimulate(args []string, stderr io.Writer) (simulateFlags, simulation, 
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&f.algorithms, "algorithms", "all", "comma-separated `list` of algorithms to compare: "+algorithmNames())
-	fs.IntVar(&f.rate, "rate", 0, "the limit's rate per period (default 1000; accuracy and shared 100)")
+	fs.IntVar(&f.rate, "rate", 0, "the limit's rate per period (default 1000; accuracy and shared 100); not for concurrency, whose limit is --max")
 	fs.DurationVar(&f.period, "period", 0, "the limit's period (default 1s)")
 	fs.IntVar(&f.burst, "burst", 0, "the buckets' capacity (default: the rate)")
 	fs.IntVar(&f.items, "items", 0, "items the workers must do (default 10000; boundary: twice the rate)")
 	fs.IntVar(&f.clients, "clients", 0, "workers sharing one limit, or traffic clients with a limit each (default 1; boundary 20; accuracy 100)")
 	fs.StringVar(&f.worker, "worker", "", "how workers pace themselves: ask (Allow until allowed, waiting RetryAfter) or wait (Reserve and wait out Delay, as Limiter.Wait) (default ask)")
-	fs.DurationVar(&f.tick, "tick", 0, "width of a bar: items are counted per tick (default 100ms)")
+	fs.DurationVar(&f.tick, "tick", 0, "width of a bar: items (requests) are counted per tick (default 100ms; concurrency 250ms)")
 	fs.Var(&f.pauses, "pause", "pause the workers: they do nothing from AT for FOR, written `AT+FOR` such as 4s+1s; repeatable (replaces the scenario's pauses)")
-	fs.DurationVar(&f.duration, "duration", 0, "how long traffic clients send requests (accuracy; default 30s), or requests arrive (shared: whole periods; default 10s)")
-	fs.Uint64Var(&f.seed, "seed", 1, "seed of the traffic generator: the same seed gives the same output")
+	fs.DurationVar(&f.duration, "duration", 0, "how long traffic clients send requests (accuracy; default 30s), or requests arrive (shared: whole periods; default 10s; concurrency 10s)")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the traffic generator, or of concurrency's holds: the same seed gives the same output")
 	fs.StringVar(&f.out, "out", "", "write NAME.csv, NAME.svg and NAME.png into `DIR`")
 	fs.StringVar(&f.name, "name", "", "base name of the output files and title of the charts (default: the scenario)")
-	fs.BoolVar(&f.json, "json", false, "print the summary as JSON (one object per algorithm) instead of a table")
+	fs.BoolVar(&f.json, "json", false, "print the summary as JSON (an array: one object per algorithm or mode; concurrency: one object) instead of a table")
 	fs.StringVar(&f.store, "store", storeconfig.DefaultURL, "store `URL`: memory:// or a Redis URL (redis://host:port/db), decided at the virtual clock's instants")
 	fs.IntVar(&f.instances, "instances", 0, "shared-roundrobin: how many instances share the limit (default 3)")
 	fs.StringVar(&f.split, "split", "", "shared: the balancer's `weights`, one per instance, such as 70,20,10 (default: 1,1,1 round-robin; 70,20,10 skewed)")
-	fs.Float64Var(&f.load, "load", 0, "shared: the requests offered, as a multiple of the limit (default 2.5)")
+	fs.Float64Var(&f.load, "load", 0, "shared: the requests offered, as a multiple of the limit (default 2.5); concurrency: as a multiple of the max/hold per second the slots serve (default 1.5)")
 	fs.StringVar(&f.syncPeriods, "sync-periods", "", "shared: the sync periods T of sync and lease modes, comma-separated `durations` (default 10ms,100ms,1s)")
+	fs.IntVar(&f.max, "max", 0, "concurrency: how many requests may be in flight at once (default 10)")
+	fs.DurationVar(&f.hold, "hold", 0, "concurrency: how long an admitted request stays in flight, the mean with --jitter (default 100ms)")
+	fs.BoolVar(&f.jitter, "jitter", false, "concurrency: holds drawn from an exponential distribution of mean --hold (from --seed); --jitter=false holds every request exactly --hold (default true)")
 
 	// Flags may come before and after the scenario.
 	var positional []string
@@ -252,23 +293,28 @@ func parseSimulate(args []string, stderr io.Writer) (simulateFlags, simulation, 
 		rest = fs.Args()[1:]
 	}
 	if len(positional) != 1 {
-		return f, simulation{}, usageError{fmt.Errorf("want one scenario (%s), got %d arguments", strings.Join(slices.Concat(sim.Scenarios, sim.SharedScenarios), ", "), len(positional))}
+		return f, simulation{}, usageError{fmt.Errorf("want one scenario (%s), got %d arguments",
+			strings.Join(slices.Concat(sim.Scenarios, sim.SharedScenarios, sim.ConcurrencyScenarios), ", "), len(positional))}
 	}
-	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	name := positional[0]
-	shared := slices.Contains(sim.SharedScenarios, name)
-	notHere := algorithmsOnly
-	if !shared {
-		notHere = sharedOnly
-	}
-	for _, fl := range notHere {
-		if set[fl] {
-			return f, simulation{}, usageError{fmt.Errorf("--%s does not apply to the %s scenario", fl, name)}
+	kind := kindOf(name)
+	set := map[string]bool{}
+	var notHere []string
+	fs.Visit(func(fl *flag.Flag) {
+		set[fl.Name] = true
+		if !slices.Contains(kindFlags[kind], fl.Name) && !slices.Contains([]string{"out", "name", "json"}, fl.Name) {
+			notHere = append(notHere, fl.Name)
 		}
+	})
+	if len(notHere) > 0 {
+		return f, simulation{}, usageError{fmt.Errorf("--%s does not apply to the %s scenario", notHere[0], name)}
 	}
-	if shared {
+	switch kind {
+	case sharedKind:
 		s, err := parseShared(name, f, set)
+		return f, s, err
+	case concurrencyKind:
+		s, err := parseConcurrency(name, f, set)
 		return f, s, err
 	}
 
@@ -384,6 +430,50 @@ func parseShared(name string, f simulateFlags, set map[string]bool) (simulation,
 	}
 	return simulation{name: cfg.Name, run: func(ctx context.Context, _ ...sim.Option) (report, error) {
 		r, err := sim.RunShared(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
+	}}, nil
+}
+
+// parseConcurrency makes the concurrency scenario name, changed by the
+// flags set.
+func parseConcurrency(name string, f simulateFlags, set map[string]bool) (simulation, error) {
+	cfg, err := sim.ConcurrencyScenario(name, func(c *sim.ConcurrencyConfig) {
+		if set["max"] {
+			c.Max = f.max
+		}
+		if set["load"] {
+			c.Load = f.load
+		}
+		if set["hold"] {
+			c.Hold = f.hold
+		}
+		if set["jitter"] {
+			c.Jitter = f.jitter
+		}
+		if set["seed"] {
+			c.Seed = f.seed
+		}
+		if set["duration"] {
+			c.Duration = f.duration
+		}
+		if set["tick"] {
+			c.Tick = f.tick
+		}
+		if set["name"] {
+			c.Name = f.name
+		}
+	})
+	if err != nil {
+		return simulation{}, usageError{err}
+	}
+	if err := cfg.Validate(); err != nil {
+		return simulation{}, usageError{err}
+	}
+	return simulation{name: cfg.Name, run: func(ctx context.Context, _ ...sim.Option) (report, error) {
+		r, err := sim.RunConcurrency(ctx, cfg)
 		if err != nil {
 			return nil, err
 		}

@@ -29,6 +29,7 @@ var simulateDocCharts = []struct {
 	{"pacing-wait", []string{"custom", "--worker", "wait", "--name", "pacing-wait"}},
 	{"shared-roundrobin", []string{"shared-roundrobin"}},
 	{"shared-skewed", []string{"shared-skewed"}},
+	{"concurrency", []string{"concurrency"}},
 }
 
 // simulate runs the command and returns its stdout, stderr and error.
@@ -121,6 +122,7 @@ func TestSimulateWritesFiles(t *testing.T) {
 	for _, args := range [][]string{
 		{"boundary", "--algorithms", "fixed_window,sliding_log"},
 		{"shared-skewed", "--duration", "3s", "--sync-periods", "100ms"},
+		{"concurrency", "--duration", "2s", "--max", "4"},
 	} {
 		dir := t.TempDir()
 		if _, errOut, err := simulate(t, append(args, "--out", dir)...); err != nil {
@@ -208,6 +210,73 @@ func TestSimulateCommandLine(t *testing.T) {
 	}
 }
 
+// concurrencySummary is the concurrency scenario's JSON object.
+type concurrencySummary struct {
+	Max               int     `json:"max"`
+	Offered           int     `json:"offered"`
+	Admitted          int     `json:"admitted"`
+	Refused           int     `json:"refused"`
+	PeakInFlight      int     `json:"peak_in_flight"`
+	MeanHoldSeconds   float64 `json:"mean_hold_seconds"`
+	UnlimitedInFlight float64 `json:"unlimited_in_flight"`
+}
+
+func simulateConcurrency(t *testing.T, args ...string) concurrencySummary {
+	t.Helper()
+	out, errOut, err := simulate(t, append([]string{"concurrency", "--json"}, args...)...)
+	if err != nil {
+		t.Fatalf("simulate concurrency %v: %v\n%s", args, err, errOut)
+	}
+	var s concurrencySummary
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("simulate concurrency %v: %v\n%s", args, err, out)
+	}
+	return s
+}
+
+// The concurrency scenario takes its own flags: what the limit promises
+// holds whatever they say, and the same seed gives the same run.
+func TestSimulateConcurrency(t *testing.T) {
+	// The default: 1.5 times what 10 slots held 100 ms serve, for 10 s.
+	s := simulateConcurrency(t)
+	if s.Max != 10 || s.Offered != 1500 || s.PeakInFlight != 10 || s.Admitted+s.Refused != s.Offered || s.Refused == 0 || s.UnlimitedInFlight != 15 {
+		t.Errorf("default: %+v", s)
+	}
+	if again := simulateConcurrency(t); again != s {
+		t.Errorf("the same seed, another run: %+v, then %+v", s, again)
+	}
+	if other := simulateConcurrency(t, "--seed", "2"); other.MeanHoldSeconds == s.MeanHoldSeconds {
+		t.Errorf("--seed changes nothing: %+v", other)
+	}
+	// Every flag: below capacity with fixed holds nothing is refused.
+	s = simulateConcurrency(t, "--max", "4", "--load", "0.75", "--hold", "200ms", "--jitter=false", "--duration", "3s", "--tick", "500ms", "--seed", "5")
+	if s.Max != 4 || s.Offered != 45 || s.Refused != 0 || s.PeakInFlight != 3 || s.MeanHoldSeconds != 0.2 {
+		t.Errorf("below capacity: %+v", s)
+	}
+	// Far above it, the limit holds.
+	s = simulateConcurrency(t, "--max", "3", "--load", "5", "--duration", "2s")
+	if s.PeakInFlight != 3 || s.Admitted+s.Refused != s.Offered || s.Refused < s.Offered/2 {
+		t.Errorf("five times capacity: %+v", s)
+	}
+	// The table states Little's law.
+	out, _, err := simulate(t, "concurrency", "--name", "uploads")
+	if err != nil || !strings.Contains(out, "uploads: max 10") || !strings.Contains(out, "Little's law, L = λW") {
+		t.Errorf("table (%v):\n%s", err, out)
+	}
+	// The CSV's header is a contract.
+	dir := t.TempDir()
+	if _, errOut, err := simulate(t, "concurrency", "--duration", "1s", "--out", dir); err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	csv, err := os.ReadFile(filepath.Join(dir, "concurrency.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(string(csv), "\n"); lines[0] != "t_ms,peak_in_flight,mean_in_flight,admitted,refused,max" || len(lines) != 1+4+1 {
+		t.Errorf("CSV:\n%s", csv)
+	}
+}
+
 func TestSimulateErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -230,6 +299,27 @@ func TestSimulateErrors(t *testing.T) {
 		{[]string{"shared-roundrobin", "--sync-periods", "10ms,soon"}, "sync-periods"},
 		{[]string{"shared-roundrobin", "--duration", "1500ms"}, "duration"},
 		{[]string{"shared-roundrobin", "--instances", "0"}, "split"},
+		{[]string{"shared-roundrobin", "--max", "3"}, "--max does not apply to the shared-roundrobin scenario"},
+		{[]string{"pacing", "--hold", "1s"}, "--hold does not apply to the pacing scenario"},
+		{[]string{"accuracy", "--jitter"}, "--jitter does not apply"},
+		{[]string{"concurrency", "--rate", "100"}, "--rate does not apply to the concurrency scenario"},
+		{[]string{"concurrency", "--period", "1s"}, "--period does not apply"},
+		{[]string{"concurrency", "--algorithms", "token_bucket"}, "--algorithms does not apply"},
+		{[]string{"concurrency", "--burst", "5"}, "--burst does not apply"},
+		{[]string{"concurrency", "--items", "5"}, "--items does not apply"},
+		{[]string{"concurrency", "--clients", "5"}, "--clients does not apply"},
+		{[]string{"concurrency", "--worker", "wait"}, "--worker does not apply"},
+		{[]string{"concurrency", "--pause", "1s+1s"}, "--pause does not apply"},
+		{[]string{"concurrency", "--store", "redis://localhost:6379"}, "--store does not apply"},
+		{[]string{"concurrency", "--instances", "2"}, "--instances does not apply"},
+		{[]string{"concurrency", "--split", "1,1"}, "--split does not apply"},
+		{[]string{"concurrency", "--sync-periods", "1s"}, "--sync-periods does not apply"},
+		{[]string{"concurrency", "--max", "0"}, "max"},
+		{[]string{"concurrency", "--load", "0"}, "load"},
+		{[]string{"concurrency", "--hold", "-1s"}, "hold"},
+		{[]string{"concurrency", "--duration", "0s"}, "duration"},
+		{[]string{"concurrency", "--tick", "0s"}, "tick"},
+		{[]string{"concurrency", "--name", "a/b"}, "name"},
 	} {
 		_, _, err := simulate(t, tc.args...)
 		var u usageError
@@ -237,7 +327,7 @@ func TestSimulateErrors(t *testing.T) {
 			t.Errorf("simulate %q: error %v, want a usage error about %q", tc.args, err, tc.want)
 		}
 	}
-	if _, errOut, err := simulate(t, "-h"); !errors.Is(err, flag.ErrHelp) || !strings.Contains(errOut, "pacing-with-pauses") {
+	if _, errOut, err := simulate(t, "-h"); !errors.Is(err, flag.ErrHelp) || !strings.Contains(errOut, "pacing-with-pauses") || !strings.Contains(errOut, "-hold") {
 		t.Errorf("-h: %v\n%s", err, errOut)
 	}
 	var stdout, stderr bytes.Buffer
