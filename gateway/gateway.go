@@ -306,11 +306,15 @@ func (g *Gateway) proxyTo(s string, direct bool) (*httputil.ReverseProxy, error)
 			// X-Forwarded-For from a trusted proxy is passed on with the
 			// peer appended; from anyone else it is dropped, so the upstream
 			// is not fooled either.
-			if g.mw.Rules().ClientIP().Trusts(pr.In) {
+			set := g.mw.Rules()
+			if set.ClientIP().Trusts(pr.In) {
 				pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
 			} else {
 				for _, h := range clientIPHeaders {
 					delete(pr.Out.Header, h) // X-Real-IP and its kin, as X-Forwarded-For
+				}
+				for _, h := range set.TierHeaders() {
+					delete(pr.Out.Header, h) // a plan the rules did not believe
 				}
 			}
 			pr.SetURL(target)

@@ -94,10 +94,22 @@ func TestGatewayTierNeverBelievedFromUntrusted(t *testing.T) {
 					}
 				}
 			}
+			// Nor is it passed on: an upstream that reads the plan would be
+			// fooled as the limit was not.
+			for _, r := range up.take() {
+				if vs := r.Header.Values("X-Plan"); len(vs) > 0 {
+					t.Errorf("the upstream got X-Plan %q from an untrusted client", vs)
+				}
+			}
 			trusted := startGateway(t, transport, up.URL, "client_ip: {trusted_proxies: [127.0.0.1, \"::1\"]}\n"+rule)
 			for n := range 3 {
 				if resp, _ := rawGet(t, trusted, "GET / HTTP/1.1\r\nHost: x\r\nX-User: carol\r\nx-plan: pro\r\nConnection: close\r\n"); resp.StatusCode != 200 {
 					t.Errorf("trusted proxy, request %d: %d", n+1, resp.StatusCode)
+				}
+			}
+			for _, r := range up.take() {
+				if r.Header.Get("X-Plan") != "pro" {
+					t.Errorf("the upstream did not get X-Plan from the trusted proxy: %v", r.Header)
 				}
 			}
 		})

@@ -345,6 +345,7 @@ type Set struct {
 	clientIP ClientIP
 	allow    []netip.Prefix
 	deny     []netip.Prefix
+	tiers    []string // the rules' tier headers, canonical, each once
 	// byPath indexes the rules that match one exact path; others lists the
 	// rest. Both hold rule indexes in order, so Match visits only the rules
 	// that can match and keeps the written order.
@@ -353,10 +354,19 @@ type Set struct {
 }
 
 // index builds byPath and others.
+// TierHeaders are the headers the rules choose a tier by, canonical: a
+// trusted proxy's to set, so that a gateway passes them on from trusted
+// proxies only, as it does X-Forwarded-For. The slice is the set's.
+func (s *Set) TierHeaders() []string { return s.tiers }
+
 func (s *Set) index() {
 	s.byPath = map[string][]int{}
 	s.others = s.others[:0]
+	s.tiers = s.tiers[:0]
 	for i, rl := range s.Rules {
+		if h := rl.tierHeader; h != "" && !slices.Contains(s.tiers, h) {
+			s.tiers = append(s.tiers, h)
+		}
 		if p := rl.Config.Match.Path; p != "" {
 			p = cleanPath(p)
 			if !rl.Config.Match.StrictPath {

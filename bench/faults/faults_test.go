@@ -218,6 +218,9 @@ type run struct {
 	fleet *fleet
 	load  *load
 	start time.Time
+	// byGateway is each gateway's fallback decisions per scrapeEvery
+	// (the scraper's), once the run is over.
+	byGateway [][]float64
 
 	mu    sync.Mutex
 	marks []mark
@@ -267,6 +270,7 @@ func runFault(t *testing.T, f fault, mode, out string) result {
 	time.Sleep(after)
 	samples := r.load.finish()
 	seconds := sc.finish()
+	r.byGateway = sc.byGateway
 	leaks := checkLeaks(t, fl, top, base)
 
 	res := analyse(r, samples, seconds)
@@ -307,6 +311,9 @@ type scraper struct {
 	done  chan struct{}
 	// per scrapeEvery since start: store errors and fallback decisions
 	errs, fallbacks []float64
+	// per scrapeEvery since start, each gateway's own fallback decisions
+	// (by its index in the fleet's proxies): when each came back to Redis
+	byGateway [][]float64
 }
 
 func startScraper(f *fleet, start time.Time) *scraper {
@@ -327,6 +334,7 @@ func (s *scraper) run() {
 		case <-tk.C:
 		}
 		var de, df float64
+		gw := make([]float64, len(s.f.proxies))
 		for _, p := range s.f.all() {
 			if !p.alive() {
 				continue
@@ -342,10 +350,14 @@ func (s *scraper) run() {
 			}
 			de += e - prev[0]
 			df += d - prev[1]
+			if i := slices.Index(s.f.proxies, p); i >= 0 {
+				gw[i] = d - prev[1]
+			}
 			last[p] = [2]float64{e, d}
 		}
 		s.errs = append(s.errs, de)
 		s.fallbacks = append(s.fallbacks, df)
+		s.byGateway = append(s.byGateway, gw)
 	}
 }
 

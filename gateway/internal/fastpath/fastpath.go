@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,6 +76,7 @@ type Server struct {
 	handoff  *handoffListener
 	settings Settings
 	date     atomic.Pointer[cachedDate]
+	tiers    atomic.Pointer[tierNames] // lowerTiers' cache
 
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
@@ -606,6 +608,37 @@ func (c *conn) forward(buf []byte) bool {
 	return keep
 }
 
+// lowerTiers is set's tier headers in lower case, cached for the set in
+// use.
+func (f *Server) lowerTiers(set *rules.Set) []string {
+	if t := f.tiers.Load(); t != nil && t.set == set {
+		return t.lower
+	}
+	t := &tierNames{set: set}
+	for _, h := range set.TierHeaders() {
+		t.lower = append(t.lower, strings.ToLower(h))
+	}
+	f.tiers.Store(t)
+	return t.lower
+}
+
+// tierNames are a rules set's tier headers in lower case.
+type tierNames struct {
+	set   *rules.Set
+	lower []string
+}
+
+// hasAnyName reports whether the header line is one of the fields named
+// in lower.
+func hasAnyName(line []byte, lower []string) bool {
+	for _, n := range lower {
+		if h1.HasName(line, n) {
+			return true
+		}
+	}
+	return false
+}
+
 // writeUpstream writes the request as httputil.ReverseProxy would send it:
 // the target joined to the upstream's path, the upstream's Host, the
 // client's end-to-end headers, and X-Forwarded-For (the peer, after what a
@@ -631,8 +664,18 @@ func (c *conn) writeUpstream(u *upstream.Conn, buf []byte) error {
 		w.WriteString("Connection: close\r\n")
 	}
 	agent := false
+	// A tier header from a client the rules do not trust is not passed
+	// on, as net/http's path drops it: the upstream would believe the
+	// plan the rules did not.
+	var drop []string
+	if set := c.f.mw.Rules(); len(set.TierHeaders()) > 0 && !set.ClientIP().Trusts(&c.req) {
+		drop = c.f.lowerTiers(set)
+	}
 	for _, s := range h.Lines {
 		line := buf[s.Start:s.End]
+		if drop != nil && hasAnyName(line, drop) {
+			continue
+		}
 		switch line[0] | 0x20 {
 		case 'c':
 			if h1.HasName(line, "content-length") {
