@@ -300,14 +300,15 @@ func writeCSV(path string, rows []row) error {
 // writeSummary writes the table docs/reliability.md quotes.
 func writeSummary(path string, results []result) error {
 	var b strings.Builder
-	b.WriteString("| fault | mode | requests | failed | max latency | p99 | fallback decisions | back to Redis after | over-admission (allowed) |\n|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| fault | mode | requests | failed | max latency | p99 | fallback decisions | back to Redis after | gateways apart | over-admission (allowed) |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
-		rec := "no fallback"
+		rec, apart := "no fallback", "-"
 		if r.recovery >= 0 {
 			rec = r.recovery.Round(100 * time.Millisecond).String()
+			apart = r.spread.String()
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %v | %v | %.0f | %s | %.0f (%.0f) |\n", r.fault, r.mode, r.total, r.fail,
-			r.maxLat.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.fellBack, rec, r.over, r.allowance)
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %v | %v | %.0f | %s | %s | %.0f (%.0f) |\n", r.fault, r.mode, r.total, r.fail,
+			r.maxLat.Round(time.Millisecond), r.p99.Round(time.Millisecond), r.fellBack, rec, apart, r.over, r.allowance)
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
