@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,7 @@ type sample struct {
 	status  int // 0: failed
 	retried bool
 	err     string
+	gateway int8 // the index of the gateway that answered, -1 for serve
 }
 
 // load sends requests to the fleet until stopped, and records them.
@@ -104,7 +106,7 @@ func (l *load) send(kind uint8, path, key string) {
 		defer l.wg.Done()
 		s := sample{at: at, kind: kind}
 		t0 := time.Now()
-		s.status, s.retried, s.err = l.do(kind, path, key)
+		s.status, s.retried, s.err, s.gateway = l.do(kind, path, key)
 		s.lat = time.Since(t0)
 		l.mu.Lock()
 		l.samples = append(l.samples, s)
@@ -116,8 +118,9 @@ func (l *load) send(kind uint8, path, key string) {
 // believes up, once more to another if the connection fails before an
 // answer (a gateway killed with the request in flight, or before the
 // balancer's health check saw it go).
-func (l *load) do(kind uint8, path, key string) (status int, retried bool, errText string) {
+func (l *load) do(kind uint8, path, key string) (status int, retried bool, errText string, gateway int8) {
 	var failed *proc
+	gateway = -1
 	for attempt := range 2 {
 		var req *http.Request
 		if kind == kindServe {
@@ -126,6 +129,7 @@ func (l *load) do(kind uint8, path, key string) (status int, retried bool, errTe
 		} else {
 			p := l.pick(failed)
 			failed = p
+			gateway = int8(slices.Index(l.f.proxies, p))
 			req, _ = http.NewRequest("GET", "http://"+p.listen+path, nil)
 			req.Header.Set("X-Api-Key", key)
 		}
@@ -135,13 +139,13 @@ func (l *load) do(kind uint8, path, key string) (status int, retried bool, errTe
 				retried = true
 				continue
 			}
-			return 0, retried, err.Error()
+			return 0, retried, err.Error(), gateway
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		return resp.StatusCode, retried, ""
+		return resp.StatusCode, retried, "", gateway
 	}
-	return 0, retried, "unreachable"
+	return 0, retried, "unreachable", gateway
 }
 
 // pick is the next gateway the balancer believes up, other than not (the

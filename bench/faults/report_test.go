@@ -44,6 +44,7 @@ type result struct {
 	episodes    int           // runs of seconds in which the fallback decided
 	over        float64       // the hot limit's worst excess over any interval
 	spread      time.Duration // between the first and the last gateway back on Redis
+	worst       string        // where the worst excess was
 	allowance   float64
 	leaks       string
 }
@@ -64,6 +65,7 @@ func analyse(r *run, samples []sample, ticks [][2]float64) result {
 	lats := make([][]float64, n)
 	var all []float64
 	var hot []time.Duration
+	var hotSamples []sample
 	for _, s := range samples {
 		i := int(s.at / time.Second)
 		rw := &res.rows[i]
@@ -78,6 +80,7 @@ func analyse(r *run, samples []sample, ticks [][2]float64) result {
 			if s.kind == kindHot {
 				rw.hotAdmitted++
 				hot = append(hot, s.at)
+				hotSamples = append(hotSamples, s)
 			}
 		case 429:
 			rw.refused++
@@ -131,7 +134,24 @@ func analyse(r *run, samples []sample, ticks [][2]float64) result {
 			res.episodes++
 		}
 	}
-	res.over = overAdmission(hot)
+	var from, to time.Duration
+	res.over, from, to = overAdmission(hot)
+	// Where the worst excess was, and which gateway admitted it: for a
+	// run that fails, the first thing to look at.
+	if res.over > 0 {
+		by := make([]int, gateways)
+		for _, s := range hotSamples {
+			if s.at >= from && s.at < to && s.gateway >= 0 {
+				by[s.gateway]++
+			}
+		}
+		var ms []string
+		for _, m := range r.marks {
+			ms = append(ms, fmt.Sprintf("%s at %v", m.name, m.at.Round(time.Millisecond)))
+		}
+		res.worst = fmt.Sprintf("%v to %v (%s): admitted by gateway %v",
+			from, to, strings.Join(ms, ", "), by)
+	}
 	res.spread = returnSpread(r)
 	res.allowance = allowance(r, res.episodes, res.spread)
 	return res
@@ -185,9 +205,9 @@ func returnSpread(r *run) time.Duration {
 // overAdmission is the most the hot key's admissions exceeded the token
 // bucket's promise (burst + rate·t over any interval of length t), over
 // intervals on a 50 ms grid.
-func overAdmission(admitted []time.Duration) float64 {
+func overAdmission(admitted []time.Duration) (over float64, from, to time.Duration) {
 	if len(admitted) == 0 {
-		return 0
+		return 0, 0, 0
 	}
 	slices.Sort(admitted)
 	const step = 50 * time.Millisecond
@@ -205,10 +225,12 @@ func overAdmission(admitted []time.Duration) float64 {
 		for b := a + 1; b <= g; b++ {
 			got := float64(count[b] - count[a])
 			promise := hotBurst + hotRate*(time.Duration(b-a)*step).Seconds()
-			worst = max(worst, got-promise)
+			if got-promise > worst {
+				worst, from, to = got-promise, time.Duration(a)*step, time.Duration(b)*step
+			}
 		}
 	}
-	return max(0, worst)
+	return max(0, worst), from, to
 }
 
 // allowance is the excess a run may show by design: the timing of the
@@ -262,10 +284,10 @@ func (res result) check(t testing.TB) {
 		t.Errorf("decisions came back to Redis %v after the topology recovered, more than %v", res.recovery, *recoverBy)
 	}
 	if res.over > res.allowance {
-		t.Errorf("the hot limit admitted %.0f over its promise, more than the %.0f allowed by design in %s mode", res.over, res.allowance, res.mode)
+		t.Errorf("the hot limit admitted %.0f over its promise, more than the %.0f allowed by design in %s mode: %s", res.over, res.allowance, res.mode, res.worst)
 	}
-	t.Logf("%s/%s: %d requests, %d failed, max %v, p99 %v, %.0f fallback decisions in %d episodes, back to Redis %v after recovery (gateways %v apart), over-admission %.0f (allowed %.0f); %s",
-		res.fault, res.mode, res.total, res.fail, res.maxLat.Round(time.Millisecond), res.p99.Round(time.Millisecond), res.fellBack, res.episodes, res.recovery, res.spread, res.over, res.allowance, res.leaks)
+	t.Logf("%s/%s: %d requests, %d failed, max %v, p99 %v, %.0f fallback decisions in %d episodes, back to Redis %v after recovery (gateways %v apart), over-admission %.0f (allowed %.0f), worst %s; %s",
+		res.fault, res.mode, res.total, res.fail, res.maxLat.Round(time.Millisecond), res.p99.Round(time.Millisecond), res.fellBack, res.episodes, res.recovery, res.spread, res.over, res.allowance, res.worst, res.leaks)
 }
 
 func quantile(xs []float64, q float64) float64 {
