@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -145,6 +146,67 @@ func TestGatewayRefusedAndCostHeader(t *testing.T) {
 			json.Unmarshal([]byte(body), &p)
 			if resp.StatusCode != 503 || p["type"] != "https://example.com/p/busy" || !strings.HasPrefix(p["detail"].(string), "batch: come back in ") || resp.Header.Get("Retry-After") == "" || resp.Header.Get("X-Ratelimit-Retry-After") != "" {
 				t.Errorf("refused: %d %v %s", resp.StatusCode, resp.Header, body)
+			}
+		})
+	}
+}
+
+// TestTierHeaderDroppedKeepAlive: on one keep-alive connection from an
+// untrusted client, the tier header is dropped from each request that
+// carries it, a header whose name only begins like it is passed on, and
+// every request is answered in turn: dropping a line leaves the next
+// request's framing alone (both client paths).
+func TestTierHeaderDroppedKeepAlive(t *testing.T) {
+	up := newRecUpstream(t, nil)
+	rule := `client_ip: {trusted_proxies: [10.9.9.9]}
+rules:
+  - name: plan
+    key: [header:X-User]
+    limit: {algorithm: fixed_window, rate: 100, period: 1h}
+    tiers:
+      header: X-Plan
+      limits: {pro: {rate: 1000}}
+`
+	for _, transport := range []string{"fast", "standard"} {
+		t.Run(transport, func(t *testing.T) {
+			addr := startGateway(t, transport, up.URL, rule)
+			nc, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			br := bufio.NewReader(nc)
+			for i, h := range []string{
+				"X-Plan: pro\r\n",
+				"X-Plan-Extra: keep\r\n",
+				"x-plan: pro\r\nX-Plan-Extra: keep\r\n",
+				"",
+			} {
+				io.WriteString(nc, "GET /r"+strconv.Itoa(i)+" HTTP/1.1\r\nHost: x\r\nX-User: u\r\n"+h+"\r\n")
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("request %d: %v", i, err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					t.Fatalf("request %d: %d", i, resp.StatusCode)
+				}
+			}
+			reqs := up.take()
+			if len(reqs) != 4 {
+				t.Fatalf("the upstream got %d requests, want 4", len(reqs))
+			}
+			for i, r := range reqs {
+				if r.URI != "/r"+strconv.Itoa(i) {
+					t.Errorf("request %d reached the upstream as %s", i, r.URI)
+				}
+				if vs := r.Header.Values("X-Plan"); len(vs) > 0 {
+					t.Errorf("request %d: the upstream got X-Plan %q from an untrusted client", i, vs)
+				}
+				if want := i == 1 || i == 2; (r.Header.Get("X-Plan-Extra") == "keep") != want {
+					t.Errorf("request %d: X-Plan-Extra %q", i, r.Header.Get("X-Plan-Extra"))
+				}
 			}
 		})
 	}
