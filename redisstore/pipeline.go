@@ -245,12 +245,19 @@ func (b *batcher) run(ctx context.Context, j job, deadline time.Time) (string, e
 }
 
 // runAll sends jobs in the next batches, as one caller each, and waits for
-// all of their replies, at most until ctx is done.
-func (b *batcher) runAll(ctx context.Context, jobs []job) ([]string, []error, error) {
+// their replies, each at most until ctx is done: a job not answered by then
+// gets ctx's error, and the others keep their replies (on a Cluster, the
+// calls to primaries that answered).
+func (b *batcher) runAll(ctx context.Context, jobs []job) ([]string, []error) {
+	replies := make([]string, len(jobs))
+	errs := make([]error, len(jobs))
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return nil, nil, errClosed
+		for i := range errs {
+			errs[i] = errClosed
+		}
+		return replies, errs
 	}
 	b.callers += len(jobs)
 	cs := make([]*call, len(jobs))
@@ -262,23 +269,24 @@ func (b *batcher) runAll(ctx context.Context, jobs []job) ([]string, []error, er
 	}
 	b.dispatch()
 	b.mu.Unlock()
-	replies := make([]string, len(jobs))
-	errs := make([]error, len(jobs))
 	for i, c := range cs {
 		select {
 		case <-c.done:
-			replies[i], errs[i] = c.reply, c.err
-			*c = call{done: c.done}
-			b.calls.Put(c)
-			b.leave()
 		case <-ctx.Done():
-			for range cs[i:] {
+			select {
+			case <-c.done:
+			default:
+				errs[i] = ctx.Err()
 				b.leave()
+				continue // c may still be in a flush: not recycled
 			}
-			return nil, nil, ctx.Err()
 		}
+		replies[i], errs[i] = c.reply, c.err
+		*c = call{done: c.done}
+		b.calls.Put(c)
+		b.leave()
 	}
-	return replies, errs, nil
+	return replies, errs
 }
 
 // leave counts a caller out of run, which may make the pending batch ready.

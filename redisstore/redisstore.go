@@ -25,8 +25,8 @@ const DefaultPrefix = "rk:"
 // Open or New; Close releases what it owns.
 type Store struct {
 	client      redis.UniversalClient
-	pipe        *batcher // nil: each call is its own round trip
-	owned       bool     // Close closes client
+	pipe        *pipes // nil: each call is its own round trip
+	owned       bool   // Close closes client
 	prefix      string
 	leastMS     int64
 	scripts     scripts
@@ -146,7 +146,7 @@ func newStore(client redis.UniversalClient, owned bool, opts []Option) (*Store, 
 	}
 	watchCluster(client)
 	if c.autoPipeline {
-		s.pipe = newBatcher(client)
+		s.pipe = newPipes(client)
 	}
 	var sopts []shared.Option
 	if c.noDenialCache {

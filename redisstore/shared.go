@@ -146,15 +146,21 @@ func (r remote) run(ctx context.Context, op byte, items []shared.Item) error {
 	var replies []string
 	var errs []error
 	if s.pipe != nil {
-		var err error
-		if replies, errs, err = s.pipe.runAll(ctx, jobs); err != nil {
-			return err
-		}
+		replies, errs = s.pipe.runAll(ctx, jobs)
 	} else {
 		replies, errs = make([]string, len(jobs)), make([]error, len(jobs))
 		for i := range jobs {
 			replies[i], errs[i] = jobs[i].run(ctx, s.client)
 		}
+	}
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			failed++
+		}
+	}
+	if failed == len(items) && failed > 0 {
+		return errs[0] // the call failed as a whole
 	}
 	for i := range items {
 		it := &items[i]

@@ -333,9 +333,23 @@ func (s *Store) syncEntries(ctx context.Context, es []*entry, now int64) {
 	if err != nil {
 		s.syncErrs.Add(1)
 	} else {
-		s.roundTrip(sent, recv)
-		if now == 0 {
-			s.learn(sent, recv, items[0].Now)
+		// Items can fail alone (on a Cluster, those of a primary that did
+		// not answer): the round trip is the call's only if none did, and
+		// the remote's clock is read from one that was answered.
+		var answered *Item
+		all := true
+		for i := range items {
+			if items[i].Err != nil {
+				all = false
+			} else if answered == nil {
+				answered = &items[i]
+			}
+		}
+		if all {
+			s.roundTrip(sent, recv)
+		}
+		if now == 0 && answered != nil {
+			s.learn(sent, recv, answered.Now)
 		}
 	}
 	for i, p := range parts {

@@ -1,0 +1,162 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/internal/shared"
+)
+
+func openCluster(t *testing.T) *Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := Open(ctx, redistest.Cluster(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// keysByPrimary returns n keys for each of the Cluster's primaries, by
+// address.
+func keysByPrimary(t *testing.T, s *Store, l ratekeeper.Limit, n int) map[string][]string {
+	t.Helper()
+	by := map[string][]string{}
+	for i := 0; i < 100*n; i++ {
+		k := fmt.Sprintf("node-%d", i)
+		if p := s.Part(ratekeeper.Request{Key: k, Limit: l}); p != "" && len(by[p]) < n {
+			by[p] = append(by[p], k)
+		}
+	}
+	if len(by) != 3 {
+		t.Fatalf("keys on %d primaries, want 3", len(by))
+	}
+	return by
+}
+
+// A primary's batcher retired while calls use it (its replica took over)
+// loses none of them: those not yet sent go again to the key's primary.
+// Here every batcher is retired over and over (the primaries' list is made
+// empty) under concurrent calls on every primary.
+func TestRetiredBatcherLosesNoCall(t *testing.T) {
+	s := openCluster(t)
+	// A day's window, which the test crosses once in 40,000 runs.
+	l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1_000_000, Period: 24 * time.Hour}
+	by := keysByPrimary(t, s, l, 4)
+	var made atomic.Int64
+	s.pipe.masters = func(context.Context) (map[string]bool, error) {
+		made.Add(1)
+		return map[string]bool{}, nil
+	}
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var churn sync.WaitGroup
+	churn.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			s.pipe.nodes.Range(func(k, v any) bool {
+				s.pipe.retire(k.(string), v.(*batcher))
+				return true
+			})
+			time.Sleep(time.Millisecond) // churn, not a wait for a condition
+		}
+	})
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for _, keys := range by {
+		for _, k := range keys {
+			wg.Go(func() {
+				for range 300 {
+					d, err := s.Take(ctx, ratekeeper.Request{Key: k, Limit: l, N: 1})
+					if err != nil || !d.Allowed {
+						if failed.Add(1) < 5 {
+							t.Errorf("%s: %+v %v", k, d, err)
+						}
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(stop)
+	churn.Wait()
+	if made.Load() == 0 {
+		t.Fatal("no batcher was made after a retirement: the test tested nothing")
+	}
+	// Every call counted once.
+	for _, keys := range by {
+		for _, k := range keys {
+			d, err := s.Take(ctx, ratekeeper.Request{Key: k, Limit: l, N: 0})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if taken := l.Capacity() - d.Remaining; taken != 300 {
+				t.Errorf("%s: %d taken, want 300", k, taken)
+			}
+		}
+	}
+}
+
+// A shared-mode call across the Cluster whose one primary does not answer
+// gets the other primaries' replies, and its own items fail alone by its
+// deadline; before, the whole call failed, and the counts the live
+// primaries had applied were sent again by the next sync.
+func TestSharedCallFailsByPrimary(t *testing.T) {
+	s := openCluster(t)
+	l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1000, Period: time.Hour}
+	by := keysByPrimary(t, s, l, 3)
+	var victim string
+	for p := range by {
+		victim = p
+		break
+	}
+	ctx := context.Background()
+	node := redis.NewClient(&redis.Options{Addr: victim})
+	defer node.Close()
+	if err := node.Do(ctx, "CLIENT", "PAUSE", 2000, "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer node.Do(ctx, "CLIENT", "UNPAUSE")
+	var items []shared.Item
+	for _, keys := range by {
+		for _, k := range keys {
+			items = append(items, shared.Item{Key: k, Limit: l, N: 2, At: time.Now().UnixMicro()})
+		}
+	}
+	const deadline = 300 * time.Millisecond
+	cctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	start := time.Now()
+	if err := (remote{s}).Add(cctx, items); err != nil {
+		t.Fatalf("the call failed as a whole: %v", err)
+	}
+	if took := time.Since(start); took > deadline+200*time.Millisecond {
+		t.Errorf("took %v, past its deadline %v", took, deadline)
+	}
+	for _, it := range items {
+		onVictim := s.Part(ratekeeper.Request{Key: it.Key, Limit: l}) == victim
+		switch {
+		case onVictim && !errors.Is(it.Err, context.DeadlineExceeded):
+			t.Errorf("%s on the paused primary: %v, want its deadline", it.Key, it.Err)
+		case !onVictim && it.Err != nil:
+			t.Errorf("%s on a live primary: %v", it.Key, it.Err)
+		case !onVictim && it.State.Window.Count != 2:
+			t.Errorf("%s on a live primary: count %d, want 2", it.Key, it.State.Window.Count)
+		}
+	}
+}
