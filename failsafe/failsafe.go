@@ -146,10 +146,11 @@ type DeadlineStore interface {
 	TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error)
 }
 
-// Prober is a primary that can tell whether it answers, more cheaply than
-// a decision and without counting anything. The Redis store is one (a
-// PING). When the primary is a Prober, no call waits on the primary while
-// the breaker is open: once the cool-down has passed, the call that finds
+// Prober is a primary that can tell whether it decides, without counting
+// anything a caller asked for. The Redis store is one (a decision on a key
+// of its own: a PING was answered while decisions were not). When the
+// primary is a Prober, no call waits on the primary while the breaker is
+// open: once the cool-down has passed, the call that finds
 // it so starts a probe in the background, bounded by the timeout
 // (DefaultTimeout if that is zero or less), and it and every other call
 // decide by the policy at once. At most one probe runs at a time; the first

@@ -36,6 +36,7 @@ type Store struct {
 	closeOnce sync.Once
 	limits    sync.Map // ratekeeper.Limit → *limitArg
 	nlimits   atomic.Int64
+	probeKeys sync.Map // a Cluster primary's address → its probe key (probe.go)
 }
 
 // run runs j, pipelined with concurrent calls unless
@@ -174,74 +175,6 @@ func (s *Store) Close() error {
 
 // Client is the go-redis client the store uses.
 func (s *Store) Client() redis.UniversalClient { return s.client }
-
-// Probe reports whether Redis answers a PING within ctx, deciding and
-// counting nothing: the failsafe store's open circuit breaker calls it in
-// the background (failsafe.Prober) instead of letting a decision wait on a
-// server that may be down. On a Cluster every primary must answer: a PING
-// to whichever node answered let the breaker close while one primary was
-// dead, and the calls to that primary's slots opened it again, over and
-// over; each time the breaker went back and forth, the local fallback's
-// buckets, full again, admitted beside Redis (the fault harness measured
-// a hot key at twice its limit while a primary was down in lease mode).
-func (s *Store) Probe(ctx context.Context) error {
-	var err error
-	if c, ok := s.client.(*redis.ClusterClient); ok {
-		err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() })
-		if err != nil {
-			c.ReloadState(context.Background())
-		}
-	} else {
-		err = s.client.Ping(ctx).Err()
-	}
-	if err != nil {
-		return fmt.Errorf("redisstore: ping: %w", err)
-	}
-	return nil
-}
-
-// Part names the Cluster primary that holds req's key now, by its address
-// ("" when the client is not a Cluster's or the slot's primary is not
-// known): the failsafe store keeps a circuit breaker per primary
-// (failsafe.Partitioned), so that one dead primary's keys go to the policy
-// at once while the others' keys keep Redis's decisions.
-func (s *Store) Part(req ratekeeper.Request) string {
-	c, ok := s.client.(*redis.ClusterClient)
-	if !ok {
-		return ""
-	}
-	key := s.Key(req.Key, req.Limit.Algorithm)
-	if key == "" {
-		return ""
-	}
-	m, err := c.MasterForKey(context.Background(), key)
-	if err != nil {
-		return ""
-	}
-	return m.Options().Addr
-}
-
-// ProbePart reports whether the Cluster primary at address part answers a
-// PING within ctx, after reading the cluster's slots again; nil too when
-// part is no longer a primary (its replica took over: its keys are
-// another part's now). Without a Cluster it is Probe.
-func (s *Store) ProbePart(ctx context.Context, part string) error {
-	c, ok := s.client.(*redis.ClusterClient)
-	if !ok {
-		return s.Probe(ctx)
-	}
-	err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		if m.Options().Addr != part {
-			return nil
-		}
-		return m.Ping(ctx).Err()
-	})
-	if err != nil {
-		c.ReloadState(context.Background())
-		return fmt.Errorf("redisstore: ping %s: %w", part, err)
-	}
-	return nil
-}
 
 // Key is the Redis key that holds key's state for algorithm a.
 func (s *Store) Key(key string, a ratekeeper.Algorithm) string {

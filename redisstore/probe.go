@@ -1,0 +1,124 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper"
+)
+
+// The failsafe store's probes (failsafe.Prober, failsafe.Partitioned) ask
+// what a decision asks: a script run that writes, on a key of the store's
+// own, rk:{probe}, or on a Cluster rk:{probe:N}, an N whose slot the
+// probed primary holds. Each probe counts one in a fixed window of a second
+// on that key, which then expires. A PING, which they sent before, was
+// answered while decisions were not: a Cluster's nodes answer CLUSTERDOWN
+// to every command from the moment a primary is marked failed until its
+// replica is elected (up to a second with cluster-node-timeout 1000: the
+// fault harness saw the live primaries' breakers close on a PING and open
+// again on the next calls, which waited out the timeout), and a Redis at
+// maxmemory with noeviction refuses every write.
+var probeLimit = ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1 << 30, Period: time.Second}
+
+// probeTries bounds the search for a probe key on a Cluster primary: a
+// primary that holds a single slot takes 16,384 tries on average, one with
+// a third of them three.
+const probeTries = 1 << 18
+
+// Probe reports whether Redis decides within ctx (a probe decision, which
+// counts nothing a client asked for): the failsafe store's open circuit
+// breaker calls it in the background instead of letting a decision wait
+// on a server that may be down. On a Cluster every primary must decide: a
+// probe of whichever node answered let the breaker close while one primary
+// was dead, and the calls on that primary's slots opened it again, over
+// and over.
+func (s *Store) Probe(ctx context.Context) error {
+	c, ok := s.client.(*redis.ClusterClient)
+	if !ok {
+		return s.probe(ctx, "probe")
+	}
+	err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		return s.ProbePart(ctx, m.Options().Addr)
+	})
+	if err != nil {
+		c.ReloadState(context.Background())
+		return fmt.Errorf("redisstore: probe: %w", err)
+	}
+	return nil
+}
+
+// ProbePart reports whether the Cluster primary at address part decides
+// within ctx, as Probe does; nil too when part no longer holds a slot (its
+// replica took over: its keys are another part's now). Without a Cluster
+// it is Probe.
+func (s *Store) ProbePart(ctx context.Context, part string) error {
+	c, ok := s.client.(*redis.ClusterClient)
+	if !ok {
+		return s.Probe(ctx)
+	}
+	key, ok := s.probeKey(ctx, c, part)
+	if !ok {
+		return nil
+	}
+	if err := s.probe(ctx, key); err != nil {
+		c.ReloadState(context.Background())
+		return fmt.Errorf("redisstore: probe %s: %w", part, err)
+	}
+	return nil
+}
+
+// probe makes a probe decision on key, in Redis whatever the store's mode.
+func (s *Store) probe(ctx context.Context, key string) error {
+	_, err := s.takeExact(ctx, ratekeeper.Request{Key: key, Limit: probeLimit, N: 1}, time.Time{})
+	if err != nil {
+		return fmt.Errorf("redisstore: probe: %w", err)
+	}
+	return nil
+}
+
+// probeKey finds a probe key (probe:N) whose slot part holds now, as the
+// client sees the slots; false if part holds none. The last one found for
+// each part is tried first.
+func (s *Store) probeKey(ctx context.Context, c *redis.ClusterClient, part string) (string, bool) {
+	on := func(k string) bool {
+		m, err := c.MasterForKey(ctx, s.Key(k, probeLimit.Algorithm))
+		return err == nil && m.Options().Addr == part
+	}
+	if k, ok := s.probeKeys.Load(part); ok && on(k.(string)) {
+		return k.(string), true
+	}
+	for i := range probeTries {
+		k := "probe:" + strconv.Itoa(i)
+		if on(k) {
+			s.probeKeys.Store(part, k)
+			return k, true
+		}
+	}
+	s.probeKeys.Delete(part)
+	return "", false
+}
+
+// Part names the Cluster primary that holds req's key now, by its address
+// ("" when the client is not a Cluster's or the slot's primary is not
+// known): the failsafe store keeps a circuit breaker per primary
+// (failsafe.Partitioned), so that one dead primary's keys go to the policy
+// at once while the others' keys keep Redis's decisions.
+func (s *Store) Part(req ratekeeper.Request) string {
+	c, ok := s.client.(*redis.ClusterClient)
+	if !ok {
+		return ""
+	}
+	key := s.Key(req.Key, req.Limit.Algorithm)
+	if key == "" {
+		return ""
+	}
+	m, err := c.MasterForKey(context.Background(), key)
+	if err != nil {
+		return ""
+	}
+	return m.Options().Addr
+}

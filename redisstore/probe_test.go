@@ -1,0 +1,103 @@
+package redisstore_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
+)
+
+// A Redis that answers PING but refuses writes (maxmemory with noeviction)
+// fails the probe: the breaker stays open while decisions cannot be made,
+// rather than closing on a PING and opening again on the next calls.
+func TestProbeFailsWhileRedisIsFull(t *testing.T) {
+	s := open(t, redistest.Server(t))
+	ctx := context.Background()
+	if err := s.Probe(ctx); err != nil {
+		t.Fatalf("probe of a healthy Redis: %v", err)
+	}
+	if err := s.Client().ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Client().ConfigSet(ctx, "maxmemory", "0")
+	if err := s.Client().Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING while full: %v", err)
+	}
+	if err := s.Probe(ctx); err == nil {
+		t.Fatal("the probe passed while Redis refuses writes")
+	}
+	if err := s.Client().ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Probe(ctx); err != nil {
+		t.Fatalf("probe once Redis has room: %v", err)
+	}
+}
+
+// A Cluster primary that answers PING but refuses commands (CLUSTERDOWN,
+// as every node does from a primary's failure until its replica is
+// elected; here the node's view lacks a slot) fails its part's probe, and
+// only its own; a part that holds no slot is no longer probed (nil).
+func TestProbePartAsksWhatDecisionsAsk(t *testing.T) {
+	s := open(t, redistest.Cluster(t))
+	ctx := context.Background()
+	limit := ratekeeper.Limit{Algorithm: ratekeeper.TokenBucket, Rate: 100, Period: time.Second}
+	parts := map[string]bool{}
+	var victimKey string
+	for i := 0; len(parts) < 3 && i < 1000; i++ {
+		k := "probe-test-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		p := s.Part(ratekeeper.Request{Key: k, Limit: limit})
+		if p != "" && !parts[p] {
+			parts[p] = true
+			if victimKey == "" {
+				victimKey = k
+			}
+		}
+	}
+	if len(parts) != 3 {
+		t.Fatalf("%d primaries, want 3", len(parts))
+	}
+	victim := s.Part(ratekeeper.Request{Key: victimKey, Limit: limit})
+	for p := range parts {
+		if err := s.ProbePart(ctx, p); err != nil {
+			t.Fatalf("probe of %s, healthy: %v", p, err)
+		}
+	}
+	node := redis.NewClient(&redis.Options{Addr: victim})
+	defer node.Close()
+	slot, err := s.Client().ClusterKeySlot(ctx, s.Key(victimKey, limit.Algorithm)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Do(ctx, "CLUSTER", "DELSLOTS", slot).Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer node.Do(ctx, "CLUSTER", "ADDSLOTS", slot)
+	// The node's own state turns to fail at its next cron: poll for it.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		info, _ := node.ClusterInfo(ctx).Result()
+		if len(info) > 0 && strings.Contains(info, "cluster_state:fail") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node's cluster state never failed: %q", info)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := node.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING of the refusing node: %v", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := s.ProbePart(pctx, victim); err == nil {
+		t.Fatal("the probe passed on a primary that refuses every command")
+	}
+	if err := s.ProbePart(ctx, "127.0.0.1:1"); err != nil {
+		t.Errorf("probe of an address that holds no slot: %v, want nil (forgotten)", err)
+	}
+}
