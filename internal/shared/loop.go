@@ -2,6 +2,7 @@ package shared
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
@@ -79,7 +80,7 @@ func (s *Store) flush(final bool) {
 	timeout := max(s.period, time.Second)
 	if len(syncs) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		s.syncEntries(ctx, syncs, 0) // each key at its own requests' instant, if they carry one
+		s.syncParts(ctx, syncs)
 		cancel()
 	}
 	if len(back) > 0 {
@@ -99,4 +100,31 @@ func (s *Store) flush(final bool) {
 // the water it was would (entry.usable).
 func giveBack(l ratekeeper.Limit) bool {
 	return l.Algorithm == ratekeeper.FixedWindow || l.Algorithm == ratekeeper.SlidingWindow
+}
+
+// syncParts syncs es in one call, or in one call per part at once when the
+// remote is Parted.
+func (s *Store) syncParts(ctx context.Context, es []*entry) {
+	p, ok := s.remote.(Parted)
+	if !ok || len(es) < 2 {
+		s.syncEntries(ctx, es, 0) // each key at its own requests' instant, if they carry one
+		return
+	}
+	parts := map[string][]*entry{}
+	for _, e := range es {
+		e.mu.Lock()
+		l := e.limit
+		e.mu.Unlock()
+		k := p.Part(e.key, l)
+		parts[k] = append(parts[k], e)
+	}
+	if len(parts) == 1 {
+		s.syncEntries(ctx, es, 0)
+		return
+	}
+	var wg sync.WaitGroup
+	for _, part := range parts {
+		wg.Go(func() { s.syncEntries(ctx, part, 0) })
+	}
+	wg.Wait()
 }

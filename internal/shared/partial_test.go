@@ -94,3 +94,60 @@ func TestSyncItemsFailAlone(t *testing.T) {
 		}
 	})
 }
+
+// slowPart is a Parted remote whose part "a" (keys that begin with a)
+// answers a sync only after a second, as a dead Cluster primary does by
+// the loop's timeout.
+type slowPart struct{ *Model }
+
+func (slowPart) Part(key string, _ ratekeeper.Limit) string { return key[:1] }
+
+func (p slowPart) Add(ctx context.Context, items []Item) error {
+	for _, it := range items {
+		if it.Key[0] == 'a' {
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			break
+		}
+	}
+	return p.Model.Add(ctx, items)
+}
+
+// The loop syncs each part of a Parted remote in a call of its own: the
+// live part's keys are synced, and free, while the slow part's call is
+// still out. In one call, they waited out the slow part with it.
+func TestSyncByPart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		m := NewModel()
+		s := New(slowPart{m}, Sync, 100*time.Millisecond, WithoutLoop())
+		defer s.Close()
+		l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1000, Period: time.Hour}
+		// Each key is loaded on its own, twice counted locally: the counts
+		// wait for a sync.
+		for _, k := range []string{"a1", "b1", "b2", "a1", "b1", "b2"} {
+			if _, err := s.Take(ctx, ratekeeper.Request{Key: k, Limit: l, N: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		done := make(chan struct{})
+		go func() { s.Flush(); close(done) }()
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		for _, k := range []string{"b1", "b2"} {
+			if got := m.State(k, l).Window.Count; got != 2 {
+				t.Errorf("%s: the live part's key counts %d 10ms into the sync, want 2", k, got)
+			}
+		}
+		if got := m.State("a1", l).Window.Count; got != 0 {
+			t.Errorf("a1: the slow part's key counts %d before its answer, want 0", got)
+		}
+		<-done
+		if got := m.State("a1", l).Window.Count; got != 2 {
+			t.Errorf("a1: %d once answered, want 2", got)
+		}
+	})
+}

@@ -128,6 +128,17 @@ type Remote interface {
 	Lease(ctx context.Context, items []Item) error
 }
 
+// Parted is a Remote whose keys live on servers that fail apart (a Redis
+// Cluster's primaries). The loop then syncs each part's keys in a call of
+// their own, at once: one call for every key waited for the slowest
+// server, up to the loop's timeout while one was dead, and the live
+// servers' keys, busy meanwhile, held their decisions past the failsafe
+// store's timeout (the fault harness, cluster-kill-primary in sync mode).
+// Part names the part that holds key for limit l now ("" if not known).
+type Parted interface {
+	Part(key string, l ratekeeper.Limit) string
+}
+
 // Defaults.
 const (
 	DefaultPeriod = 100 * time.Millisecond
