@@ -114,6 +114,7 @@ var allFaults = []fault{
 		slot := r.top.hotSlot(r.t, "hot")
 		owner := r.top.ownerOf(slot)
 		n := r.top.nodeAt(owner.addr)
+		r.t.Logf("killing %s, the primary of the hot key's slot %d", owner.addr, slot)
 		r.mark("killed")
 		n.kill()
 		waitFor(r.t, 30*time.Second, "a replica promoted", func() bool {
@@ -195,16 +196,6 @@ func TestFaults(t *testing.T) {
 		switch {
 		case f.gateway && *faultsFlag == "short":
 			ms = []string{"lease"} // the mode whose gateway holds quota
-		case f.name == "cluster-kill-primary" && *faultsFlag == "short":
-			// Open in issue #17: under the load of the whole test suite
-			// beside it, lease mode went past its allowance in about one
-			// run in three (266-302 of about 240): while the cluster's
-			// nodes converge on the promoted replica, go-redis's reloads
-			// get alternating views, and the hot key's decisions
-			// alternate between the new primary and the local fallback,
-			// up to twice the rate. Exact mode and a quiet machine stay
-			// within it; run-faults.sh checks all three modes.
-			ms = []string{"exact"}
 		}
 		for _, mode := range ms {
 			t.Run(f.name+"/"+mode, func(t *testing.T) {
