@@ -110,19 +110,12 @@ var allFaults = []fault{
 		waitFor(r.t, 30*time.Second, "a new primary", func() bool { a := r.top.masterAddr(); return a != "" && a != old })
 		r.mark("recovered")
 	}},
-	{name: "cluster-kill-primary", topology: "cluster", losesState: true, inject: func(r *run) {
-		slot := r.top.hotSlot(r.t, "hot")
-		owner := r.top.ownerOf(slot)
-		n := r.top.nodeAt(owner.addr)
-		r.t.Logf("killing %s, the primary of the hot key's slot %d", owner.addr, slot)
-		r.mark("killed")
-		n.kill()
-		waitFor(r.t, 30*time.Second, "a replica promoted", func() bool {
-			o := r.top.ownerOf(slot)
-			return o.addr != "" && o.addr != owner.addr && r.top.clusterOK()
-		})
-		r.mark("recovered")
-	}},
+	{name: "cluster-kill-primary", topology: "cluster", losesState: true, inject: killHotPrimary},
+	// The same on a Cluster left at cluster-require-full-coverage yes (the
+	// default): from the primary's failure until its replica's election
+	// every node answers CLUSTERDOWN, and every key falls back, not only
+	// the dead primary's.
+	{name: "cluster-kill-primary-full-coverage", topology: "cluster-full-coverage", losesState: true, inject: killHotPrimary},
 	{name: "cluster-migrate-hot-slot", topology: "cluster", inject: func(r *run) {
 		slot := r.top.hotSlot(r.t, "hot")
 		r.mark("migrating")
@@ -153,9 +146,24 @@ var allFaults = []fault{
 	}},
 }
 
-// shortFaults run in CI: a Redis outage in the two modes that must never
-// over-admit, a Cluster failover in exact mode, and a gateway restart in
-// lease mode.
+// killHotPrimary kills the Cluster primary that holds the hot key's slot,
+// and waits for its replica's promotion.
+func killHotPrimary(r *run) {
+	slot := r.top.hotSlot(r.t, "hot")
+	owner := r.top.ownerOf(slot)
+	n := r.top.nodeAt(owner.addr)
+	r.t.Logf("killing %s, the primary of the hot key's slot %d", owner.addr, slot)
+	r.mark("killed")
+	n.kill()
+	waitFor(r.t, 30*time.Second, "a replica promoted", func() bool {
+		o := r.top.ownerOf(slot)
+		return o.addr != "" && o.addr != owner.addr && r.top.clusterOK()
+	})
+	r.mark("recovered")
+}
+
+// shortFaults run in CI: a Redis outage and a Cluster failover in the two
+// modes that must never over-admit, and a gateway restart in lease mode.
 var shortFaults = []string{"redis-restart", "cluster-kill-primary", "gateway-restart"}
 
 func TestFaults(t *testing.T) {
@@ -255,7 +263,9 @@ func runFault(t *testing.T, f fault, mode, out string) result {
 	case "sentinel":
 		top = newSentinel(t)
 	case "cluster":
-		top = newCluster(t)
+		top = newCluster(t, false)
+	case "cluster-full-coverage":
+		top = newCluster(t, true)
 	default:
 		top = newStandalone(t)
 	}

@@ -273,13 +273,17 @@ func (top *topology) nodeAt(addr string) *node {
 // newCluster is three primaries, each with a replica, promoted 1 s after
 // its primary stops answering; the live primaries keep serving their slots
 // meanwhile (cluster-require-full-coverage no, as docs/reliability.md
-// recommends).
-func newCluster(t testing.TB) *topology {
+// recommends), unless fullCoverage (Redis's default).
+func newCluster(t testing.TB, fullCoverage bool) *topology {
+	coverage := "no"
+	if fullCoverage {
+		coverage = "yes"
+	}
 	top := &topology{kind: "cluster"}
 	var addrs []string
 	for range 6 {
 		n := startNode(t, true, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
-			"--cluster-require-full-coverage", "no")
+			"--cluster-require-full-coverage", coverage)
 		top.nodes = append(top.nodes, n)
 		addrs = append(addrs, n.addr())
 	}
