@@ -72,7 +72,7 @@ func (p *pipes) run(ctx context.Context, j job, deadline time.Time) (string, err
 	for try := 0; ; try++ {
 		b := p.one
 		if try < retries {
-			b = p.batcherFor(j.routeKey())
+			b = p.batcherFor(ctx, j.routeKey())
 		}
 		reply, err := b.run(ctx, j, deadline)
 		if b == p.one || !errors.Is(err, errClosed) {
@@ -95,7 +95,7 @@ func (p *pipes) runAll(ctx context.Context, jobs []job) ([]string, []error) {
 	}
 	groups := map[*batcher][]int{}
 	for i := range jobs {
-		b := p.batcherFor(jobs[i].routeKey())
+		b := p.batcherFor(ctx, jobs[i].routeKey())
 		groups[b] = append(groups[b], i)
 	}
 	var wg sync.WaitGroup
@@ -132,11 +132,11 @@ func (j *job) routeKey() string {
 
 // batcherFor is the batcher of the primary that holds key now, made on
 // first use; p.one if that primary is not known or the store is closed.
-func (p *pipes) batcherFor(key string) *batcher {
+func (p *pipes) batcherFor(ctx context.Context, key string) *batcher {
 	if p.cluster == nil || key == "" {
 		return p.one
 	}
-	m, err := p.cluster.MasterForKey(context.Background(), key)
+	m, err := p.cluster.MasterForKey(ctx, key)
 	if err != nil {
 		return p.one
 	}

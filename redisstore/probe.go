@@ -13,8 +13,8 @@ import (
 
 // The failsafe store's probes (failsafe.Prober, failsafe.Partitioned) ask
 // what a decision asks: a script run that writes, on a key of the store's
-// own, rk:{probe}, or on a Cluster rk:{probe:N}, an N whose slot the
-// probed primary holds. Each probe counts one in a fixed window of a second
+// own, rk:{probe}:probe, or on a Cluster rk:{probe:N}:probe, an N whose
+// slot the probed primary holds. Each probe counts one in a fixed window of a second
 // on that key, which then expires. A PING, which they sent before, was
 // answered while decisions were not: a Cluster's nodes answer CLUSTERDOWN
 // to every command from the moment a primary is marked failed until its
@@ -71,13 +71,27 @@ func (s *Store) ProbePart(ctx context.Context, part string) error {
 	return nil
 }
 
-// probe makes a probe decision on key, in Redis whatever the store's mode.
-func (s *Store) probe(ctx context.Context, key string) error {
-	_, err := s.takeExact(ctx, ratekeeper.Request{Key: key, Limit: probeLimit, N: 1}, time.Time{})
+// probe makes a probe decision on tag's probe key, in Redis whatever the
+// store's mode.
+func (s *Store) probe(ctx context.Context, tag string) error {
+	req := ratekeeper.Request{Key: tag, Limit: probeLimit, N: 1}
+	j := s.job(takeOp(req), req, 0)
+	j.key = s.probeRedisKey(tag)
+	v, err := s.run(ctx, j)
+	if err == nil && len(v) != decisionSize {
+		err = fmt.Errorf("script answered %d bytes, want %d", len(v), decisionSize)
+	}
 	if err != nil {
 		return fmt.Errorf("redisstore: probe: %w", err)
 	}
 	return nil
+}
+
+// probeRedisKey is the Redis key of a probe: PREFIX{tag}:probe, which no
+// client key can name (theirs end in an algorithm's suffix), so that a
+// client whose key is "probe" keeps its own count.
+func (s *Store) probeRedisKey(tag string) string {
+	return s.prefix + "{" + tag + "}:probe"
 }
 
 // probeKey finds a probe key (probe:N) whose slot part holds now, as the
@@ -85,7 +99,7 @@ func (s *Store) probe(ctx context.Context, key string) error {
 // each part is tried first.
 func (s *Store) probeKey(ctx context.Context, c *redis.ClusterClient, part string) (string, bool) {
 	on := func(k string) bool {
-		m, err := c.MasterForKey(ctx, s.Key(k, probeLimit.Algorithm))
+		m, err := c.MasterForKey(ctx, s.probeRedisKey(k))
 		return err == nil && m.Options().Addr == part
 	}
 	if k, ok := s.probeKeys.Load(part); ok && on(k.(string)) {

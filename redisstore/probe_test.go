@@ -101,3 +101,38 @@ func TestProbePartAsksWhatDecisionsAsk(t *testing.T) {
 		t.Errorf("probe of an address that holds no slot: %v, want nil (forgotten)", err)
 	}
 }
+
+// A client whose key is "probe" keeps its own count: the probe's key is one
+// no client key can name.
+func TestProbeKeyIsNoClientKey(t *testing.T) {
+	for name, url := range map[string]string{"standalone": redistest.Server(t), "cluster": redistest.Cluster(t)} {
+		t.Run(name, func(t *testing.T) {
+			s := open(t, url)
+			ctx := context.Background()
+			l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 10, Period: 24 * time.Hour}
+			var taken []ratekeeper.Request
+			for _, k := range []string{"probe", "probe:0", "probe:1", "probe:2"} {
+				req := ratekeeper.Request{Key: k, Limit: l, N: 3}
+				if _, err := s.Take(ctx, req); err != nil {
+					t.Fatal(err)
+				}
+				taken = append(taken, req)
+			}
+			for range 3 {
+				if err := s.Probe(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, req := range taken {
+				req.N = 0
+				d, err := s.Take(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Remaining != 7 {
+					t.Errorf("client key %q: %d remaining after the probes, want 7", req.Key, d.Remaining)
+				}
+			}
+		})
+	}
+}
