@@ -118,6 +118,23 @@ func (n *node) restart() {
 	}
 }
 
+// restartAsReplicaOf starts the node again as a replica of the primary at
+// addr, as an operator brings back a failed primary that kept no data.
+func (n *node) restartAsReplicaOf(addr string) {
+	n.t.Helper()
+	host, port, _ := strings.Cut(addr, ":")
+	var args []string
+	for i := 0; i < len(n.args); i++ {
+		if n.args[i] == "--replicaof" {
+			i += 2 // its host and port
+			continue
+		}
+		args = append(args, n.args[i])
+	}
+	n.args = append(args, "--replicaof", host, port)
+	n.restart()
+}
+
 func ping(addr string) error {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {

@@ -243,7 +243,8 @@ func overAdmission(admitted []time.Duration) (over float64, from, to time.Durati
 // (N−1)/N of the rate over the spread, and a scrape's resolution; when
 // counters were lost without a fallback, one burst (and a failover's
 // replication lag, 100 ms of admissions, beside a fallback); sync mode's stated
-// bound, (N−1)·r·(2T+2δ) with T = 100 ms and δ = the 50 ms timeout.
+// bound, (N−1)·r·(2T+2δ) with T = 100 ms and δ = the 50 ms timeout, and
+// with a fallback its second of deciding from what it last read.
 func allowance(r *run, episodes int, spread time.Duration) float64 {
 	if r.fault.unbounded {
 		return math.Inf(1)
@@ -265,6 +266,13 @@ func allowance(r *run, episodes int, spread time.Duration) float64 {
 	}
 	if r.mode == "sync" {
 		a += (gateways - 1) * hotRate * 0.3
+		if episodes > 0 {
+			// While Redis does not answer, each gateway decides from
+			// what it last read for max(1 s, 10·T) before the policy
+			// takes over, unaware of the others' admissions meanwhile
+			// (docs/redis.md, "When Redis fails").
+			a += (gateways - 1) * hotRate * 1.0
+		}
 	}
 	return a
 }
