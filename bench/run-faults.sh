@@ -8,7 +8,7 @@
 # margin, decisions back to Redis soon after the topology recovers, no
 # over-admission past what the design allows, no leak) and leaves a CSV per
 # second and a chart in results/faults; results/faults/summary.md is the
-# table docs/reliability.md quotes. About 12 minutes.
+# table docs/reliability.md quotes. About 9 minutes.
 # Usage: bench/run-faults.sh [-faults name,name] [-modes exact,lease]
 # Charts for docs: CHARTS=1 copies them to docs/img/faults-*.png.
 set -euo pipefail
