@@ -63,6 +63,19 @@ func newPipes(client redis.UniversalClient) *pipes {
 	return p
 }
 
+// noLoad is a done context. MasterForKey given it answers from the slots
+// the client holds, and when it holds none yet (a client no call has
+// reached Redis through) fails at once instead of loading them: it would
+// send CLUSTER SLOTS to each node in turn bounded by the context alone,
+// which a call's deadline is not part of (TakeBy), for as long as the
+// nodes do not answer. The call then goes through p.one, whose round trip
+// loads the slots within the call's bound.
+var noLoad = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
 // retries bounds how often a call goes again after its batcher was retired
 // under it; then it goes through the batcher of unknown primaries.
 const retries = 3
@@ -72,7 +85,7 @@ func (p *pipes) run(ctx context.Context, j job, deadline time.Time) (string, err
 	for try := 0; ; try++ {
 		b := p.one
 		if try < retries {
-			b = p.batcherFor(ctx, j.routeKey())
+			b = p.batcherFor(j.routeKey())
 		}
 		reply, err := b.run(ctx, j, deadline)
 		if b == p.one || !errors.Is(err, errClosed) {
@@ -95,7 +108,7 @@ func (p *pipes) runAll(ctx context.Context, jobs []job) ([]string, []error) {
 	}
 	groups := map[*batcher][]int{}
 	for i := range jobs {
-		b := p.batcherFor(ctx, jobs[i].routeKey())
+		b := p.batcherFor(jobs[i].routeKey())
 		groups[b] = append(groups[b], i)
 	}
 	var wg sync.WaitGroup
@@ -131,12 +144,13 @@ func (j *job) routeKey() string {
 }
 
 // batcherFor is the batcher of the primary that holds key now, made on
-// first use; p.one if that primary is not known or the store is closed.
-func (p *pipes) batcherFor(ctx context.Context, key string) *batcher {
+// first use; p.one if that primary is not known (the client holds no
+// slots yet) or the store is closed.
+func (p *pipes) batcherFor(key string) *batcher {
 	if p.cluster == nil || key == "" {
 		return p.one
 	}
-	m, err := p.cluster.MasterForKey(ctx, key)
+	m, err := p.cluster.MasterForKey(noLoad, key)
 	if err != nil {
 		return p.one
 	}
