@@ -59,8 +59,35 @@ func newPipes(client redis.UniversalClient) *pipes {
 			})
 			return addrs, err
 		}
+		p.pruned.Add(1)
+		go p.prunes()
 	}
 	return p
+}
+
+// pruneEvery is how often the batchers are pruned besides when a primary
+// is new: a primary can also go without another coming (its slots moved
+// to the others as a Cluster is scaled in), and its batcher, which no call
+// reaches any more, would keep its flushers for the store's life.
+const pruneEvery = 10 * time.Second
+
+// prunes prunes every pruneEvery until close.
+func (p *pipes) prunes() {
+	defer p.pruned.Done()
+	t := time.NewTicker(pruneEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		if !p.closed {
+			p.prune()
+		}
+		p.mu.Unlock()
+	}
 }
 
 // noLoad is a done context. MasterForKey given it answers from the slots
@@ -174,8 +201,8 @@ func (p *pipes) batcherFor(key string) *batcher {
 }
 
 // prune retires, in the background, the batchers whose address no longer
-// is a primary's, unless a prune is running already. A batcher is made for
-// each new primary, so prunes are as rare as the cluster's changes.
+// is a primary's, unless a prune is running already: when a batcher is
+// made for a new primary, and every pruneEvery. p.mu is held.
 func (p *pipes) prune() {
 	if p.masters == nil || !p.pruning.CompareAndSwap(false, true) {
 		return
