@@ -59,9 +59,49 @@ func newPipes(client redis.UniversalClient) *pipes {
 			})
 			return addrs, err
 		}
+		p.pruned.Add(1)
+		go p.prunes()
 	}
 	return p
 }
+
+// pruneEvery is how often the batchers are pruned besides when a primary
+// is new: a primary can also go without another coming (its slots moved
+// to the others as a Cluster is scaled in), and its batcher, which no call
+// reaches any more, would keep its flushers for the store's life.
+const pruneEvery = 10 * time.Second
+
+// prunes prunes every pruneEvery until close.
+func (p *pipes) prunes() {
+	defer p.pruned.Done()
+	t := time.NewTicker(pruneEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		if !p.closed {
+			p.prune()
+		}
+		p.mu.Unlock()
+	}
+}
+
+// noLoad is a done context. MasterForKey given it answers from the slots
+// the client holds, and when it holds none yet (a client no call has
+// reached Redis through) fails at once instead of loading them: it would
+// send CLUSTER SLOTS to each node in turn bounded by the context alone,
+// which a call's deadline is not part of (TakeBy), for as long as the
+// nodes do not answer. The call then goes through p.one, whose round trip
+// loads the slots within the call's bound.
+var noLoad = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
 
 // retries bounds how often a call goes again after its batcher was retired
 // under it; then it goes through the batcher of unknown primaries.
@@ -72,7 +112,7 @@ func (p *pipes) run(ctx context.Context, j job, deadline time.Time) (string, err
 	for try := 0; ; try++ {
 		b := p.one
 		if try < retries {
-			b = p.batcherFor(ctx, j.routeKey())
+			b = p.batcherFor(j.routeKey())
 		}
 		reply, err := b.run(ctx, j, deadline)
 		if b == p.one || !errors.Is(err, errClosed) {
@@ -95,7 +135,7 @@ func (p *pipes) runAll(ctx context.Context, jobs []job) ([]string, []error) {
 	}
 	groups := map[*batcher][]int{}
 	for i := range jobs {
-		b := p.batcherFor(ctx, jobs[i].routeKey())
+		b := p.batcherFor(jobs[i].routeKey())
 		groups[b] = append(groups[b], i)
 	}
 	var wg sync.WaitGroup
@@ -131,12 +171,13 @@ func (j *job) routeKey() string {
 }
 
 // batcherFor is the batcher of the primary that holds key now, made on
-// first use; p.one if that primary is not known or the store is closed.
-func (p *pipes) batcherFor(ctx context.Context, key string) *batcher {
+// first use; p.one if that primary is not known (the client holds no
+// slots yet) or the store is closed.
+func (p *pipes) batcherFor(key string) *batcher {
 	if p.cluster == nil || key == "" {
 		return p.one
 	}
-	m, err := p.cluster.MasterForKey(ctx, key)
+	m, err := p.cluster.MasterForKey(noLoad, key)
 	if err != nil {
 		return p.one
 	}
@@ -160,8 +201,8 @@ func (p *pipes) batcherFor(ctx context.Context, key string) *batcher {
 }
 
 // prune retires, in the background, the batchers whose address no longer
-// is a primary's, unless a prune is running already. A batcher is made for
-// each new primary, so prunes are as rare as the cluster's changes.
+// is a primary's, unless a prune is running already: when a batcher is
+// made for a new primary, and every pruneEvery. p.mu is held.
 func (p *pipes) prune() {
 	if p.masters == nil || !p.pruning.CompareAndSwap(false, true) {
 		return

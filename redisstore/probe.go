@@ -118,9 +118,11 @@ func (s *Store) probeKey(ctx context.Context, c *redis.ClusterClient, part strin
 
 // Part names the Cluster primary that holds req's key now, by its address
 // ("" when the client is not a Cluster's or the slot's primary is not
-// known): the failsafe store keeps a circuit breaker per primary
-// (failsafe.Partitioned), so that one dead primary's keys go to the policy
-// at once while the others' keys keep Redis's decisions.
+// known, as before the client first read the slots): the failsafe store
+// keeps a circuit breaker per primary (failsafe.Partitioned), so that one
+// dead primary's keys go to the policy at once while the others' keys keep
+// Redis's decisions. It never reads the slots itself (see noLoad): it runs
+// before every decision, bounded by nothing.
 func (s *Store) Part(req ratekeeper.Request) string {
 	c, ok := s.client.(*redis.ClusterClient)
 	if !ok {
@@ -130,7 +132,7 @@ func (s *Store) Part(req ratekeeper.Request) string {
 	if key == "" {
 		return ""
 	}
-	m, err := c.MasterForKey(context.Background(), key)
+	m, err := c.MasterForKey(noLoad, key)
 	if err != nil {
 		return ""
 	}

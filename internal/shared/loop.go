@@ -17,6 +17,7 @@ func (s *Store) loop() {
 	for {
 		select {
 		case <-s.stop:
+			s.parts.Wait() // its keys are busy until then: the last flush sends them
 			s.flush(true)
 			return
 		case <-t.C:
@@ -79,9 +80,7 @@ func (s *Store) flush(final bool) {
 	})
 	timeout := max(s.period, time.Second)
 	if len(syncs) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		s.syncParts(ctx, syncs)
-		cancel()
+		s.syncParts(syncs, timeout, final || s.noLoop)
 	}
 	if len(back) > 0 {
 		// Quota given back is quota others may use: best effort, since
@@ -102,12 +101,22 @@ func giveBack(l ratekeeper.Limit) bool {
 	return l.Algorithm == ratekeeper.FixedWindow || l.Algorithm == ratekeeper.SlidingWindow
 }
 
-// syncParts syncs es in one call, or in one call per part at once when the
-// remote is Parted.
-func (s *Store) syncParts(ctx context.Context, es []*entry) {
-	p, ok := s.remote.(Parted)
-	if !ok || len(es) < 2 {
+// syncParts syncs es in one call bounded by timeout or, when the remote is
+// Parted, in one call per part at once. Unless wait, the loop does not
+// wait for the parts' calls (Close does): a part that does not answer
+// holds its own keys, busy until its call ends, and no other part's. The
+// loop's next turns sync the other parts' keys every period meanwhile;
+// waiting for every part held them all to the slowest, up to the timeout
+// per turn while a primary hung.
+func (s *Store) syncParts(es []*entry, timeout time.Duration, wait bool) {
+	run := func(es []*entry) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
 		s.syncEntries(ctx, es, 0) // each key at its own requests' instant, if they carry one
+	}
+	p, ok := s.remote.(Parted)
+	if !ok {
+		run(es)
 		return
 	}
 	parts := map[string][]*entry{}
@@ -118,13 +127,13 @@ func (s *Store) syncParts(ctx context.Context, es []*entry) {
 		k := p.Part(e.key, l)
 		parts[k] = append(parts[k], e)
 	}
-	if len(parts) == 1 {
-		s.syncEntries(ctx, es, 0)
-		return
-	}
 	var wg sync.WaitGroup
 	for _, part := range parts {
-		wg.Go(func() { s.syncEntries(ctx, part, 0) })
+		if wait {
+			wg.Go(func() { run(part) })
+		} else {
+			s.parts.Go(func() { run(part) })
+		}
 	}
 	wg.Wait()
 }

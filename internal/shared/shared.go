@@ -196,6 +196,9 @@ type Store struct {
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
+	// parts counts the loop's syncs of a Parted remote's parts still out
+	// (loop.go, syncParts).
+	parts sync.WaitGroup
 
 	syncs, syncErrs, leases, leaseErrs, dropped, denials, locals atomic.Uint64
 	givebacks                                                    atomic.Uint64
