@@ -84,11 +84,21 @@ func (s *Store) flush(final bool) {
 	}
 	if len(back) > 0 {
 		// Quota given back is quota others may use: best effort, since
-		// a lease not given back expires with its window anyway.
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		s.givebacks.Add(1)
-		_ = s.remote.Add(ctx, back)
-		cancel()
+		// a lease not given back expires with its window anyway. The loop
+		// does not wait for it (Close does): a server that does not
+		// answer held the loop, and the syncs of a store that mixes
+		// modes, for the timeout.
+		give := func() {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			s.givebacks.Add(1)
+			_ = s.remote.Add(ctx, back)
+		}
+		if final || s.noLoop {
+			give()
+		} else {
+			s.parts.Go(give)
+		}
 	}
 }
 

@@ -151,3 +151,57 @@ func TestSyncByPart(t *testing.T) {
 		}
 	})
 }
+
+// hungGiveBack is a remote whose give-backs (adds of a negative count)
+// hang until their context ends, as on a server that stopped answering
+// for the keys given back.
+type hungGiveBack struct{ *Model }
+
+func (h hungGiveBack) Add(ctx context.Context, items []Item) error {
+	for _, it := range items {
+		if it.N < 0 {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+	}
+	return h.Model.Add(ctx, items)
+}
+
+// The loop does not wait for a give-back: in a store that mixes modes, a
+// give-back that hangs held the loop for its timeout (a second), and the
+// sync-mode keys' counts waited with it.
+func TestGiveBackHoldsNoSync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		m := NewModel()
+		const period = 50 * time.Millisecond
+		leased := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1000, Period: time.Hour}
+		synced := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 999, Period: time.Hour}
+		s := New(hungGiveBack{m}, Lease, period)
+		defer s.Close()
+		s.SetLimitModes(map[ratekeeper.Limit]Mode{synced: Sync})
+		// Busy for a while, so that the quota leased runs ahead of use.
+		for range 20 {
+			if _, err := s.Take(ctx, ratekeeper.Request{Key: "leased", Limit: leased, N: 1}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		// Idle for a period: what is left is given back, and hangs.
+		time.Sleep(3 * period)
+		synctest.Wait()
+		if s.Stats().GiveBacks == 0 {
+			t.Fatalf("no give-back: the test tests nothing: %+v", s.Stats())
+		}
+		for i := range 5 {
+			if _, err := s.Take(ctx, ratekeeper.Request{Key: "synced", Limit: synced, N: 1}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * period)
+			synctest.Wait()
+			if got := m.State("synced", synced).Window.Count; got != int64(i+1) {
+				t.Fatalf("after %d takes and two periods, the synced key counts %d in the remote: the loop waited on the give-back", i+1, got)
+			}
+		}
+	})
+}
