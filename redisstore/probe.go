@@ -14,15 +14,17 @@ import (
 // The failsafe store's probes (failsafe.Prober, failsafe.Partitioned) ask
 // what a decision asks: a script run that writes, on a key of the store's
 // own, rk:{probe}:probe, or on a Cluster rk:{probe:N}:probe, an N whose
-// slot the probed primary holds. Each probe counts one in a fixed window of a second
-// on that key, which then expires. A PING, which they sent before, was
+// slot the probed primary holds. Each probe counts one in a fixed window
+// of a second on that key, which then expires. A PING, which they sent before, was
 // answered while decisions were not: a Cluster's nodes answer CLUSTERDOWN
 // to every command from the moment a primary is marked failed until its
 // replica is elected (up to a second with cluster-node-timeout 1000: the
 // fault harness saw the live primaries' breakers close on a PING and open
 // again on the next calls, which waited out the timeout), and a Redis at
 // maxmemory with noeviction refuses every write.
-var probeLimit = ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1 << 30, Period: time.Second}
+func probeLimit() ratekeeper.Limit {
+	return ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1 << 30, Period: time.Second}
+}
 
 // probeTries bounds the search for a probe key on a Cluster primary: a
 // primary that holds a single slot takes 16,384 tries on average, one with
@@ -60,7 +62,10 @@ func (s *Store) ProbePart(ctx context.Context, part string) error {
 	if !ok {
 		return s.Probe(ctx)
 	}
-	key, ok := s.probeKey(ctx, c, part)
+	key, ok, err := s.probeKey(ctx, c, part)
+	if err != nil {
+		return fmt.Errorf("redisstore: probe %s: %w", part, err)
+	}
 	if !ok {
 		return nil
 	}
@@ -74,7 +79,7 @@ func (s *Store) ProbePart(ctx context.Context, part string) error {
 // probe makes a probe decision on tag's probe key, in Redis whatever the
 // store's mode.
 func (s *Store) probe(ctx context.Context, tag string) error {
-	req := ratekeeper.Request{Key: tag, Limit: probeLimit, N: 1}
+	req := ratekeeper.Request{Key: tag, Limit: probeLimit(), N: 1}
 	j := s.job(takeOp(req), req, 0)
 	j.key = s.probeRedisKey(tag)
 	v, err := s.run(ctx, j)
@@ -96,24 +101,30 @@ func (s *Store) probeRedisKey(tag string) string {
 
 // probeKey finds a probe key (probe:N) whose slot part holds now, as the
 // client sees the slots; false if part holds none. The last one found for
-// each part is tried first.
-func (s *Store) probeKey(ctx context.Context, c *redis.ClusterClient, part string) (string, bool) {
+// each part is tried first. The search (up to probeTries keys, some tens of
+// milliseconds) ends with ctx's error once ctx is done.
+func (s *Store) probeKey(ctx context.Context, c *redis.ClusterClient, part string) (string, bool, error) {
 	on := func(k string) bool {
 		m, err := c.MasterForKey(ctx, s.probeRedisKey(k))
 		return err == nil && m.Options().Addr == part
 	}
 	if k, ok := s.probeKeys.Load(part); ok && on(k.(string)) {
-		return k.(string), true
+		return k.(string), true, nil
 	}
 	for i := range probeTries {
+		if i%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return "", false, err
+			}
+		}
 		k := "probe:" + strconv.Itoa(i)
 		if on(k) {
 			s.probeKeys.Store(part, k)
-			return k, true
+			return k, true, nil
 		}
 	}
 	s.probeKeys.Delete(part)
-	return "", false
+	return "", false, nil
 }
 
 // Part names the Cluster primary that holds req's key now, by its address

@@ -91,6 +91,13 @@ func TestProbePartAsksWhatDecisionsAsk(t *testing.T) {
 	if err := s.ProbePart(ctx, "127.0.0.1:1"); err != nil {
 		t.Errorf("probe of an address that holds no slot: %v, want nil (forgotten)", err)
 	}
+	// A probe out of time says so, rather than that the address holds no
+	// slot (which would close its breaker).
+	done, cancelDone := context.WithCancel(ctx)
+	cancelDone()
+	if err := s.ProbePart(done, "127.0.0.1:1"); err == nil {
+		t.Error("a probe whose context is done searched on and answered nil")
+	}
 }
 
 // A client whose key is "probe" keeps its own count: the probe's key is one
