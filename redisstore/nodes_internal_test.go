@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -153,7 +154,11 @@ func TestSharedCallFailsByPrimary(t *testing.T) {
 	for _, it := range items {
 		onVictim := s.Part(ratekeeper.Request{Key: it.Key, Limit: l}) == victim
 		switch {
-		case onVictim && !errors.Is(it.Err, context.DeadlineExceeded):
+		case onVictim && !errors.Is(it.Err, context.DeadlineExceeded) && !errors.Is(it.Err, os.ErrDeadlineExceeded):
+			// Either the batcher's deadline or the connection's: go-redis
+			// sets the socket's deadline from the context, and under load
+			// the write can be the step that meets it (CI saw "write tcp:
+			// i/o timeout").
 			t.Errorf("%s on the paused primary: %v, want its deadline", it.Key, it.Err)
 		case !onVictim && it.Err != nil:
 			t.Errorf("%s on a live primary: %v", it.Key, it.Err)
