@@ -107,6 +107,7 @@ type Store struct {
 	// keep their places.
 	prober               Prober      // primary's, or nil
 	parted               Partitioned // primary's, or nil
+	answers              bool        // the primary is an Answerer: successful decisions reset no count
 	parts                sync.Map    // part → *breaker, when parted (read on every call: no lock)
 	probeOK, probeFailed atomic.Uint64
 	probeMu              sync.Mutex     // guards closed and the start of a probe
@@ -181,6 +182,28 @@ type Partitioned interface {
 	Prober
 	Part(req ratekeeper.Request) string
 	ProbePart(ctx context.Context, part string) error
+}
+
+// Answerer is a primary that says which of its calls its servers answered.
+// The Redis store is one: it decides some requests without a call (its
+// denial cache, and in sync and lease modes from what it synced or leased),
+// and makes calls of its own in the background (syncs, leases). A decision
+// made without a call succeeds whether or not Redis answers; counted as
+// the primary's success, it reset the breaker's count of consecutive
+// failures, and a refused client's requests between the others' kept the
+// breaker closed while Redis was down, each other request waiting out the
+// timeout.
+//
+// For an Answerer the breaker counts the failures of decisions, as for any
+// primary, and resets its count on the primary's answered calls instead of
+// on successful decisions: New calls OnAnswer once with a function that the
+// primary then calls after each of its calls its servers answered (a call
+// whose reply was an error is not answered), with the part the call went
+// to, as Partitioned names it ("" when the primary is not Partitioned or
+// the part is not known). The function is cheap and safe for concurrent
+// use. A primary wrapped by several Stores reports to the last one made.
+type Answerer interface {
+	OnAnswer(f func(part string))
 }
 
 // config is what the options set.
@@ -295,6 +318,10 @@ func New(primary ratekeeper.Store, opts ...Option) *Store {
 	s.prober, _ = primary.(Prober)
 	if p, ok := primary.(Partitioned); ok {
 		s.parted = p
+	}
+	if a, ok := primary.(Answerer); ok {
+		s.answers = true
+		a.OnAnswer(s.answered)
 	}
 	if s.policy == Local {
 		s.local = memstore.New()
@@ -494,6 +521,8 @@ func (s *Store) settle(ctx context.Context, err error, probe, late bool, bs ...*
 	if err == nil {
 		if probe {
 			s.probeOK.Add(1)
+		} else if s.answers {
+			return nil // the primary says what its servers answered
 		}
 		for _, b := range bs {
 			s.succeeded(b, probe)
@@ -615,6 +644,23 @@ func (s *Store) succeeded(b *breaker, probe bool) {
 	}
 	if probe {
 		b.probing.Store(false)
+	}
+}
+
+// answered counts a call an Answerer's servers answered on part: the
+// part's count of consecutive failures starts again. Like any call but the
+// probe, it does not close an open breaker (see succeeded).
+func (s *Store) answered(part string) {
+	b := &s.main
+	if part != "" {
+		v, ok := s.parts.Load(part)
+		if !ok {
+			return // no decision on part has failed since its breaker was forgotten
+		}
+		b = v.(*breaker)
+	}
+	if b.failures.Load() != 0 {
+		b.failures.Store(0)
 	}
 }
 

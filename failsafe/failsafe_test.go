@@ -734,3 +734,79 @@ func TestPartsFailApart(t *testing.T) {
 		}
 	})
 }
+
+// answering is parted as an Answerer: its decisions on keys starting with
+// "l" are made without a call (as the Redis store's denial cache and
+// leases are), and it reports an answer only for a call its part made.
+type answering struct {
+	*parted
+	report func(part string)
+}
+
+func (a *answering) OnAnswer(f func(part string)) { a.report = f }
+
+func (a *answering) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
+	if req.Key[1] == 'l' {
+		return ratekeeper.Decision{Limit: req.Limit.Capacity(), RetryAfter: time.Second}, nil // a local refusal
+	}
+	d, err := a.parted.Take(ctx, req)
+	if err == nil {
+		a.report(req.Key[:1])
+	}
+	return d, err
+}
+
+var _ Answerer = (*answering)(nil)
+
+// TestAnswersNotDecisionsResetTheCount: for an Answerer, a decision made
+// without a call resets no part's count of failures (the part may be dead:
+// with it, a dead part's breaker never opened while such decisions came
+// between its failures), an answered call resets its own part's count and
+// no other's, and an answer in the background (a sync) counts as one.
+func TestAnswersNotDecisionsResetTheCount(t *testing.T) {
+	ctx := context.Background()
+	a := &answering{parted: newParted()}
+	s := New(a, WithBreaker(3, time.Hour), WithPolicy(Deny))
+	defer s.Close()
+	if a.report == nil {
+		t.Fatal("New did not ask the Answerer for its answers")
+	}
+	a.setDown("a", true)
+	// a's failures, with local decisions on a and answered calls on b in
+	// between: a opens after 3.
+	for range 3 {
+		if d, _ := s.Take(ctx, req("al")); d.Fallback != ratekeeper.NoFallback {
+			t.Fatalf("a local decision on a before its breaker opened: %+v", d)
+		}
+		s.Take(ctx, req("ar")) // remote, fails
+		if d, _ := s.Take(ctx, req("br")); d.Fallback != ratekeeper.NoFallback {
+			t.Fatalf("part b: %+v", d)
+		}
+	}
+	if st := s.Stats(); st.BreakerOpens != 1 {
+		t.Fatalf("part a's breaker after 3 failures between local decisions: %+v", st)
+	}
+	// b: two failures, an answer in the background, two more: still
+	// closed; a third opens it.
+	a.setDown("b", true)
+	s.Take(ctx, req("br"))
+	s.Take(ctx, req("br"))
+	a.report("b")
+	s.Take(ctx, req("br"))
+	s.Take(ctx, req("br"))
+	if st := s.Stats(); st.BreakerOpens != 1 {
+		t.Fatalf("part b opened though an answer came between its failures: %+v", st)
+	}
+	a.report("a") // another part's answer
+	a.report("")  // or the store's
+	s.Take(ctx, req("br"))
+	if st := s.Stats(); st.BreakerOpens != 2 {
+		t.Fatalf("part b after 3 failures since its last answer: %+v", st)
+	}
+	// An answer does not close an open breaker: only its probe does.
+	a.setDown("a", false)
+	a.report("a")
+	if d, _ := s.Take(ctx, req("ar")); d.Fallback != ratekeeper.FallbackUncounted {
+		t.Fatalf("part a's key after an answer, its breaker open: %+v", d)
+	}
+}

@@ -494,3 +494,66 @@ func TestClusterPrimaryDownAlone(t *testing.T) {
 	}
 	t.Logf("%d rounds with the victim's breaker open; stats %+v", checked, fs.Stats())
 }
+
+// TestLocalDecisionsHideNoFailure: decisions the Redis store makes without
+// asking Redis (its denial cache in exact mode, a leased quota's refusals in
+// lease mode) say nothing of Redis's health. Counted as Redis's successes,
+// they reset the breaker's count of failures, so that while Redis did not
+// answer, a refused client's requests between the others' kept the breaker
+// closed and every other request waited out the timeout. The breaker must
+// open after its threshold of failures however many local decisions come
+// between them.
+func TestLocalDecisionsHideNoFailure(t *testing.T) {
+	const (
+		timeout   = 100 * time.Millisecond
+		threshold = 3
+	)
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	for _, mode := range []redisstore.Mode{redisstore.Exact, redisstore.Lease} {
+		t.Run(string(mode), func(t *testing.T) {
+			rs, err := redisstore.Open(ctx, srv.URL(), redisstore.WithMode(mode, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rs.Close()
+			// A cool-down longer than the test: no probe closes the breaker
+			// while Redis is stopped.
+			fs := failsafe.New(rs, failsafe.WithTimeout(timeout), failsafe.WithBreaker(threshold, time.Minute), failsafe.WithPolicy(failsafe.Deny))
+			defer fs.Close()
+			limit := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1, Period: time.Hour}
+			take := func(key string) ratekeeper.Decision {
+				t.Helper()
+				d, err := fs.Take(ctx, ratekeeper.Request{Key: key, Limit: limit, N: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d
+			}
+			refused := "refused-" + string(mode)
+			take(refused)
+			if d := take(refused); d.Allowed || d.Fallback != ratekeeper.NoFallback {
+				t.Fatalf("the second request of a limit of 1: %+v, want refused by Redis", d)
+			}
+			srv.Pause()
+			defer srv.Resume()
+			for n := 0; fs.Stats().BreakerOpens == 0; n++ {
+				if n == 3*threshold {
+					t.Fatalf("the breaker is not open after %d requests that waited out the timeout: %+v", n, fs.Stats())
+				}
+				// Refused without asking Redis, as it was before it stopped...
+				if d := take(refused); d.Allowed || d.Fallback != ratekeeper.NoFallback {
+					t.Fatalf("the refused key while Redis is stopped: %+v, want refused locally", d)
+				}
+				// ...and a new key, which needs Redis, which does not answer.
+				if d := take(fmt.Sprintf("new-%d", n)); d.Fallback != ratekeeper.FallbackUncounted {
+					t.Fatalf("a new key while Redis is stopped: %+v, want the policy's", d)
+				}
+			}
+			if st := fs.Stats(); st.Errors != threshold {
+				t.Errorf("the breaker opened after %d errors, want %d: %+v", st.Errors, threshold, st)
+			}
+			srv.Resume()
+		})
+	}
+}

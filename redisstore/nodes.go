@@ -41,10 +41,13 @@ type pipes struct {
 	// masters lists the primaries' addresses (nil: not a Cluster). A
 	// variable so that tests can retire a batcher at will.
 	masters func(ctx context.Context) (map[string]bool, error)
+	// answered is told of each call Redis answered, with its batcher's
+	// address ("" for one's).
+	answered func(addr string)
 }
 
-func newPipes(client redis.UniversalClient) *pipes {
-	p := &pipes{one: newBatcher(client)}
+func newPipes(client redis.UniversalClient, answered func(addr string)) *pipes {
+	p := &pipes{one: newBatcher(client, ""), answered: answered}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	if c, ok := client.(*redis.ClusterClient); ok {
 		p.cluster = c
@@ -115,6 +118,10 @@ func (p *pipes) run(ctx context.Context, j job, deadline time.Time) (string, err
 			b = p.batcherFor(j.routeKey())
 		}
 		reply, err := b.run(ctx, j, deadline)
+		if err == nil {
+			p.answered(b.addr)
+			return reply, nil
+		}
 		if b == p.one || !errors.Is(err, errClosed) {
 			return reply, err
 		}
@@ -125,7 +132,9 @@ func (p *pipes) run(ctx context.Context, j job, deadline time.Time) (string, err
 // for all of their replies (see batcher.runAll).
 func (p *pipes) runAll(ctx context.Context, jobs []job) ([]string, []error) {
 	if p.cluster == nil {
-		return p.one.runAll(ctx, jobs)
+		replies, errs := p.one.runAll(ctx, jobs)
+		p.answeredAll(p.one, errs)
+		return replies, errs
 	}
 	replies := make([]string, len(jobs))
 	errs := make([]error, len(jobs))
@@ -146,6 +155,7 @@ func (p *pipes) runAll(ctx context.Context, jobs []job) ([]string, []error) {
 				mine[k] = jobs[i]
 			}
 			r, e := b.runAll(ctx, mine)
+			p.answeredAll(b, e)
 			for k, i := range idx {
 				replies[i], errs[i] = r[k], e[k]
 				if b != p.one && errors.Is(e[k], errClosed) {
@@ -157,6 +167,19 @@ func (p *pipes) runAll(ctx context.Context, jobs []job) ([]string, []error) {
 	}
 	wg.Wait()
 	return replies, errs
+}
+
+// answeredAll reports b's address answered if every one of a call's
+// jobs there has its reply (errs).
+func (p *pipes) answeredAll(b *batcher, errs []error) {
+	for _, err := range errs {
+		if err != nil {
+			return
+		}
+	}
+	if len(errs) > 0 {
+		p.answered(b.addr)
+	}
 }
 
 // routeKey is the key that places j on a Cluster's primary.
@@ -193,7 +216,7 @@ func (p *pipes) batcherFor(key string) *batcher {
 	if b, ok := p.nodes.Load(addr); ok {
 		return b.(*batcher)
 	}
-	b := newBatcher(p.cluster)
+	b := newBatcher(p.cluster, addr)
 	p.nodes.Store(addr, b)
 	// A new primary: one may have gone.
 	p.prune()

@@ -19,11 +19,11 @@ import (
 
 func openCluster(t *testing.T) *Store { return openURL(t, redistest.Cluster(t)) }
 
-func openURL(t *testing.T, url string) *Store {
+func openURL(t *testing.T, url string, opts ...Option) *Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := Open(ctx, url)
+	s, err := Open(ctx, url, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,4 +227,107 @@ func TestClusterDeadPrimaryHoldsNoOtherCalls(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no call on a live primary")
 	}
+}
+
+// answers records what a Store reports to OnAnswer.
+type answers struct {
+	mu sync.Mutex
+	by map[string]int
+}
+
+func listen(s *Store) *answers {
+	a := &answers{by: map[string]int{}}
+	s.OnAnswer(func(part string) {
+		a.mu.Lock()
+		a.by[part]++
+		a.mu.Unlock()
+	})
+	return a
+}
+
+func (a *answers) count(part string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.by[part]
+}
+
+// TestAnswersNameTheirPrimary: the store reports each call Redis answered
+// with the primary that answered it, as Part names it, and no call that
+// failed (the failsafe store resets a primary's count of failures on its
+// answers: an answer reported for the wrong primary would keep a dead
+// one's breaker closed). With and without the automatic pipeline, and in
+// sync mode the background syncs' answers.
+func TestAnswersNameTheirPrimary(t *testing.T) {
+	url := redistest.Cluster(t)
+	ctx := context.Background()
+	l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1000, Period: time.Hour}
+	for _, c := range []struct {
+		name string
+		opts []Option
+	}{
+		{"pipelined", nil},
+		{"unpipelined", []Option{WithAutoPipeline(false)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := openURL(t, url, c.opts...)
+			by := keysByPrimary(t, s, l, 1)
+			a := listen(s)
+			for p, keys := range by {
+				before := map[string]int{}
+				for q := range by {
+					before[q] = a.count(q)
+				}
+				if _, err := s.Take(ctx, ratekeeper.Request{Key: keys[0], Limit: l, N: 1}); err != nil {
+					t.Fatal(err)
+				}
+				for q := range by {
+					want := before[q]
+					if q == p {
+						want++
+					}
+					if got := a.count(q); got != want {
+						t.Errorf("a call on %s: %d answers reported for %s, want %d", p, got-before[q], q, want-before[q])
+					}
+				}
+			}
+			var victim string
+			for p := range by {
+				victim = p
+				break
+			}
+			node := redis.NewClient(&redis.Options{Addr: victim})
+			defer node.Close()
+			if err := node.Do(ctx, "CLIENT", "PAUSE", 1000, "ALL").Err(); err != nil {
+				t.Fatal(err)
+			}
+			defer node.Do(ctx, "CLIENT", "UNPAUSE")
+			before := a.count(victim)
+			if _, err := s.TakeBy(ctx, ratekeeper.Request{Key: by[victim][0], Limit: l, N: 1}, time.Now().Add(100*time.Millisecond)); err == nil {
+				t.Fatal("a call on a paused primary succeeded")
+			}
+			if got := a.count(victim); got != before {
+				t.Errorf("a call that failed on %s was reported answered", victim)
+			}
+		})
+	}
+	t.Run("sync", func(t *testing.T) {
+		s := openURL(t, url, WithMode(Sync, 10*time.Millisecond))
+		by := keysByPrimary(t, s, l, 1)
+		a := listen(s)
+		for _, keys := range by {
+			if _, err := s.Take(ctx, ratekeeper.Request{Key: keys[0], Limit: l, N: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Each primary's keys are synced in the background, and answered.
+		deadline := time.Now().Add(5 * time.Second)
+		for p := range by {
+			for a.count(p) == 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("no sync answered on %s within 5s: %v", p, a.by)
+				}
+				time.Sleep(5 * time.Millisecond) // polling, bounded above
+			}
+		}
+	})
 }

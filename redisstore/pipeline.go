@@ -101,6 +101,7 @@ func (j *job) appendRecord(b []byte) []byte {
 // pending).
 type batcher struct {
 	client redis.UniversalClient
+	addr   string        // the Cluster primary it sends to; "" if go-redis routes
 	direct bool          // client bounds commands by their context's deadline
 	ready  chan []*call  // batches for the flushers; never more than flushers
 	stop   chan struct{} // closed by close
@@ -153,9 +154,10 @@ const (
 
 var errClosed = errors.New("redisstore: store is closed")
 
-func newBatcher(client redis.UniversalClient) *batcher {
+func newBatcher(client redis.UniversalClient, addr string) *batcher {
 	b := &batcher{
 		client: client,
+		addr:   addr,
 		direct: honoursDeadlines(client),
 		ready:  make(chan []*call, flushers),
 		stop:   make(chan struct{}),

@@ -135,12 +135,20 @@ func (s *Store) probeKey(ctx context.Context, c *redis.ClusterClient, part strin
 // Redis's decisions. It never reads the slots itself (see noLoad): it runs
 // before every decision, bounded by nothing.
 func (s *Store) Part(req ratekeeper.Request) string {
-	c, ok := s.client.(*redis.ClusterClient)
-	if !ok {
-		return ""
+	if _, ok := s.client.(*redis.ClusterClient); !ok {
+		return "" // before the key, which costs an allocation
 	}
 	key := s.Key(req.Key, req.Limit.Algorithm)
 	if key == "" {
+		return ""
+	}
+	return s.partOfKey(key)
+}
+
+// partOfKey is Part for a Redis key.
+func (s *Store) partOfKey(key string) string {
+	c, ok := s.client.(*redis.ClusterClient)
+	if !ok || key == "" {
 		return ""
 	}
 	m, err := c.MasterForKey(noLoad, key)

@@ -37,6 +37,8 @@ type Store struct {
 	limits    sync.Map // ratekeeper.Limit → *limitArg
 	nlimits   atomic.Int64
 	probeKeys sync.Map // a Cluster primary's address → its probe key (probe.go)
+	// onAnswer is called after each call Redis answered (OnAnswer), or nil.
+	onAnswer atomic.Pointer[func(part string)]
 }
 
 // run runs j, pipelined with concurrent calls unless
@@ -55,7 +57,43 @@ func (s *Store) runBy(ctx context.Context, j job, deadline time.Time) (string, e
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	return j.run(ctx, s.client)
+	v, err := j.run(ctx, s.client)
+	if err == nil {
+		s.answeredKey(j.routeKey())
+	}
+	return v, err
+}
+
+// OnAnswer has the store call f, from now on, after each of its calls that
+// Redis answered with a reply (not an error): decisions, refunds and
+// concurrency slots, and in sync and lease modes the syncs and leases it
+// makes in the background. part is the Cluster primary the call went to,
+// as Part names it ("" when the client is not a Cluster's, or the primary
+// was not known). f must be fast and safe for concurrent use; nil stops
+// the calls. The failsafe store counts these answers rather than the
+// store's decisions, some of which are made without asking Redis
+// (failsafe.Answerer).
+func (s *Store) OnAnswer(f func(part string)) {
+	if f == nil {
+		s.onAnswer.Store(nil)
+		return
+	}
+	s.onAnswer.Store(&f)
+}
+
+// answered reports a call Redis answered on part to OnAnswer's function.
+func (s *Store) answered(part string) {
+	if f := s.onAnswer.Load(); f != nil {
+		(*f)(part)
+	}
+}
+
+// answeredKey reports a call on Redis key key that Redis answered, naming
+// its part only if a function listens.
+func (s *Store) answeredKey(key string) {
+	if f := s.onAnswer.Load(); f != nil {
+		(*f)(s.partOfKey(key))
+	}
 }
 
 // Interface guards.
@@ -147,7 +185,7 @@ func newStore(client redis.UniversalClient, owned bool, opts []Option) (*Store, 
 	}
 	watchCluster(client)
 	if c.autoPipeline {
-		s.pipe = newPipes(client)
+		s.pipe = newPipes(client, s.answered)
 	}
 	var sopts []shared.Option
 	if c.noDenialCache {

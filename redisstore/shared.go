@@ -158,6 +158,9 @@ func (r remote) run(ctx context.Context, op byte, items []shared.Item) error {
 		replies, errs = make([]string, len(jobs)), make([]error, len(jobs))
 		for i := range jobs {
 			replies[i], errs[i] = jobs[i].run(ctx, s.client)
+			if errs[i] == nil {
+				s.answeredKey(jobs[i].routeKey())
+			}
 		}
 	}
 	failed := 0

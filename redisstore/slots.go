@@ -38,10 +38,12 @@ func slotArgs(op string, req ratekeeper.SlotRequest) []any {
 }
 
 func (s *Store) slots(ctx context.Context, op string, req ratekeeper.SlotRequest) (allowed bool, n, now int64, err error) {
-	v, err := slotsScript.Run(ctx, s.client, []string{s.SlotKey(req.Key)}, slotArgs(op, req)...).Int64Slice()
+	key := s.SlotKey(req.Key)
+	v, err := slotsScript.Run(ctx, s.client, []string{key}, slotArgs(op, req)...).Int64Slice()
 	if err != nil {
 		return false, 0, 0, fmt.Errorf("redisstore: slots: %w", err)
 	}
+	s.answeredKey(key)
 	if len(v) != 3 {
 		return false, 0, 0, fmt.Errorf("redisstore: slots: script answered %d values", len(v))
 	}
