@@ -44,6 +44,10 @@ type entry struct {
 	pend     []delta
 	touched  bool
 	syncedAt int64
+	// unanswered: the key's last sync failed. Its decisions then use what
+	// the instance knows at once, while that is recent enough (the stale
+	// bound), rather than each wait for a sync of their own first.
+	unanswered bool
 
 	// Lease mode: the quota held, oldest first, and the instance's recent
 	// use, which sizes the next lease.
@@ -217,6 +221,16 @@ func (s *Store) takeSync(ctx context.Context, e *entry, req ratekeeper.Request) 
 		if e.loaded && lnow-e.syncedAt <= fresh {
 			break
 		}
+		if e.loaded && e.unanswered && lnow-e.syncedAt <= s.stale.Microseconds() {
+			// The remote did not answer the key's last sync: decide from
+			// what is known, as a decision whose own sync failed does,
+			// without waiting out another. Each decision waited for a sync
+			// of its own (a timed-out call) and then decided so anyway:
+			// every request on a Cluster node answering CLUSTERDOWN took
+			// the store timeout, and its circuit breaker, which counted
+			// them as neither failures nor answers, never opened.
+			break
+		}
 		if ch := e.busy; ch != nil {
 			// A sync of this key is in flight (the loop's, or another
 			// caller's): its answer is what this decision needs.
@@ -364,6 +378,7 @@ func (s *Store) syncEntries(ctx context.Context, es []*entry, now int64) {
 		}
 		e := p.e
 		e.mu.Lock()
+		e.unanswered = failed
 		if failed {
 			e.pend = append(p.inflight, e.pend...)
 			s.dropEnded(e)

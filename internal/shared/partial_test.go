@@ -3,6 +3,7 @@ package shared
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -202,6 +203,74 @@ func TestGiveBackHoldsNoSync(t *testing.T) {
 			if got := m.State("synced", synced).Window.Count; got != int64(i+1) {
 				t.Fatalf("after %d takes and two periods, the synced key counts %d in the remote: the loop waited on the give-back", i+1, got)
 			}
+		}
+	})
+}
+
+// hanging is a remote whose calls, while hang is set, end only with their
+// context, as on a server that does not answer.
+type hanging struct {
+	*Model
+	hang *atomic.Bool
+}
+
+func (h hanging) Add(ctx context.Context, items []Item) error {
+	if h.hang.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return h.Model.Add(ctx, items)
+}
+
+// Once a key's sync has failed, its decisions in sync mode use what the
+// instance knows at once, while that is within the stale bound: each
+// waited out a sync of its own first and then decided so anyway, so that
+// while a server did not answer every request took the store timeout (the
+// fault harness, cluster-kill-primary-full-coverage in sync mode: p99 of
+// the timeout). Past the bound a decision tries the remote again and fails;
+// once a sync is answered, decisions are the fresh state's again.
+func TestNoWaitAfterAnUnansweredSync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const (
+			period  = 100 * time.Millisecond
+			timeout = 50 * time.Millisecond // the failsafe store's
+		)
+		var hang atomic.Bool
+		m := NewModel()
+		s := New(hanging{m, &hang}, Sync, period, WithoutLoop())
+		defer s.Close()
+		l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1000, Period: time.Hour}
+		take := func() (time.Duration, error) {
+			t.Helper()
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			start := time.Now()
+			_, err := s.Take(ctx, ratekeeper.Request{Key: "k", Limit: l, N: 1})
+			return time.Since(start), err
+		}
+		if took, err := take(); err != nil || took != 0 {
+			t.Fatalf("the first decision: %v, took %v", err, took)
+		}
+		hang.Store(true)
+		time.Sleep(3 * period) // no longer fresh
+		if took, err := take(); err != nil || took != timeout {
+			t.Fatalf("the decision whose sync is not answered: %v, took %v, want the timeout and a local decision", err, took)
+		}
+		for i := range 5 {
+			if took, err := take(); err != nil || took != 0 {
+				t.Fatalf("decision %d after the unanswered sync: %v, took %v, want at once", i, err, took)
+			}
+		}
+		time.Sleep(s.stale) // past the bound
+		if took, err := take(); !errors.Is(err, errStale) || took != timeout {
+			t.Fatalf("past the stale bound: %v, took %v, want errStale after trying the remote", err, took)
+		}
+		hang.Store(false)
+		if took, err := take(); err != nil || took != 0 {
+			t.Fatalf("the remote answering again: %v, took %v", err, took)
+		}
+		if took, err := take(); err != nil || took != 0 {
+			t.Fatalf("after an answered sync: %v, took %v", err, took)
 		}
 	})
 }
