@@ -7,7 +7,11 @@
 //	go test ./faults -run Faults -faults all -out results/faults -timeout 30m
 //
 // bench/run-faults.sh runs every fault in every mode and draws the charts
-// of docs/reliability.md.
+// of docs/reliability.md. With FAULTS_LOGS=1 each run also leaves, in -out,
+// its processes' and Redis nodes' logs (otherwise kept only for a run that
+// failed) and NAME-MODE-slow.txt, every request that took over 20 ms: when
+// it left, its kind (0 hot, 1 cold, 2 serve), the gateway that answered
+// (-1 serve), its latency and status.
 package faults
 
 import (
@@ -294,6 +298,16 @@ func runFault(t *testing.T, f fault, mode, out string) result {
 	res := analyse(r, samples, seconds)
 	res.leaks = leaks
 	name := f.name + "-" + mode
+	keepLogs := os.Getenv("FAULTS_LOGS") != ""
+	if keepLogs {
+		var slow []string
+		for _, x := range samples {
+			if x.lat > 20*time.Millisecond {
+				slow = append(slow, fmt.Sprintf("%v kind=%d gw=%d lat=%v status=%d", x.at, x.kind, x.gateway, x.lat, x.status))
+			}
+		}
+		os.WriteFile(filepath.Join(out, name+"-slow.txt"), []byte(strings.Join(slow, "\n")), 0o644)
+	}
 	if err := writeCSV(filepath.Join(out, name+".csv"), res.rows); err != nil {
 		t.Error(err)
 	}
@@ -301,7 +315,7 @@ func runFault(t *testing.T, f fault, mode, out string) result {
 		t.Error(err)
 	}
 	res.check(t)
-	if t.Failed() {
+	if t.Failed() || keepLogs {
 		for _, p := range fl.all() {
 			if b, err := os.ReadFile(p.logPath); err == nil {
 				os.WriteFile(filepath.Join(out, name+"-"+p.name+".log"), b, 0o644)
