@@ -380,7 +380,23 @@ func (s *Store) syncEntries(ctx context.Context, es []*entry, now int64) {
 		e.mu.Lock()
 		e.unanswered = failed
 		if failed {
-			e.pend = append(p.inflight, e.pend...)
+			// What the remote answered it applied: only the rest goes
+			// again (all of it when the call failed as a whole). Sending
+			// all again counted twice the items of a key split between a
+			// batch that was answered and one that failed.
+			again := p.inflight
+			if err == nil && len(p.inflight) > 0 {
+				again = nil
+				for k, d := range p.inflight {
+					switch it := mine[k]; {
+					case it.Err != nil:
+						again = append(again, d)
+					case it.Dropped && it.N > 0:
+						s.dropped.Add(uint64(it.N))
+					}
+				}
+			}
+			e.pend = append(again, e.pend...)
 			s.dropEnded(e)
 		} else {
 			last := mine[len(mine)-1]

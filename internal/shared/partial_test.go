@@ -3,12 +3,14 @@ package shared
 import (
 	"context"
 	"errors"
+	"math"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/algo"
 )
 
 // halfDown is a remote whose items on one key fail alone while the call
@@ -271,6 +273,74 @@ func TestNoWaitAfterAnUnansweredSync(t *testing.T) {
 		}
 		if took, err := take(); err != nil || took != 0 {
 			t.Fatalf("after an answered sync: %v, took %v", err, took)
+		}
+	})
+}
+
+// cutAt is a remote whose items admitted at or after *cut fail alone while
+// the others are applied, as when a key's items are split between two
+// batches of which one times out.
+type cutAt struct {
+	*Model
+	cut *int64
+}
+
+func (c cutAt) Add(ctx context.Context, items []Item) error {
+	var keep []Item
+	var idx []int
+	for i, it := range items {
+		if it.N != 0 && it.At >= *c.cut {
+			items[i].Err = errPrimaryDown
+			continue
+		}
+		keep = append(keep, it)
+		idx = append(idx, i)
+	}
+	if err := c.Model.Add(ctx, keep); err != nil {
+		return err
+	}
+	for k, i := range idx {
+		items[i] = keep[k]
+	}
+	return nil
+}
+
+// A sync in which some of one key's items were applied and others failed
+// sends again only those that failed: it sent them all again, and the
+// remote counted the applied ones twice (here the sliding window's previous
+// window, which still weighs in the current one).
+func TestSyncSendsAgainOnlyWhatFailed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		m := NewModel()
+		none := int64(math.MaxInt64)
+		cut := none
+		// A period of a second: every decision here is fresh, and only
+		// Flush syncs.
+		s := New(cutAt{m, &cut}, Sync, time.Second, WithoutLoop())
+		defer s.Close()
+		l := ratekeeper.Limit{Algorithm: ratekeeper.SlidingWindow, Rate: 1000, Period: time.Second}
+		take := func() {
+			t.Helper()
+			if d, err := s.Take(ctx, ratekeeper.Request{Key: "k", Limit: l, N: 1}); err != nil || !d.Allowed {
+				t.Fatalf("take: %+v %v", d, err)
+			}
+		}
+		take()
+		take()
+		p := algo.Params("k", l)
+		end := algo.WindowEnd(&p, time.Now().UnixMicro())
+		time.Sleep(time.Until(time.UnixMicro(end)) + 100*time.Millisecond)
+		take() // the next window: a second item for the key
+		cut = end
+		s.Flush() // the first window's item applied, the second's failed
+		if got := m.State("k", l).Sliding; got.Prev != 2 || got.Cur != 0 {
+			t.Fatalf("after the partial sync the remote holds %+v, want the previous window's 2 alone", got)
+		}
+		cut = none
+		s.Flush()
+		if got := m.State("k", l).Sliding; got.Prev != 2 || got.Cur != 1 {
+			t.Fatalf("after the next sync the remote holds %+v, want 2 and 1: each count once", got)
 		}
 	})
 }
