@@ -69,8 +69,13 @@ func openRedis(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.S
 	return fs, closers{fs, rs, client}, nil
 }
 
-// The Redis store keeps a breaker per Cluster primary in failsafe.
-var _ failsafe.Partitioned = (*redisstore.Store)(nil)
+// The Redis store keeps a breaker per Cluster primary in failsafe, whose
+// counts of failures its answers reset (a primary that no longer matched
+// failsafe.Answerer would have its local decisions reset them again).
+var (
+	_ failsafe.Partitioned = (*redisstore.Store)(nil)
+	_ failsafe.Answerer    = (*redisstore.Store)(nil)
+)
 
 // pingTimeout bounds the check at start that Redis answers.
 const pingTimeout = 2 * time.Second

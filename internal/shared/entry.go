@@ -2,6 +2,7 @@ package shared
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -366,6 +367,12 @@ func (s *Store) syncEntries(ctx context.Context, es []*entry, now int64) {
 			s.learn(sent, recv, answered.Now)
 		}
 	}
+	// A caller that gave up (its context cancelled: a client that hung up)
+	// learned nothing of the remote: its failed sync leaves the keys'
+	// unanswered as it was. Taken for an unanswered sync, it let the key's
+	// next decisions use a state older than two periods while the remote
+	// answered, beyond sync mode's bound on over-admission.
+	gaveUp := errors.Is(ctx.Err(), context.Canceled)
 	for i, p := range parts {
 		end := len(items)
 		if i+1 < len(parts) {
@@ -378,7 +385,9 @@ func (s *Store) syncEntries(ctx context.Context, es []*entry, now int64) {
 		}
 		e := p.e
 		e.mu.Lock()
-		e.unanswered = failed
+		if !failed || !gaveUp {
+			e.unanswered = failed
+		}
 		if failed {
 			// What the remote answered it applied: only the rest goes
 			// again (all of it when the call failed as a whole). Sending

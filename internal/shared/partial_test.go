@@ -344,3 +344,51 @@ func TestSyncSendsAgainOnlyWhatFailed(t *testing.T) {
 		}
 	})
 }
+
+// A decision whose caller gave up (its context cancelled: a client that
+// hung up) while its sync was in flight says nothing of the remote, which
+// answers: the key's next decisions must not take it for an unanswered
+// sync and decide from a state older than two periods (the bound of
+// docs/redis.md, "How far sync mode goes over", holds while the remote
+// answers). Here the other instance filled the limit meanwhile: a decision
+// from the old state admitted past it.
+func TestCancelledSyncIsNotUnanswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const period = 100 * time.Millisecond
+		m := NewModel()
+		m.Latency = 2 * time.Millisecond
+		a := New(m, Sync, period, WithoutLoop())
+		defer a.Close()
+		b := New(m, Sync, period, WithoutLoop())
+		defer b.Close()
+		l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 100, Period: time.Hour}
+		req := ratekeeper.Request{Key: "k", Limit: l, N: 1}
+		ctx := context.Background()
+		if d, err := a.Take(ctx, req); err != nil || !d.Allowed {
+			t.Fatalf("a's first decision: %+v %v", d, err)
+		}
+		a.Flush()
+		for i := range 99 {
+			if d, err := b.Take(ctx, req); err != nil || !d.Allowed {
+				t.Fatalf("b's decision %d: %+v %v", i, d, err)
+			}
+		}
+		b.Flush()
+		if n := m.State("k", l).Window.Count; n != 100 {
+			t.Fatalf("the remote counts %d, want the limit, 100", n)
+		}
+		// a's state is no longer fresh; what a admits next stays under an
+		// eighth of the limit, which would sync at once.
+		time.Sleep(3 * period)
+		gone, cancel := context.WithCancel(ctx)
+		time.AfterFunc(m.Latency/4, cancel) // the caller hangs up mid-sync
+		// Its sync fails: it is decided from what a knew, or not at all.
+		a.Take(gone, req)
+		if gone.Err() == nil {
+			t.Fatal("the caller did not hang up during its sync")
+		}
+		if d, err := a.Take(ctx, req); err != nil || d.Allowed {
+			t.Fatalf("the next decision, the remote answering: %+v %v, want refused (the limit is full)", d, err)
+		}
+	})
+}
