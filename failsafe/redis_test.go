@@ -557,3 +557,54 @@ func TestLocalDecisionsHideNoFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncModeWaitsOnceForAStoppedRedis: in sync mode, once a key's sync
+// has gone unanswered within the failsafe store's timeout, the key's next
+// decisions are made at once from what the instance knows (until the
+// stale bound), not each after waiting out the timeout on a sync of its
+// own; the Redis store marks the failsafe's deadline as the store's own
+// bound (shared.ErrTimeout), which a caller's own deadline is not.
+func TestSyncModeWaitsOnceForAStoppedRedis(t *testing.T) {
+	const (
+		timeout = 300 * time.Millisecond
+		bound   = 100 * time.Millisecond // a third of the timeout; a local decision takes microseconds
+	)
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	// A sync period long enough that the loop does not sync during the
+	// test: the decisions' own syncs are what is measured.
+	rs, err := redisstore.Open(ctx, srv.URL(), redisstore.WithMode(redisstore.Sync, 200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	fs := failsafe.New(rs, failsafe.WithTimeout(timeout), failsafe.WithBreaker(100, time.Minute), failsafe.WithPolicy(failsafe.Deny))
+	defer fs.Close()
+	limit := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1000, Period: time.Hour}
+	take := func() (ratekeeper.Decision, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		d, err := fs.Take(ctx, ratekeeper.Request{Key: "k", Limit: limit, N: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, time.Since(start)
+	}
+	if d, _ := take(); !d.Allowed || d.Fallback != ratekeeper.NoFallback {
+		t.Fatalf("Redis up: %+v", d)
+	}
+	srv.Pause()
+	defer srv.Resume()
+	// The state is no longer fresh after two periods: the next decision
+	// tries a sync and waits out the timeout (the loop's sync, due within
+	// a period, may be the one it waits for).
+	time.Sleep(500 * time.Millisecond) // the state ages: a duration under test, not a wait for a condition
+	take()
+	for i := range 5 {
+		d, took := take()
+		if took > bound || !d.Allowed || d.Fallback != ratekeeper.NoFallback {
+			t.Fatalf("decision %d after an unanswered sync: %+v in %v, want allowed from what is known at once", i, d, took)
+		}
+	}
+	srv.Resume()
+}

@@ -345,8 +345,10 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 func (s *Store) TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
 	if s.shared.Decides(req) {
 		if !deadline.IsZero() {
+			// The store's own bound: a sync that runs out of it went
+			// unanswered, unlike one whose caller's context ended.
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, deadline)
+			ctx, cancel = context.WithDeadlineCause(ctx, deadline, shared.ErrTimeout)
 			defer cancel()
 		}
 		return s.shared.Take(ctx, req)

@@ -45,9 +45,10 @@ type entry struct {
 	pend     []delta
 	touched  bool
 	syncedAt int64
-	// unanswered: the key's last sync failed. Its decisions then use what
-	// the instance knows at once, while that is recent enough (the stale
-	// bound), rather than each wait for a sync of their own first.
+	// unanswered: the key's last sync failed, or the one in flight was not
+	// answered within the store's time (ErrTimeout). Its decisions then
+	// use what the instance knows at once, while that is recent enough
+	// (the stale bound), rather than each wait for a sync first.
 	unanswered bool
 
 	// Lease mode: the quota held, oldest first, and the instance's recent
@@ -237,6 +238,17 @@ func (s *Store) takeSync(ctx context.Context, e *entry, req ratekeeper.Request) 
 			// caller's): its answer is what this decision needs.
 			e.mu.Unlock()
 			if err := wait(ctx, ch); err != nil {
+				if errors.Is(context.Cause(ctx), ErrTimeout) {
+					// Not answered within the store's time: the next
+					// decisions do not wait for it too (the loop's sync
+					// runs for up to a second, and each waited out the
+					// store's timeout on it).
+					e.mu.Lock()
+					if e.busy == ch {
+						e.unanswered = true
+					}
+					e.mu.Unlock()
+				}
 				return ratekeeper.Decision{}, err
 			}
 			e.mu.Lock()
@@ -367,12 +379,13 @@ func (s *Store) syncEntries(ctx context.Context, es []*entry, now int64) {
 			s.learn(sent, recv, answered.Now)
 		}
 	}
-	// A caller that gave up (its context cancelled: a client that hung up)
-	// learned nothing of the remote: its failed sync leaves the keys'
-	// unanswered as it was. Taken for an unanswered sync, it let the key's
-	// next decisions use a state older than two periods while the remote
+	// A caller that gave up (its context cancelled: a client that hung up;
+	// or its own deadline, before the store's bound, ErrTimeout) learned
+	// nothing of the remote: its failed sync leaves the keys' unanswered
+	// as it was. Taken for an unanswered sync, it let the key's next
+	// decisions use a state older than two periods while the remote
 	// answered, beyond sync mode's bound on over-admission.
-	gaveUp := errors.Is(ctx.Err(), context.Canceled)
+	gaveUp := ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrTimeout)
 	for i, p := range parts {
 		end := len(items)
 		if i+1 < len(parts) {
@@ -559,7 +572,7 @@ func (s *Store) refillEarly(e *entry, req ratekeeper.Request) {
 	e.busy = ch
 	it := Item{Key: e.key, Limit: e.limit, N: want, Min: 1, Now: s.remoteNow(req)}
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), max(s.period, time.Second))
+		ctx, cancel := context.WithTimeoutCause(context.Background(), max(s.period, time.Second), ErrTimeout)
 		defer cancel()
 		items := []Item{it}
 		sent := s.localMicros()

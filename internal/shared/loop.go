@@ -89,7 +89,7 @@ func (s *Store) flush(final bool) {
 		// answer held the loop, and the syncs of a store that mixes
 		// modes, for the timeout.
 		give := func() {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			ctx, cancel := context.WithTimeoutCause(context.Background(), timeout, ErrTimeout)
 			defer cancel()
 			s.givebacks.Add(1)
 			_ = s.remote.Add(ctx, back)
@@ -120,7 +120,7 @@ func giveBack(l ratekeeper.Limit) bool {
 // per turn while a primary hung.
 func (s *Store) syncParts(es []*entry, timeout time.Duration, wait bool) {
 	run := func(es []*entry) {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		ctx, cancel := context.WithTimeoutCause(context.Background(), timeout, ErrTimeout)
 		defer cancel()
 		s.syncEntries(ctx, es, 0) // each key at its own requests' instant, if they carry one
 	}

@@ -244,7 +244,8 @@ func TestNoWaitAfterAnUnansweredSync(t *testing.T) {
 		l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1000, Period: time.Hour}
 		take := func() (time.Duration, error) {
 			t.Helper()
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			// The failsafe store's timeout, as the Redis store bounds it.
+			ctx, cancel := context.WithTimeoutCause(context.Background(), timeout, ErrTimeout)
 			defer cancel()
 			start := time.Now()
 			_, err := s.Take(ctx, ratekeeper.Request{Key: "k", Limit: l, N: 1})
@@ -345,50 +346,115 @@ func TestSyncSendsAgainOnlyWhatFailed(t *testing.T) {
 	})
 }
 
-// A decision whose caller gave up (its context cancelled: a client that
-// hung up) while its sync was in flight says nothing of the remote, which
-// answers: the key's next decisions must not take it for an unanswered
-// sync and decide from a state older than two periods (the bound of
-// docs/redis.md, "How far sync mode goes over", holds while the remote
-// answers). Here the other instance filled the limit meanwhile: a decision
-// from the old state admitted past it.
+// A decision whose caller gave up while its sync was in flight (its
+// context cancelled: a client that hung up; or its own deadline, shorter
+// than a round trip, before the store's bound) says nothing of the remote,
+// which answers: the key's next decisions must not take it for an
+// unanswered sync and decide from a state older than two periods (the
+// bound of docs/redis.md, "How far sync mode goes over", holds while the
+// remote answers). Here the other instance filled the limit meanwhile: a
+// decision from the old state admitted past it.
 func TestCancelledSyncIsNotUnanswered(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ends func(ctx context.Context, latency time.Duration) (context.Context, context.CancelFunc)
+	}{
+		{"cancelled", func(ctx context.Context, latency time.Duration) (context.Context, context.CancelFunc) {
+			gone, cancel := context.WithCancel(ctx)
+			time.AfterFunc(latency/4, cancel) // the caller hangs up mid-sync
+			return gone, cancel
+		}},
+		{"caller's deadline", func(ctx context.Context, latency time.Duration) (context.Context, context.CancelFunc) {
+			return context.WithTimeout(ctx, latency/4)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const period = 100 * time.Millisecond
+				m := NewModel()
+				m.Latency = 2 * time.Millisecond
+				a := New(m, Sync, period, WithoutLoop())
+				defer a.Close()
+				b := New(m, Sync, period, WithoutLoop())
+				defer b.Close()
+				l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 100, Period: time.Hour}
+				req := ratekeeper.Request{Key: "k", Limit: l, N: 1}
+				ctx := context.Background()
+				if d, err := a.Take(ctx, req); err != nil || !d.Allowed {
+					t.Fatalf("a's first decision: %+v %v", d, err)
+				}
+				a.Flush()
+				for i := range 99 {
+					if d, err := b.Take(ctx, req); err != nil || !d.Allowed {
+						t.Fatalf("b's decision %d: %+v %v", i, d, err)
+					}
+				}
+				b.Flush()
+				if n := m.State("k", l).Window.Count; n != 100 {
+					t.Fatalf("the remote counts %d, want the limit, 100", n)
+				}
+				// a's state is no longer fresh; what a admits next stays
+				// under an eighth of the limit, which would sync at once.
+				time.Sleep(3 * period)
+				gone, cancel := c.ends(ctx, m.Latency)
+				defer cancel()
+				// Its sync fails: it is decided from what a knew, or not
+				// at all.
+				a.Take(gone, req)
+				if gone.Err() == nil {
+					t.Fatal("the caller did not give up during its sync")
+				}
+				if d, err := a.Take(ctx, req); err != nil || d.Allowed {
+					t.Fatalf("the next decision, the remote answering: %+v %v, want refused (the limit is full)", d, err)
+				}
+			})
+		})
+	}
+}
+
+// A decision that waited out the store's time on a sync in flight (the
+// loop's, which runs for up to a second against a server that does not
+// answer) spares the next decisions the same wait: they decide at once
+// from what is known, within the stale bound. A caller's own deadline
+// spares nothing (it says nothing of the remote).
+func TestNoWaitBehindAnUnansweredSync(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const period = 100 * time.Millisecond
-		m := NewModel()
-		m.Latency = 2 * time.Millisecond
-		a := New(m, Sync, period, WithoutLoop())
-		defer a.Close()
-		b := New(m, Sync, period, WithoutLoop())
-		defer b.Close()
-		l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 100, Period: time.Hour}
-		req := ratekeeper.Request{Key: "k", Limit: l, N: 1}
-		ctx := context.Background()
-		if d, err := a.Take(ctx, req); err != nil || !d.Allowed {
-			t.Fatalf("a's first decision: %+v %v", d, err)
+		const (
+			period  = 100 * time.Millisecond
+			timeout = 50 * time.Millisecond
+		)
+		var hang atomic.Bool
+		s := New(hanging{NewModel(), &hang}, Sync, period, WithoutLoop())
+		defer s.Close()
+		l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1000, Period: time.Hour}
+		take := func(cause error) (time.Duration, error) {
+			t.Helper()
+			ctx, cancel := context.WithTimeoutCause(context.Background(), timeout, cause)
+			defer cancel()
+			start := time.Now()
+			_, err := s.Take(ctx, ratekeeper.Request{Key: "k", Limit: l, N: 1})
+			return time.Since(start), err
 		}
-		a.Flush()
-		for i := range 99 {
-			if d, err := b.Take(ctx, req); err != nil || !d.Allowed {
-				t.Fatalf("b's decision %d: %+v %v", i, d, err)
+		if _, err := take(ErrTimeout); err != nil {
+			t.Fatal(err)
+		}
+		hang.Store(true)
+		time.Sleep(3 * period)
+		flushed := make(chan struct{})
+		go func() { s.Flush(); close(flushed) }() // the loop's sync, hung for a second
+		synctest.Wait()
+		if took, err := take(context.DeadlineExceeded); err == nil || took != timeout {
+			t.Fatalf("a caller's own deadline behind the hung sync: %v, took %v, want its deadline", err, took)
+		}
+		if took, err := take(ErrTimeout); err == nil || took != timeout {
+			t.Fatalf("behind the hung sync: %v, took %v, want the store's timeout", err, took)
+		}
+		for i := range 5 {
+			if took, err := take(ErrTimeout); err != nil || took != 0 {
+				t.Fatalf("decision %d after one waited out the store's time: %v, took %v, want at once", i, err, took)
 			}
 		}
-		b.Flush()
-		if n := m.State("k", l).Window.Count; n != 100 {
-			t.Fatalf("the remote counts %d, want the limit, 100", n)
-		}
-		// a's state is no longer fresh; what a admits next stays under an
-		// eighth of the limit, which would sync at once.
-		time.Sleep(3 * period)
-		gone, cancel := context.WithCancel(ctx)
-		time.AfterFunc(m.Latency/4, cancel) // the caller hangs up mid-sync
-		// Its sync fails: it is decided from what a knew, or not at all.
-		a.Take(gone, req)
-		if gone.Err() == nil {
-			t.Fatal("the caller did not hang up during its sync")
-		}
-		if d, err := a.Take(ctx, req); err != nil || d.Allowed {
-			t.Fatalf("the next decision, the remote answering: %+v %v, want refused (the limit is full)", d, err)
-		}
+		hang.Store(false)
+		<-flushed
 	})
 }

@@ -333,6 +333,14 @@ func (s *Store) roundTrip(sent, recv int64) {
 	}
 }
 
+// ErrTimeout is the cause (context.Cause) of a call's context whose
+// deadline is the store's own bound on the call, not its caller's: the
+// failsafe store's timeout, which the Redis store gives its context in
+// TakeBy, and the loop's. A sync that ran out of it went unanswered; one
+// whose caller's own context ended first (a client that hung up, a gRPC
+// deadline shorter than a round trip) says nothing of the remote.
+var ErrTimeout = errors.New("shared store: the store's time for the call ran out")
+
 // errStale is returned once the remote has not answered for too long: the
 // caller's failure policy decides.
 var errStale = errors.New("shared store: no answer from the remote for too long to decide locally")
