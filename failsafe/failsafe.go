@@ -108,6 +108,7 @@ type Store struct {
 	prober               Prober      // primary's, or nil
 	parted               Partitioned // primary's, or nil
 	answers              bool        // the primary is an Answerer: successful decisions reset no count
+	stopAnswers          func()      // ends the Answerer's reports, or nil
 	parts                sync.Map    // part → *breaker, when parted (read on every call: no lock)
 	probeOK, probeFailed atomic.Uint64
 	probeMu              sync.Mutex     // guards closed and the start of a probe
@@ -200,10 +201,10 @@ type Partitioned interface {
 // primary then calls after each of its calls its servers answered (a call
 // whose reply was an error is not answered), with the part the call went
 // to, as Partitioned names it ("" when the primary is not Partitioned or
-// the part is not known). The function is cheap and safe for concurrent
-// use. A primary wrapped by several Stores reports to the last one made.
+// the part is not known), until Close calls the stop function it returned.
+// The function is cheap and safe for concurrent use.
 type Answerer interface {
-	OnAnswer(f func(part string))
+	OnAnswer(f func(part string)) (stop func())
 }
 
 // config is what the options set.
@@ -321,7 +322,7 @@ func New(primary ratekeeper.Store, opts ...Option) *Store {
 	}
 	if a, ok := primary.(Answerer); ok {
 		s.answers = true
-		a.OnAnswer(s.answered)
+		s.stopAnswers = a.OnAnswer(s.answered)
 	}
 	if s.policy == Local {
 		s.local = memstore.New()
@@ -330,13 +331,17 @@ func New(primary ratekeeper.Store, opts ...Option) *Store {
 }
 
 // Close waits for the breaker's probe in flight, if any (a Prober's,
-// bounded by the timeout), starts no other, and stops the Local policy's
-// in-memory store, if any. It does not close the primary.
+// bounded by the timeout), starts no other, stops listening to an
+// Answerer's answers and stops the Local policy's in-memory store, if any.
+// It does not close the primary.
 func (s *Store) Close() error {
 	s.probeMu.Lock()
 	s.closed = true
 	s.probeMu.Unlock()
 	s.probes.Wait()
+	if s.stopAnswers != nil {
+		s.stopAnswers()
+	}
 	if s.local != nil {
 		return s.local.Close()
 	}

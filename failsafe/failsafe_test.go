@@ -743,7 +743,10 @@ type answering struct {
 	report func(part string)
 }
 
-func (a *answering) OnAnswer(f func(part string)) { a.report = f }
+func (a *answering) OnAnswer(f func(part string)) (stop func()) {
+	a.report = f
+	return func() { a.report = nil }
+}
 
 func (a *answering) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
 	if req.Key[1] == 'l' {

@@ -237,7 +237,7 @@ type answers struct {
 
 func listen(s *Store) *answers {
 	a := &answers{by: map[string]int{}}
-	s.OnAnswer(func(part string) {
+	_ = s.OnAnswer(func(part string) {
 		a.mu.Lock()
 		a.by[part]++
 		a.mu.Unlock()
@@ -330,4 +330,38 @@ func TestAnswersNameTheirPrimary(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Every listener hears each answer until its own stop (two failsafe
+// stores on one Redis store: with one listener, the first store's breaker
+// heard no answer once the second was made, and its count of failures only
+// grew).
+func TestAnswerListenersStopApart(t *testing.T) {
+	s := openURL(t, redistest.Server(t))
+	ctx := context.Background()
+	var one, two atomic.Int64
+	stopOne := s.OnAnswer(func(string) { one.Add(1) })
+	stopTwo := s.OnAnswer(func(string) { two.Add(1) })
+	l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1000, Period: time.Hour}
+	take := func() {
+		t.Helper()
+		if _, err := s.Take(ctx, ratekeeper.Request{Key: "k", Limit: l, N: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	take()
+	if one.Load() != 1 || two.Load() != 1 {
+		t.Fatalf("answers heard: %d and %d, want 1 each", one.Load(), two.Load())
+	}
+	stopOne()
+	stopOne() // a second stop changes nothing
+	take()
+	if one.Load() != 1 || two.Load() != 2 {
+		t.Fatalf("after the first stopped: %d and %d, want 1 and 2", one.Load(), two.Load())
+	}
+	stopTwo()
+	take()
+	if one.Load() != 1 || two.Load() != 2 || s.listeners.Load() != nil {
+		t.Fatalf("after both stopped: %d and %d heard, listeners %v", one.Load(), two.Load(), s.listeners.Load())
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,8 +38,10 @@ type Store struct {
 	limits    sync.Map // ratekeeper.Limit → *limitArg
 	nlimits   atomic.Int64
 	probeKeys sync.Map // a Cluster primary's address → its probe key (probe.go)
-	// onAnswer is called after each call Redis answered (OnAnswer), or nil.
-	onAnswer atomic.Pointer[func(part string)]
+	// listeners are called after each call Redis answered (OnAnswer);
+	// nil when there are none. listenMu orders their changes.
+	listeners atomic.Pointer[[]*func(part string)]
+	listenMu  sync.Mutex
 }
 
 // run runs j, pipelined with concurrent calls unless
@@ -64,35 +67,60 @@ func (s *Store) runBy(ctx context.Context, j job, deadline time.Time) (string, e
 	return v, err
 }
 
-// OnAnswer has the store call f, from now on, after each of its calls that
-// Redis answered with a reply (not an error): decisions, refunds and
-// concurrency slots, and in sync and lease modes the syncs and leases it
-// makes in the background. part is the Cluster primary the call went to,
-// as Part names it ("" when the client is not a Cluster's, or the primary
-// was not known). f must be fast and safe for concurrent use; nil stops
-// the calls. The failsafe store counts these answers rather than the
-// store's decisions, some of which are made without asking Redis
-// (failsafe.Answerer).
-func (s *Store) OnAnswer(f func(part string)) {
-	if f == nil {
-		s.onAnswer.Store(nil)
-		return
+// OnAnswer has the store call f, from now on until stop is called, after
+// each of its calls that Redis answered with a reply (not an error) among
+// those that decide or count: decisions, TakeAll, refunds, the probe,
+// concurrency slots (not InFlight), and in sync and lease modes the syncs,
+// leases and give-backs it makes in the background. Calls sent together
+// to one primary are one answer. part is the Cluster primary the call
+// went to, as Part names it ("" when the client is not a Cluster's, or the
+// primary was not known). f must be fast and safe for concurrent use. The
+// failsafe store counts these answers rather than the store's decisions,
+// some of which are made without asking Redis (failsafe.Answerer); each
+// failsafe store wrapping this one listens, until it is closed.
+func (s *Store) OnAnswer(f func(part string)) (stop func()) {
+	l := &f
+	s.listenMu.Lock()
+	s.listeners.Store(ptr(append(slices.Clone(deref(s.listeners.Load())), l)))
+	s.listenMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.listenMu.Lock()
+			defer s.listenMu.Unlock()
+			ls := slices.DeleteFunc(slices.Clone(deref(s.listeners.Load())), func(x *func(string)) bool { return x == l })
+			if len(ls) == 0 {
+				s.listeners.Store(nil)
+				return
+			}
+			s.listeners.Store(&ls)
+		})
 	}
-	s.onAnswer.Store(&f)
 }
 
-// answered reports a call Redis answered on part to OnAnswer's function.
+func ptr[T any](v T) *T { return &v }
+
+func deref[T any](p *[]T) []T {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// answered reports a call Redis answered on part to OnAnswer's listeners.
 func (s *Store) answered(part string) {
-	if f := s.onAnswer.Load(); f != nil {
-		(*f)(part)
+	if ls := s.listeners.Load(); ls != nil {
+		for _, f := range *ls {
+			(*f)(part)
+		}
 	}
 }
 
 // answeredKey reports a call on Redis key key that Redis answered, naming
 // its part only if a function listens.
 func (s *Store) answeredKey(key string) {
-	if f := s.onAnswer.Load(); f != nil {
-		(*f)(s.partOfKey(key))
+	if s.listeners.Load() != nil {
+		s.answered(s.partOfKey(key))
 	}
 }
 

@@ -298,7 +298,7 @@ func runFault(t *testing.T, f fault, mode, out string) result {
 	res := analyse(r, samples, seconds)
 	res.leaks = leaks
 	name := f.name + "-" + mode
-	keepLogs := os.Getenv("FAULTS_LOGS") != ""
+	keepLogs := os.Getenv("FAULTS_LOGS") == "1"
 	if keepLogs {
 		var slow []string
 		for _, x := range samples {
@@ -306,7 +306,9 @@ func runFault(t *testing.T, f fault, mode, out string) result {
 				slow = append(slow, fmt.Sprintf("%v kind=%d gw=%d lat=%v status=%d", x.at, x.kind, x.gateway, x.lat, x.status))
 			}
 		}
-		os.WriteFile(filepath.Join(out, name+"-slow.txt"), []byte(strings.Join(slow, "\n")), 0o644)
+		if err := os.WriteFile(filepath.Join(out, name+"-slow.txt"), []byte(strings.Join(slow, "\n")), 0o644); err != nil {
+			t.Error(err)
+		}
 	}
 	if err := writeCSV(filepath.Join(out, name+".csv"), res.rows); err != nil {
 		t.Error(err)
