@@ -80,31 +80,31 @@ func (s *Store) runBy(ctx context.Context, j job, deadline time.Time) (string, e
 // failsafe store wrapping this one listens, until it is closed.
 func (s *Store) OnAnswer(f func(part string)) (stop func()) {
 	l := &f
-	s.listenMu.Lock()
-	s.listeners.Store(ptr(append(slices.Clone(deref(s.listeners.Load())), l)))
-	s.listenMu.Unlock()
+	s.setListeners(func(ls []*func(string)) []*func(string) { return append(ls, l) })
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			s.listenMu.Lock()
-			defer s.listenMu.Unlock()
-			ls := slices.DeleteFunc(slices.Clone(deref(s.listeners.Load())), func(x *func(string)) bool { return x == l })
-			if len(ls) == 0 {
-				s.listeners.Store(nil)
-				return
-			}
-			s.listeners.Store(&ls)
+			s.setListeners(func(ls []*func(string)) []*func(string) {
+				return slices.DeleteFunc(ls, func(x *func(string)) bool { return x == l })
+			})
 		})
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
-
-func deref[T any](p *[]T) []T {
-	if p == nil {
-		return nil
+// setListeners replaces the listeners by change applied to a copy of
+// them; none is stored as nil, which answered reads at the cost of a load.
+func (s *Store) setListeners(change func([]*func(string)) []*func(string)) {
+	s.listenMu.Lock()
+	defer s.listenMu.Unlock()
+	var ls []*func(string)
+	if p := s.listeners.Load(); p != nil {
+		ls = slices.Clone(*p)
 	}
-	return *p
+	if ls = change(ls); len(ls) == 0 {
+		s.listeners.Store(nil)
+		return
+	}
+	s.listeners.Store(&ls)
 }
 
 // answered reports a call Redis answered on part to OnAnswer's listeners.
