@@ -312,3 +312,40 @@ func TestRefundOnConnectionClosedWhileIdle(t *testing.T) {
 		t.Errorf("count after one refund of 3 taken = %d, want 2", got)
 	}
 }
+
+// Give-backs sent once still load their script when the server has lost
+// it: EVALSHA answered NOSCRIPT was not run, and EVAL follows.
+func TestGiveBackLoadsItsScript(t *testing.T) {
+	s, _ := lossyStore(t)
+	keys := []string{"give-back-load-1", "give-back-load-2"}
+	req, d := takeN(t, s, keys[0], 3)
+	takeN(t, s, keys[1], 3)
+	ctx := context.Background()
+
+	if err := s.Client().ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Refund(ctx, req, d); err != nil { // alone: its algorithm's script
+		t.Fatal(err)
+	}
+	if err := s.Client().ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	items := make([]shared.Item, len(keys))
+	for i, k := range keys {
+		items[i] = shared.Item{Key: k, Limit: lossyLimit, N: -1, At: lossyNow.UnixMicro(), Now: lossyNow.UnixMicro()}
+	}
+	if err := (remote{s}).Add(ctx, items); err != nil { // together: many.lua
+		t.Fatal(err)
+	}
+	for _, it := range items {
+		if it.Err != nil {
+			t.Fatal(it.Err)
+		}
+	}
+	for i, got := range windowCounts(t, s, keys...) {
+		if want := int64(1 + i); got != want { // the first key gave back twice: refund, then add
+			t.Errorf("%s: count = %d, want %d", keys[i], got, want)
+		}
+	}
+}

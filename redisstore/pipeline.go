@@ -33,20 +33,83 @@ type job struct {
 // shared mode's add or lease.
 func (j *job) refund() bool { return j.op == 'r' || j.op == 'c' || j.op == 'a' || j.op == 'l' }
 
+// givesBack reports whether j gives back what was taken: a refund, or a
+// shared mode's negative count (a refund synced late, a lease's unused
+// quota). Run twice, it gives back twice, and admits past the limit; a
+// decision or a positive count run twice only counts more.
+func (j *job) givesBack() bool { return j.op == 'r' || j.op == 'c' || (j.op == 'a' && j.n < 0) }
+
 // run sends j alone: one EVALSHA (EVAL if the server answers NOSCRIPT).
-func (j *job) run(ctx context.Context, c redis.Scripter) (string, error) {
-	return j.script.Run(ctx, c, j.keyList(), j.argList()...).Text()
+func (j *job) run(ctx context.Context, c redis.UniversalClient) (string, error) {
+	return j.script.Run(ctx, j.via(c), j.keyList(), j.argList()...).Text()
 }
 
 // evalSha queues j on pipe as an EVALSHA.
 func (j *job) evalSha(ctx context.Context, pipe redis.Pipeliner) *redis.Cmd {
-	return j.script.EvalSha(ctx, pipe, j.keyList(), j.argList()...)
+	return j.script.EvalSha(ctx, j.via(pipe), j.keyList(), j.argList()...)
 }
 
 // eval queues j on pipe as an EVAL.
 func (j *job) eval(ctx context.Context, pipe redis.Pipeliner) *redis.Cmd {
-	return j.script.Eval(ctx, pipe, j.keyList(), j.argList()...)
+	return j.script.Eval(ctx, j.via(pipe), j.keyList(), j.argList()...)
 }
+
+// via is c, through which j's script runs: sent once if j gives back.
+func (j *job) via(c scripter) redis.Scripter {
+	if j.givesBack() {
+		return once{c}
+	}
+	return c
+}
+
+// scripter is a client or a pipeline, which runs scripts.
+type scripter interface {
+	redis.Scripter
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// once is a scripter whose EVAL and EVALSHA commands go-redis does not
+// send again after a failure, as it does other commands (up to
+// MaxRetries): the failure may have come after the server ran the script,
+// as when a connection breaks before the reply. It still sends them again
+// when it knows they were not written (its "forced" retry), and a pooled
+// connection found dead is replaced before the write, which is no failure.
+// A failed dial is not retried: the give-back is then lost, which only
+// over-counts. In a pipeline, one such command keeps go-redis from sending
+// any of the pipeline's commands again.
+type once struct{ scripter }
+
+func (o once) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return o.eval(ctx, "eval", script, keys, args)
+}
+
+func (o once) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	return o.eval(ctx, "evalsha", sha1, keys, args)
+}
+
+// eval sends the command name (eval or evalsha) of script (its source or
+// hash) on keys with args, as go-redis's Eval and EvalSha make it, as a
+// noRetryCmd.
+func (o once) eval(ctx context.Context, name, script string, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, name, script, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	cmd := redis.NewCmd(ctx, append(a, args...)...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3) // where a Cluster client finds the slot
+	}
+	_ = o.Process(ctx, noRetryCmd{cmd})
+	return cmd
+}
+
+// noRetryCmd is a command that go-redis does not send again once it may
+// have been written (see once).
+type noRetryCmd struct{ *redis.Cmd }
+
+// NoRetry is true: see noRetryCmd.
+func (noRetryCmd) NoRetry() bool { return true }
 
 func (j *job) keyList() []string {
 	if j.algo < 0 {
@@ -454,6 +517,7 @@ func (b *batcher) runMany(ctx context.Context, live []*call, f *flush) []*call {
 	var rest []*call
 	keys := make([]string, 0, len(live))
 	f.buf = f.buf[:0]
+	givesBack := false
 	for _, c := range live {
 		if c.algo < 0 {
 			rest = append(rest, c)
@@ -461,11 +525,16 @@ func (b *batcher) runMany(ctx context.Context, live []*call, f *flush) []*call {
 		}
 		keys = append(keys, c.key)
 		f.buf = c.appendRecord(f.buf)
+		givesBack = givesBack || c.givesBack()
 	}
 	if len(keys) < 2 {
 		return live // not worth many.lua
 	}
-	v, err := b.many.Run(ctx, b.client, keys, f.buf).Text()
+	var sc redis.Scripter = b.client
+	if givesBack {
+		sc = once{b.client} // the decisions of the run are not sent again either
+	}
+	v, err := b.many.Run(ctx, sc, keys, f.buf).Text()
 	for _, c := range live {
 		if c.algo < 0 {
 			continue
