@@ -406,16 +406,21 @@ func (s *Store) syncEntries(ctx context.Context, es []*entry, now int64) {
 			// again (all of it when the call failed as a whole). Sending
 			// all again counted twice the items of a key split between a
 			// batch that was answered and one that failed.
-			again := p.inflight
-			if err == nil && len(p.inflight) > 0 {
-				again = nil
-				for k, d := range p.inflight {
-					switch it := mine[k]; {
-					case it.Err != nil:
-						again = append(again, d)
-					case it.Dropped && it.N > 0:
+			//
+			// A negative count (refunds past what was admitted since the
+			// last cut) does not go again: the remote may have applied it
+			// before the reply was lost, and twice it gave back twice,
+			// admitting past the limit. Lost, it only counts more.
+			var again []delta
+			for k, d := range p.inflight {
+				it := mine[k]
+				switch {
+				case err == nil && it.Err == nil:
+					if it.Dropped && it.N > 0 {
 						s.dropped.Add(uint64(it.N))
 					}
+				case d.n > 0:
+					again = append(again, d)
 				}
 			}
 			e.pend = append(again, e.pend...)

@@ -458,3 +458,67 @@ func TestNoWaitBehindAnUnansweredSync(t *testing.T) {
 		<-flushed
 	})
 }
+
+// lostReply is a remote that, while lose is set, runs a sync and then
+// fails it, as when the connection breaks before the reply.
+type lostReply struct {
+	*Model
+	lose *atomic.Bool
+}
+
+var errLostReply = errors.New("lost reply")
+
+func (r lostReply) Add(ctx context.Context, items []Item) error {
+	if err := r.Model.Add(ctx, items); err != nil {
+		return err
+	}
+	if r.lose.Load() {
+		return errLostReply
+	}
+	return nil
+}
+
+// A failed sync's negative count (refunds past what the instance admitted
+// since its last sync) is not sent again: the remote may have applied it,
+// and sent again it gave back twice, so the key admitted past its limit.
+// Lost, it only counts more. Positive counts still go again (run twice,
+// they only count more; lost, they would admit past the limit).
+func TestFailedSyncGivesBackOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		var lose atomic.Bool
+		m := NewModel()
+		s := New(lostReply{m, &lose}, Sync, time.Second, WithoutLoop())
+		defer s.Close()
+		l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1000, Period: time.Hour}
+		req := ratekeeper.Request{Key: "k", Limit: l, N: 1}
+		var ds []ratekeeper.Decision
+		for range 3 {
+			d, err := s.Take(ctx, req)
+			if err != nil || !d.Allowed {
+				t.Fatalf("take: %+v %v", d, err)
+			}
+			ds = append(ds, d)
+		}
+		s.Flush()
+		if n := m.State("k", l).Window.Count; n != 3 {
+			t.Fatalf("the remote counts %d, want 3", n)
+		}
+		for _, d := range ds[:2] {
+			if err := s.Refund(ctx, req, d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lose.Store(true)
+		s.Flush() // the remote gives back 2, and the reply is lost
+		lose.Store(false)
+		d, err := s.Take(ctx, req) // a positive count beside it goes too
+		if err != nil || !d.Allowed {
+			t.Fatalf("take: %+v %v", d, err)
+		}
+		s.Flush()
+		if n := m.State("k", l).Window.Count; n != 2 {
+			t.Fatalf("the remote counts %d, want 2: 3 taken, 2 given back once, 1 more", n)
+		}
+	})
+}
