@@ -9,8 +9,8 @@
 //     it admitted since. Every sync period, and sooner once a key's unsent
 //     count passes a share of its limit, it sends each touched key's count
 //     and reads back the shared state, all in one batched call. Over-admission
-//     is bounded (docs/redis.md derives the bound); nothing is lost on an
-//     error.
+//     is bounded (docs/redis.md derives the bound); no admission is lost on
+//     an error (a refund may be: sent again, it could give back twice).
 //   - Lease: the instance takes a share of the remaining quota from the
 //     shared store atomically and admits locally from it, so it never admits
 //     more than the limit; it may refuse while other instances hold unused
