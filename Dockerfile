@@ -5,18 +5,18 @@
 # /etc/ratekeeper/gateway.yaml, the quickstart's demo API and limits
 # (deploy/docker/gateway.yaml) listening on all interfaces:
 #
-#   docker build -t ratekeeper .
-#   docker run --rm -p 8080:8080 -p 9090:9090 ratekeeper
+#   docker build -t ratekeeper:dev .
+#   docker run --rm -p 8080:8080 -p 9090:9090 ratekeeper:dev
 #
 # Your own config: mount a directory over /etc/ratekeeper (a directory, not
 # the file alone, so that edits replaced by rename are seen by the watch):
 #
-#   docker run --rm -p 8080:8080 -v "$PWD/conf:/etc/ratekeeper:ro" ratekeeper
+#   docker run --rm -p 8080:8080 -p 9090:9090 -v "$PWD/conf:/etc/ratekeeper:ro" ratekeeper:dev
 #
 # The decision service, with its rules in /etc/ratekeeper/ratelimit/ (in a
 # container, listen on all interfaces: the defaults are loopback):
 #
-#   docker run --rm -p 8081:8081 -v "$PWD/ratelimit:/etc/ratekeeper/ratelimit:ro" ratekeeper \
+#   docker run --rm -p 8081:8081 -v "$PWD/ratelimit:/etc/ratekeeper/ratelimit:ro" ratekeeper:dev \
 #     serve --config /etc/ratekeeper/ratelimit/ --grpc-listen :8081 --http-listen :8080 --admin-listen :9090
 #
 # .dockerignore leaves .git out, so -buildvcs=auto stamps no revision: with

@@ -3,6 +3,7 @@ package rules
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -511,6 +512,27 @@ func compileMatch(m MatchConfig) (func(view) bool, []matchErr) {
 			conds = append(conds, func(v view) bool { return v.r.Header.Get(name) == want })
 		}
 	}
+	for _, name := range m.AbsentHeaders {
+		field := "absent_headers." + name
+		if !validHeaderName(name) || name == "" {
+			errs = append(errs, matchErr{field, fmt.Errorf("%q is not a header name", name)})
+			continue
+		}
+		name := http.CanonicalHeaderKey(name)
+		if err := checkRuleHeader(name); err != nil {
+			errs = append(errs, matchErr{field, err})
+			continue
+		}
+		if name == "Host" {
+			errs = append(errs, matchErr{field, errors.New("every request has a host")})
+			continue
+		}
+		if hasHeaderFold(m.Headers, name) {
+			errs = append(errs, matchErr{field, errors.New("headers names it too: a header cannot be both present and absent")})
+			continue
+		}
+		conds = append(conds, func(v view) bool { return v.r.Header.Get(name) == "" })
+	}
 	switch len(conds) {
 	case 0:
 		return matchAll, errs
@@ -525,6 +547,16 @@ func compileMatch(m MatchConfig) (func(view) bool, []matchErr) {
 		}
 		return true
 	}, errs
+}
+
+// hasHeaderFold reports whether m names the header canonical in any case.
+func hasHeaderFold(m map[string]string, canonical string) bool {
+	for k := range m {
+		if http.CanonicalHeaderKey(k) == canonical {
+			return true
+		}
+	}
+	return false
 }
 
 // hostOnly strips a port from a Host header.

@@ -188,8 +188,12 @@ type MatchConfig struct {
 	// of; "*.example.com" matches any subdomain.
 	Hosts []string `yaml:"hosts"`
 	// Headers maps a header name to the value it must have; the value "*"
-	// means only that the header is present.
+	// means only that the header is present, and "" that it is absent or
+	// empty.
 	Headers map[string]string `yaml:"headers"`
+	// AbsentHeaders names headers the request must not carry (or carry
+	// only empty): the anonymous clients of a per-key rule.
+	AbsentHeaders []string `yaml:"absent_headers"`
 }
 
 // LimitConfig is a limit as written.

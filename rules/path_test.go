@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -259,4 +260,54 @@ func newSetFromYAML(s string) (*Set, error) {
 		return nil, err
 	}
 	return Compile(cfg)
+}
+
+// TestAbsentHeaders checks that a rule can cover the requests without a
+// header (anonymous clients), by absent_headers or by the value "", and
+// that a request with the header in any case of its name is not covered.
+func TestAbsentHeaders(t *testing.T) {
+	set, err := newSetFromYAML(`
+rules:
+  - name: anonymous
+    match: {absent_headers: [x-api-key]}
+    limit: {algorithm: fixed_window, rate: 1, period: 1h}
+  - name: anonymous-by-empty-value
+    match: {headers: {X-API-Key: ""}}
+    limit: {algorithm: fixed_window, rate: 1, period: 1h}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names, _ := set.HeadersRead(); !slices.Contains(names, "X-Api-Key") {
+		t.Errorf("HeadersRead = %v, want X-Api-Key among them", names)
+	}
+	for _, c := range []struct {
+		header []string // name, value pairs
+		want   int
+	}{
+		{nil, 2},
+		{[]string{"X-Api-Key", ""}, 2},
+		{[]string{"X-Api-Key", "k1"}, 0},
+		{[]string{"x-api-key", "k1"}, 0},
+		{[]string{"X-Other", "k1"}, 2},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		for i := 0; i < len(c.header); i += 2 {
+			r.Header.Add(c.header[i], c.header[i+1])
+		}
+		if got := len(set.Match(nil, r, netip.MustParseAddr("192.0.2.1"))); got != c.want {
+			t.Errorf("headers %q: %d rules match, want %d", c.header, got, c.want)
+		}
+	}
+	for _, c := range []struct{ yaml, want string }{
+		{"match: {absent_headers: [Host]}", "rules[0].match.absent_headers.Host: every request has a host"},
+		{"match: {absent_headers: [X-A], headers: {x-a: v}}", "rules[0].match.absent_headers.X-A: headers names it too"},
+		{"match: {absent_headers: [Connection]}", "rules[0].match.absent_headers.Connection"},
+		{"match: {absent_headers: ['bad name']}", "rules[0].match.absent_headers.bad name"},
+	} {
+		_, err := Parse("t.yaml", []byte("rules:\n  - name: r\n    "+c.yaml+"\n    limit: {algorithm: fixed_window, rate: 1, period: 1h}\n"))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", c.yaml, err, c.want)
+		}
+	}
 }

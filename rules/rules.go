@@ -222,11 +222,17 @@ func (rl *Rule) Describe() string {
 		conds = append(conds, "host in "+strings.Join(c.Match.Hosts, ", "))
 	}
 	for _, h := range slices.Sorted(mapKeys(c.Match.Headers)) {
-		if v := c.Match.Headers[h]; v == "*" {
+		switch v := c.Match.Headers[h]; v {
+		case "*":
 			conds = append(conds, "header "+h+" present")
-		} else {
+		case "":
+			conds = append(conds, "header "+h+" absent")
+		default:
 			conds = append(conds, fmt.Sprintf("header %s = %q", h, v))
 		}
+	}
+	for _, h := range c.Match.AbsentHeaders {
+		conds = append(conds, "header "+h+" absent")
 	}
 	if len(conds) == 0 {
 		conds = append(conds, "every request")
@@ -585,6 +591,9 @@ func (s *Set) HeadersRead() (names []string, all bool) {
 			}
 		}
 		for n := range rl.Match.Headers {
+			add(n)
+		}
+		for _, n := range rl.Match.AbsentHeaders {
 			add(n)
 		}
 		if rl.Tiers.Header != "" {
