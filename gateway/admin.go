@@ -183,22 +183,22 @@ func (g *Gateway) adminRules(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (g *Gateway) adminState(w http.ResponseWriter, r *http.Request) {
-	rl, key, matches, ok := g.adminKey(w, r)
+	m, matches, ok := g.adminKey(w, r)
 	if !ok {
 		return
 	}
-	lim, err := ratekeeper.New(g.proc.Store(), rl.Limit)
+	lim, err := ratekeeper.New(g.proc.Store(), m.Limit())
 	if err != nil {
 		problem.Write(w, http.StatusInternalServerError, "Internal Server Error", err.Error())
 		return
 	}
-	d, err := lim.Peek(r.Context(), key)
+	d, err := lim.Peek(r.Context(), m.Key)
 	if err != nil {
 		problem.Write(w, http.StatusServiceUnavailable, "Service Unavailable", "the store did not answer: "+err.Error())
 		return
 	}
 	allowed := d.Allowed
-	st := AdminState{Rule: rl.Name, Key: key, Matches: matches, Allowed: &allowed, Limit: d.Limit, Remaining: d.Remaining,
+	st := AdminState{Rule: m.Rule.Name, Key: m.Key, Matches: matches, Allowed: &allowed, Limit: d.Limit, Remaining: d.Remaining,
 		RetryAfter: d.RetryAfter.Seconds(), ResetAfter: d.ResetAfter.Seconds()}
 	if d.Fallback != ratekeeper.NoFallback {
 		st.Fallback = d.Fallback.String()
@@ -207,13 +207,13 @@ func (g *Gateway) adminState(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) adminReset(w http.ResponseWriter, r *http.Request) {
-	rl, key, matches, ok := g.adminKey(w, r)
+	m, matches, ok := g.adminKey(w, r)
 	if !ok {
 		return
 	}
-	lim, err := ratekeeper.New(g.proc.Store(), rl.Limit)
+	lim, err := ratekeeper.New(g.proc.Store(), m.Limit())
 	if err == nil {
-		err = lim.Reset(r.Context(), key)
+		err = lim.Reset(r.Context(), m.Key)
 	}
 	switch {
 	case errors.Is(err, ratekeeper.ErrNoReset):
@@ -223,15 +223,19 @@ func (g *Gateway) adminReset(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, http.StatusServiceUnavailable, "Service Unavailable", "the store did not reset: "+err.Error())
 		return
 	}
-	g.logger.Info("admin reset a client's counter", "rule", rl.Name, "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, AdminState{Rule: rl.Name, Key: key, Matches: matches, Reset: true})
+	g.logger.Info("admin reset a client's counter", "rule", m.Rule.Name, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, AdminState{Rule: m.Rule.Name, Key: m.Key, Matches: matches, Reset: true})
 }
 
-// adminKey finds the rule the path names and the key it gives the request
-// the query describes, or answers the error.
-func (g *Gateway) adminKey(w http.ResponseWriter, r *http.Request) (rl *rules.Rule, key string, matches, ok bool) {
+// adminKey finds the rule the path names and the Match it gives the
+// request the query describes (its key, and the override or tier whose
+// limit applies, as for that request coming through the gateway), or
+// answers the error.
+func (g *Gateway) adminKey(w http.ResponseWriter, r *http.Request) (m rules.Match, matches, ok bool) {
 	name := r.PathValue("rule")
-	for _, x := range g.mw.Rules().Rules {
+	set := g.mw.Rules()
+	var rl *rules.Rule
+	for _, x := range set.Rules {
 		if x.Name == name {
 			rl = x
 			break
@@ -239,29 +243,54 @@ func (g *Gateway) adminKey(w http.ResponseWriter, r *http.Request) (rl *rules.Ru
 	}
 	if rl == nil {
 		problem.Write(w, http.StatusNotFound, "Not Found", fmt.Sprintf("no rule is named %q (GET /v1/rules lists them)", rules.BoundKey(name)))
-		return nil, "", false, false
+		return m, false, false
 	}
 	if rl.IsConcurrency() {
 		// Its slots are leases that end with their requests: there is no
 		// counter to show or forget.
 		problem.Write(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("rule %s limits requests in flight: it keeps no counter to show or reset", rl.Name))
-		return nil, "", false, false
+		return m, false, false
 	}
 	req, ip, err := describedRequest(r.URL.RawQuery, g.settings.allowEncodedSlash)
+	if err == nil {
+		err = checkRepeated(req.Header, g.ruleHeaders())
+	}
 	if err != nil {
 		problem.Write(w, http.StatusBadRequest, "Bad Request", err.Error())
-		return nil, "", false, false
+		return m, false, false
 	}
 	if p := missingParam(rl.Config, r.URL.Query(), req.Header); p != "" {
 		problem.Write(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("rule %s keys this request by its %s: give %s=", rl.Name, p, p))
-		return nil, "", false, false
+		return m, false, false
 	}
-	key, ok = rl.Key(req, ip)
+	viaTrustedProxy(req, set.ClientIP())
+	m, ok = rl.MatchOf(req, ip)
 	if !ok {
 		problem.Write(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("rule %s does not apply to this request: a header its key needs is missing (on_missing_key: skip)", rl.Name))
-		return nil, "", false, false
+		return m, false, false
 	}
-	return rl, key, rl.Matches(req), true
+	return m, rl.Matches(req), true
+}
+
+// checkRepeated refuses a header the rules read given more than once, as
+// the gateway refuses a request that carries one twice (view).
+func checkRepeated(h http.Header, read []string) error {
+	for _, name := range read {
+		if n := len(h[name]); n > 1 {
+			return fmt.Errorf("header %s is given %d times: the gateway refuses a request with a header its rules read more than once", name, n)
+		}
+	}
+	return nil
+}
+
+// viaTrustedProxy makes r's TCP peer a trusted proxy, when there is one:
+// the headers the query gives are those the rules believe, a tier's
+// included, which the gateway believes only from a trusted proxy. The
+// client's address is the query's ip, which the key reads apart.
+func viaTrustedProxy(r *http.Request, ci rules.ClientIP) {
+	if len(ci.Trusted) > 0 {
+		r.RemoteAddr = netip.AddrPortFrom(ci.Trusted[0].Addr(), 1).String()
+	}
 }
 
 // missingParam names the first parameter a rule's key reads that the query

@@ -145,9 +145,17 @@ func TestOverridesAndTiers(t *testing.T) {
 		if plan != nil {
 			r.Header["X-Plan"] = plan
 		}
-		ms := s.Match(nil, r, s.ClientIP().Addr(r))
+		ip := s.ClientIP().Addr(r)
+		ms := s.Match(nil, r, ip)
 		if len(ms) != 1 {
 			t.Fatalf("%d matches", len(ms))
+		}
+		// The rule alone (the admin's state and reset) gives the same.
+		if one, ok := ms[0].Rule.MatchOf(r, ip); !ok || one != ms[0] {
+			t.Errorf("MatchOf %+v, Set.Match %+v", one, ms[0])
+		}
+		if k, ok := ms[0].Rule.Key(r, ip); !ok || k != ms[0].Key {
+			t.Errorf("Key %q, Set.Match %q", k, ms[0].Key)
 		}
 		return ms[0]
 	}

@@ -158,8 +158,9 @@ func (rl *Rule) Matches(r *http.Request) bool {
 
 // Key returns the store key for r, or false when the rule does not apply
 // to it (a missing header under on_missing_key: skip). The key is the
-// rule's prefix followed by the key parts, each at most 64 bytes (longer
-// values are replaced by their hash).
+// prefix of the limit that applies (the rule's, or an override's or
+// tier's: MatchOf) followed by the key parts, each at most 64 bytes
+// (longer values are replaced by their hash).
 func (rl *Rule) Key(r *http.Request, ip netip.Addr) (string, bool) {
 	var buf [128]byte
 	k, ok := rl.AppendKey(buf[:0], r, ip)
@@ -171,8 +172,8 @@ func (rl *Rule) Key(r *http.Request, ip netip.Addr) (string, bool) {
 
 // AppendKey is Key appending to dst, for callers that reuse a buffer.
 func (rl *Rule) AppendKey(dst []byte, r *http.Request, ip netip.Addr) ([]byte, bool) {
-	v := newView(r)
-	return rl.appendKey(dst, v, ip)
+	dst, _, ok := rl.appendMatchKey(dst, newView(r), ip)
+	return dst, ok
 }
 
 func (rl *Rule) appendKey(dst []byte, v view, ip netip.Addr) ([]byte, bool) {
@@ -512,21 +513,11 @@ func (s *Set) AppendMatches(dst []Match, buf []byte, r *http.Request, ip netip.A
 		if !rl.match(v) {
 			continue
 		}
-		start := len(buf)
+		var alt int
 		var ok bool
-		if buf, ok = rl.appendKey(buf, v, ip); ok {
-			alt := 0
-			if rl.Alts != nil {
-				// An override or a tier: the same parts under its limit's
-				// prefix, as long as the rule's.
-				if alt = rl.pickAlt(buf[start:], v); alt > 0 {
-					copy(buf[start:], rl.Alts[alt-1].prefix)
-				}
-			}
+		if buf, alt, ok = rl.appendMatchKey(buf, v, ip); ok {
 			dst = append(dst, Match{Rule: rl, Alt: alt})
 			ends = append(ends, len(buf))
-		} else {
-			buf = buf[:start]
 		}
 	}
 	if len(ends) > 0 {
@@ -538,6 +529,38 @@ func (s *Set) AppendMatches(dst []Match, buf []byte, r *http.Request, ip netip.A
 		}
 	}
 	return dst, buf
+}
+
+// MatchOf returns the Match that Set.Match gives r under rl, whether or
+// not rl's match covers r: its key, and the override or tier whose limit
+// applies. It returns false when r has no key (on_missing_key: skip).
+func (rl *Rule) MatchOf(r *http.Request, ip netip.Addr) (Match, bool) {
+	buf, alt, ok := rl.appendMatchKey(nil, newView(r), ip)
+	if !ok {
+		return Match{}, false
+	}
+	return Match{Rule: rl, Key: string(buf), Alt: alt}, true
+}
+
+// appendMatchKey appends to dst the key of the request v under rl, and
+// returns 1 + the index in rl.Alts of the override or tier that applies
+// (0: the rule's own limit). It returns dst unchanged and false when the
+// request has no key.
+func (rl *Rule) appendMatchKey(dst []byte, v view, ip netip.Addr) ([]byte, int, bool) {
+	start := len(dst)
+	dst, ok := rl.appendKey(dst, v, ip)
+	if !ok {
+		return dst[:start], 0, false
+	}
+	alt := 0
+	if rl.Alts != nil {
+		// An override or a tier: the same parts under its limit's
+		// prefix, as long as the rule's.
+		if alt = rl.pickAlt(dst[start:], v); alt > 0 {
+			copy(dst[start:], rl.Alts[alt-1].prefix)
+		}
+	}
+	return dst, alt, true
 }
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
