@@ -34,52 +34,96 @@ anything from them:
     show              the state of --domain's --descriptor counters (POST /v1/peek)
     reset             forget them (serve's --admin-token-file, and --token-file)
 
+A URL may be written host:port, or :port for localhost, meaning http://.
 Every flag is also a RATEKEEPER_* variable (--token-file is
 RATEKEEPER_TOKEN_FILE). Exit status 1 when the server refuses.
 
 flags:`
 
-// runLimits is `ratekeeper limits`: a client of the proxy's admin endpoints
-// and of serve's JSON API.
-func runLimits(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		fmt.Fprintln(stderr, limitsUsage)
-		return usageError{errors.New("the first argument is list, show or reset")}
-	}
-	op := args[0]
-	switch op {
-	case "list", "show", "reset":
-	default:
-		fmt.Fprintln(stderr, limitsUsage)
-		return usageError{fmt.Errorf("%q: the first argument is list, show or reset", op)}
-	}
+// limitsFlags are the flags of ratekeeper limits.
+type limitsFlags struct {
+	admin, serve, tokenFile        string
+	ip, method, path, host, domain string
+	timeout                        time.Duration
+	headers, descs                 multiFlag
+}
+
+// newLimitsFlags returns the flag set of ratekeeper limits op, whose usage
+// goes to stderr, and the flags it sets.
+func newLimitsFlags(op string, stderr io.Writer) (*flag.FlagSet, *limitsFlags) {
+	f := &limitsFlags{}
 	fs := flag.NewFlagSet("limits "+op, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var (
-		admin     = fs.String("admin", "", "the proxy's admin `URL` (http://127.0.0.1:9090)")
-		serve     = fs.String("serve", "", "ratekeeper serve's HTTP JSON API `URL` (http://127.0.0.1:8080)")
-		tokenFile = fs.String("token-file", "", "a `file` holding the bearer token (reset; and reads the server protects)")
-		ip        = fs.String("ip", "", "the client's `address` (proxy)")
-		method    = fs.String("method", "", "the request's `method` (proxy)")
-		path      = fs.String("path", "", "the request's `path` (proxy)")
-		host      = fs.String("host", "", "the request's `host` (proxy)")
-		domain    = fs.String("domain", "", "the `domain` (serve)")
-		timeout   = fs.Duration("timeout", 10*time.Second, "how long to wait for the answer")
-		headers   multiFlag
-		descs     multiFlag
-	)
-	fs.Var(&headers, "header", "a request header, `'Name: value'` (proxy; repeatable)")
-	fs.Var(&descs, "descriptor", "a descriptor, `key=value[,key=value...]` (serve; repeatable)")
+	fs.StringVar(&f.admin, "admin", "", "the proxy's admin listener: `URL` (http://127.0.0.1:9090), or host:port, or :port")
+	fs.StringVar(&f.serve, "serve", "", "ratekeeper serve's HTTP JSON API: `URL` (http://127.0.0.1:8080), or host:port, or :port")
+	fs.StringVar(&f.tokenFile, "token-file", "", "a `file` holding the bearer token (reset; and reads the server protects)")
+	fs.StringVar(&f.ip, "ip", "", "the client's `address` (proxy)")
+	fs.StringVar(&f.method, "method", "", "the request's `method` (proxy; default GET)")
+	fs.StringVar(&f.path, "path", "", "the request's `path` (proxy; default /)")
+	fs.StringVar(&f.host, "host", "", "the request's `host` (proxy)")
+	fs.StringVar(&f.domain, "domain", "", "the `domain` (serve)")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the answer")
+	fs.Var(&f.headers, "header", "a request header, `'Name: value'` (proxy; repeatable)")
+	fs.Var(&f.descs, "descriptor", "a descriptor, `key=value[,key=value...]` (serve; repeatable)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, limitsUsage)
 		fs.PrintDefaults()
 	}
-	// Flags may come before and after RULE.
-	var positional []string
+	return fs, f
+}
+
+// runLimits is `ratekeeper limits`: a client of the proxy's admin endpoints
+// and of serve's JSON API.
+func runLimits(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	op, f, positional, err := parseLimits(args, stderr)
+	if err != nil {
+		return err
+	}
+	var token string
+	if f.tokenFile != "" {
+		if token, err = adminauth.Load(f.tokenFile, ""); err != nil {
+			return usageError{fmt.Errorf("--token-file: %w", err)}
+		}
+	}
+	var req *http.Request
+	if f.admin != "" {
+		req, err = f.adminRequest(ctx, op, positional)
+	} else {
+		req, err = f.serveRequest(ctx, op, positional)
+	}
+	if err != nil {
+		return usageError{err}
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	return send(&http.Client{Timeout: f.timeout}, req, stdout)
+}
+
+// parseLimits reads the operation, the flags (before and after RULE, then
+// from the environment) and the positional arguments. -h, --help and help
+// print the usage and return flag.ErrHelp.
+func parseLimits(args []string, stderr io.Writer) (op string, f *limitsFlags, positional []string, err error) {
+	if len(args) > 0 {
+		op = args[0]
+	}
+	fs, f := newLimitsFlags(op, stderr)
+	switch op {
+	case "list", "show", "reset":
+	case "-h", "-help", "--help", "help":
+		fs.Usage()
+		return "", nil, nil, flag.ErrHelp
+	default:
+		fs.Usage()
+		if op == "" {
+			return "", nil, nil, usageError{errors.New("the first argument is list, show or reset")}
+		}
+		return "", nil, nil, usageError{fmt.Errorf("%q: the first argument is list, show or reset", op)}
+	}
 	rest := args[1:]
 	for {
 		if err := fs.Parse(rest); err != nil {
-			return err
+			return "", nil, nil, err
 		}
 		if fs.NArg() == 0 {
 			break
@@ -88,76 +132,102 @@ func runLimits(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		rest = fs.Args()[1:]
 	}
 	if _, err := applyEnv(fs, os.LookupEnv, os.Environ()); err != nil {
-		return err
+		return "", nil, nil, err
 	}
-	if (*admin == "") == (*serve == "") {
-		return usageError{errors.New("give one of --admin URL (a proxy) and --serve URL (ratekeeper serve)")}
+	if (f.admin == "") == (f.serve == "") {
+		return "", nil, nil, usageError{errors.New("give one of --admin URL (a proxy) and --serve URL (ratekeeper serve)")}
 	}
-	var token string
-	if *tokenFile != "" {
-		var err error
-		if token, err = adminauth.Load(*tokenFile, ""); err != nil {
-			return usageError{fmt.Errorf("--token-file: %w", err)}
-		}
+	return op, f, positional, nil
+}
+
+// adminRequest is the request to the proxy's admin listener for op.
+func (f *limitsFlags) adminRequest(ctx context.Context, op string, positional []string) (*http.Request, error) {
+	if len(f.descs) > 0 || f.domain != "" {
+		return nil, errors.New("--domain and --descriptor are for --serve")
 	}
-	client := &http.Client{Timeout: *timeout}
-	var req *http.Request
-	var err error
-	if *admin != "" {
-		if len(descs) > 0 || *domain != "" {
-			return usageError{errors.New("--domain and --descriptor are for --serve")}
-		}
-		base := strings.TrimRight(*admin, "/")
-		switch {
-		case op == "list" && len(positional) == 0:
-			req, err = http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/rules", nil)
-		case op != "list" && len(positional) == 1:
-			q := url.Values{}
-			for _, f := range []struct{ name, v string }{{"ip", *ip}, {"method", *method}, {"path", *path}, {"host", *host}} {
-				if f.v != "" {
-					q.Set(f.name, f.v)
-				}
-			}
-			for _, h := range headers {
-				q.Add("header", h)
-			}
-			target := base + "/v1/rules/" + url.PathEscape(positional[0])
-			verb := http.MethodGet
-			if op == "show" {
-				target += "/state"
-			} else {
-				target, verb = target+"/reset", http.MethodPost
-			}
-			req, err = http.NewRequestWithContext(ctx, verb, target+"?"+q.Encode(), nil)
-		default:
-			return usageError{fmt.Errorf("limits %s takes %s", op, map[bool]string{true: "no argument", false: "one argument, RULE"}[op == "list"])}
-		}
-	} else {
-		if len(positional) > 0 || len(headers) > 0 || *ip != "" || *method != "" || *path != "" || *host != "" {
-			return usageError{errors.New("with --serve, describe counters by --domain and --descriptor")}
-		}
-		base := strings.TrimRight(*serve, "/")
-		if op == "list" {
-			req, err = http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/config", nil)
-		} else {
-			body, berr := checkBody(*domain, descs)
-			if berr != nil {
-				return usageError{berr}
-			}
-			target := base + "/v1/peek"
-			if op == "reset" {
-				target = base + "/v1/reset"
-			}
-			req, err = http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-		}
-	}
+	base, err := baseURL(f.admin)
 	if err != nil {
-		return usageError{err}
+		return nil, fmt.Errorf("--admin: %w", err)
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	switch {
+	case op == "list" && len(positional) == 0:
+		return http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/rules", nil)
+	case op == "list":
+		return nil, errors.New("limits list takes no argument")
+	case len(positional) != 1:
+		return nil, fmt.Errorf("limits %s takes one argument, RULE", op)
 	}
+	q := url.Values{}
+	for _, p := range []struct{ name, v string }{{"ip", f.ip}, {"method", f.method}, {"path", f.path}, {"host", f.host}} {
+		if p.v != "" {
+			q.Set(p.name, p.v)
+		}
+	}
+	for _, h := range f.headers {
+		q.Add("header", h)
+	}
+	target := base + "/v1/rules/" + url.PathEscape(positional[0])
+	if op == "show" {
+		return http.NewRequestWithContext(ctx, http.MethodGet, target+"/state?"+q.Encode(), nil)
+	}
+	return http.NewRequestWithContext(ctx, http.MethodPost, target+"/reset?"+q.Encode(), nil)
+}
+
+// serveRequest is the request to ratekeeper serve's JSON API for op.
+func (f *limitsFlags) serveRequest(ctx context.Context, op string, positional []string) (*http.Request, error) {
+	if len(positional) > 0 || len(f.headers) > 0 || f.ip != "" || f.method != "" || f.path != "" || f.host != "" {
+		return nil, errors.New("with --serve, describe counters by --domain and --descriptor")
+	}
+	base, err := baseURL(f.serve)
+	if err != nil {
+		return nil, fmt.Errorf("--serve: %w", err)
+	}
+	if op == "list" {
+		return http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/config", nil)
+	}
+	body, err := checkBody(f.domain, f.descs)
+	if err != nil {
+		return nil, err
+	}
+	target := base + "/v1/peek"
+	if op == "reset" {
+		target = base + "/v1/reset"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return req, nil
+}
+
+// baseURL is the server's URL that a flag's value s names, without a
+// trailing slash: an http:// or https:// URL, or host:port (http://), or
+// :port (http://localhost).
+func baseURL(s string) (string, error) {
+	if !strings.Contains(s, "://") {
+		if strings.HasPrefix(s, ":") {
+			s = "localhost" + s
+		}
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return "", err
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", fmt.Errorf("%q: the scheme is http or https", u.Scheme)
+	case u.Host == "":
+		return "", fmt.Errorf("%q names no host", s)
+	case u.RawQuery != "" || u.Fragment != "":
+		return "", fmt.Errorf("%q: a URL without a query or fragment", s)
+	}
+	return strings.TrimRight(u.String(), "/"), nil
+}
+
+// send sends req with client and writes the answer, indented, to stdout;
+// an answer that is not 2xx is an error with the server's message.
+func send(client *http.Client, req *http.Request, stdout io.Writer) error {
 	resp, err := client.Do(req)
 	if err != nil {
 		return err

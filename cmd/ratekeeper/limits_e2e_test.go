@@ -49,7 +49,7 @@ rules:
 	}
 	p.do("GET", "/", "X-API-Key", "bob")
 
-	out, ok := limitsCmd(t, "list", "--admin", admin)
+	out, ok := limitsCmd(t, "list", "--admin", p.admin) // host:port, as admin_listen writes it
 	if !ok || !strings.Contains(out, `"name": "per-key"`) || !strings.Contains(out, `"reset_enabled": true`) {
 		t.Fatalf("list: %s", out)
 	}
