@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/fastpath"
@@ -120,7 +122,8 @@ type AdminRules struct {
 }
 
 // AdminState is the answer of GET /v1/rules/{rule}/state and, with Reset
-// set and no figures, of POST .../reset.
+// set, of POST .../reset, whose figures are the state after the reset.
+// Durations are in seconds, rounded up to the millisecond.
 type AdminState struct {
 	Rule string `json:"rule"`
 	// Key is the counter's key, as the rule built it.
@@ -165,16 +168,16 @@ func (g *Gateway) adminRules(w http.ResponseWriter, _ *http.Request) {
 		}
 		ar := AdminRule{
 			Name: rl.Name, Match: m, Key: key, OnMissingKey: c.OnMissingKey,
-			Mode: rl.Mode.String(), MaxDelay: rl.MaxDelay.Seconds(), StoreMode: rl.StoreMode, KeyPrefix: rl.KeyPrefix(),
+			Mode: rl.Mode.String(), MaxDelay: seconds(rl.MaxDelay), StoreMode: rl.StoreMode, KeyPrefix: rl.KeyPrefix(),
 		}
 		if rl.IsConcurrency() {
 			ttl := rl.Concurrency.TTL
 			if ttl == 0 {
 				ttl = ratekeeper.DefaultLeaseTTL
 			}
-			ar.Concurrency = &AdminConcurrency{Max: rl.Concurrency.Max, TTL: ttl.Seconds()}
+			ar.Concurrency = &AdminConcurrency{Max: rl.Concurrency.Max, TTL: seconds(ttl)}
 		} else {
-			ar.Limit = &AdminLimit{Algorithm: string(rl.Limit.Algorithm), Rate: rl.Limit.Rate, Period: rl.Limit.Period.Seconds(),
+			ar.Limit = &AdminLimit{Algorithm: string(rl.Limit.Algorithm), Rate: rl.Limit.Rate, Period: seconds(rl.Limit.Period),
 				Burst: rl.Limit.Burst, Stagger: rl.Limit.Stagger, LogRejected: rl.Limit.LogRejected}
 		}
 		out.Rules = append(out.Rules, ar)
@@ -187,21 +190,10 @@ func (g *Gateway) adminState(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	lim, err := ratekeeper.New(g.proc.Store(), m.Limit())
+	st, err := g.peek(r.Context(), m, matches)
 	if err != nil {
-		problem.Write(w, http.StatusInternalServerError, "Internal Server Error", err.Error())
+		problem.Write(w, http.StatusServiceUnavailable, "Service Unavailable", err.Error())
 		return
-	}
-	d, err := lim.Peek(r.Context(), m.Key)
-	if err != nil {
-		problem.Write(w, http.StatusServiceUnavailable, "Service Unavailable", "the store did not answer: "+err.Error())
-		return
-	}
-	allowed := d.Allowed
-	st := AdminState{Rule: m.Rule.Name, Key: m.Key, Matches: matches, Allowed: &allowed, Limit: d.Limit, Remaining: d.Remaining,
-		RetryAfter: d.RetryAfter.Seconds(), ResetAfter: d.ResetAfter.Seconds()}
-	if d.Fallback != ratekeeper.NoFallback {
-		st.Fallback = d.Fallback.String()
 	}
 	writeJSON(w, http.StatusOK, st)
 }
@@ -224,7 +216,42 @@ func (g *Gateway) adminReset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.logger.Info("admin reset a client's counter", "rule", m.Rule.Name, "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, AdminState{Rule: m.Rule.Name, Key: m.Key, Matches: matches, Reset: true})
+	st, err := g.peek(r.Context(), m, matches)
+	if err != nil {
+		problem.Write(w, http.StatusServiceUnavailable, "Service Unavailable", "the counter was reset, but "+err.Error())
+		return
+	}
+	st.Reset = true
+	writeJSON(w, http.StatusOK, st)
+}
+
+// peek is the state of m's counter, taking nothing.
+func (g *Gateway) peek(ctx context.Context, m rules.Match, matches bool) (AdminState, error) {
+	lim, err := ratekeeper.New(g.proc.Store(), m.Limit())
+	if err != nil {
+		return AdminState{}, fmt.Errorf("the limit: %w", err)
+	}
+	d, err := lim.Peek(ctx, m.Key)
+	if err != nil {
+		return AdminState{}, fmt.Errorf("the store did not answer: %w", err)
+	}
+	allowed := d.Allowed
+	st := AdminState{Rule: m.Rule.Name, Key: m.Key, Matches: matches, Allowed: &allowed, Limit: d.Limit, Remaining: d.Remaining,
+		RetryAfter: seconds(d.RetryAfter), ResetAfter: seconds(d.ResetAfter)}
+	if d.Fallback != ratekeeper.NoFallback {
+		st.Fallback = d.Fallback.String()
+	}
+	return st, nil
+}
+
+// seconds is d in seconds rounded up to the millisecond, as the admin's
+// JSON writes every duration: a wait is never shown shorter than it is.
+func seconds(d time.Duration) float64 {
+	ms := d / time.Millisecond
+	if d%time.Millisecond > 0 {
+		ms++
+	}
+	return float64(ms) / 1e3
 }
 
 // adminKey finds the rule the path names and the Match it gives the

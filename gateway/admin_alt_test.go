@@ -98,8 +98,8 @@ func TestAdminStateAndResetOverrideAndTier(t *testing.T) {
 					t.Errorf("%s: state %+v, want refused, limit %d, remaining 0", tc.who, st, tc.limit)
 				}
 				st = adminStateOf(t, g, "POST", "/v1/rules/per-key/reset?"+tc.query)
-				if !st.Reset {
-					t.Errorf("%s: reset %+v", tc.who, st)
+				if !st.Reset || st.Allowed == nil || !*st.Allowed || st.Limit != tc.limit || st.Remaining != tc.limit {
+					t.Errorf("%s: reset %+v, want the state after it: allowed, limit and remaining %d", tc.who, st, tc.limit)
 				}
 				if got := altGet(g, tc.key, tc.plan); got != 200 {
 					t.Errorf("%s: after the reset: %d, want 200", tc.who, got)
