@@ -131,7 +131,11 @@ type AdminState struct {
 	// Matches says whether the rule's match covers the request described
 	// (the counter is the one it would use if it did).
 	Matches bool `json:"matches"`
-	Reset   bool `json:"reset,omitempty"`
+	// Override is true when the key's override gives the limit; Tier names
+	// the tier that does. Neither: the rule's own.
+	Override bool   `json:"override,omitempty"`
+	Tier     string `json:"tier,omitempty"`
+	Reset    bool   `json:"reset,omitempty"`
 	// The state, for a request of cost 1, taking nothing: whether it would
 	// pass now, and if not, after how long.
 	Allowed    *bool   `json:"allowed,omitempty"`
@@ -238,6 +242,13 @@ func (g *Gateway) peek(ctx context.Context, m rules.Match, matches bool) (AdminS
 	allowed := d.Allowed
 	st := AdminState{Rule: m.Rule.Name, Key: m.Key, Matches: matches, Allowed: &allowed, Limit: d.Limit, Remaining: d.Remaining,
 		RetryAfter: seconds(d.RetryAfter), ResetAfter: seconds(d.ResetAfter)}
+	if m.Alt > 0 {
+		if a := m.Rule.Alts[m.Alt-1]; a.Tier {
+			st.Tier = a.Name
+		} else {
+			st.Override = true
+		}
+	}
 	if d.Fallback != ratekeeper.NoFallback {
 		st.Fallback = d.Fallback.String()
 	}

@@ -84,6 +84,7 @@ func TestAdminStateAndResetOverrideAndTier(t *testing.T) {
 			}{
 				{"override", "acme", "", "header=X-API-Key:acme", 3},
 				{"tier", "bob", "pro", "header=X-API-Key:bob&header=X-Plan:pro", 2},
+				{"rule", "carol", "", "header=X-API-Key:carol", 1},
 			} {
 				for i := range tc.limit {
 					if got := altGet(g, tc.key, tc.plan); got != 200 {
@@ -96,6 +97,9 @@ func TestAdminStateAndResetOverrideAndTier(t *testing.T) {
 				st := adminStateOf(t, g, "GET", "/v1/rules/per-key/state?"+tc.query)
 				if st.Allowed == nil || *st.Allowed || st.Limit != tc.limit || st.Remaining != 0 || st.RetryAfter <= 0 {
 					t.Errorf("%s: state %+v, want refused, limit %d, remaining 0", tc.who, st, tc.limit)
+				}
+				if st.Override != (tc.who == "override") || st.Tier != tc.plan {
+					t.Errorf("%s: state %+v names another limit", tc.who, st)
 				}
 				st = adminStateOf(t, g, "POST", "/v1/rules/per-key/reset?"+tc.query)
 				if !st.Reset || st.Allowed == nil || !*st.Allowed || st.Limit != tc.limit || st.Remaining != tc.limit {
