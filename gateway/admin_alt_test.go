@@ -14,7 +14,7 @@ import (
 
 // altGateway is a gateway on store (a URL) whose rule per-key gives acme
 // an override of 3 and the tier pro 2, where anyone else gets 1.
-func altGateway(t *testing.T, store string) *Gateway {
+func altGateway(t testing.TB, store string) *Gateway {
 	t.Helper()
 	tok := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tok, []byte(adminToken), 0o600); err != nil {
