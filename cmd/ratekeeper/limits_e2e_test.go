@@ -40,6 +40,8 @@ rules:
     key: ["header:X-API-Key"]
     on_missing_key: skip
     limit: {algorithm: fixed_window, rate: 2, period: 1h}
+    overrides:
+      carol: {rate: 3}
 `)
 	admin := "http://" + p.admin
 	for i, want := range []int{200, 200, 429} {
@@ -66,7 +68,7 @@ rules:
 		t.Fatalf("reset with a wrong token: %s", out)
 	}
 	out, ok = limitsCmd(t, "reset", "--admin", admin, "--token-file", tok, "per-key", "--header", "X-API-Key: alice")
-	if !ok || !strings.Contains(out, `"reset": true`) {
+	if !ok || !strings.Contains(out, `"reset": true`) || !strings.Contains(out, `"remaining": 2`) {
 		t.Fatalf("reset: %s", out)
 	}
 	if got := p.do("GET", "/", "X-API-Key", "alice").StatusCode; got != 200 {
@@ -75,6 +77,23 @@ rules:
 	out, ok = limitsCmd(t, "show", "--admin", admin, "per-key", "--header", "X-API-Key: bob")
 	if !ok || !strings.Contains(out, `"remaining": 1`) {
 		t.Fatalf("bob after alice's reset: %s", out)
+	}
+	// A client with an override: shown and reset under its own limit.
+	for i, want := range []int{200, 200, 200, 429} {
+		if got := p.do("GET", "/", "X-API-Key", "carol").StatusCode; got != want {
+			t.Fatalf("carol %d: %d, want %d", i, got, want)
+		}
+	}
+	out, ok = limitsCmd(t, "show", "--admin", admin, "per-key", "--header", "X-API-Key: carol")
+	if !ok || !strings.Contains(out, `"override": true`) || !strings.Contains(out, `"limit": 3`) || !strings.Contains(out, `"remaining": 0`) {
+		t.Fatalf("show carol: %s", out)
+	}
+	out, ok = limitsCmd(t, "reset", "--admin", admin, "--token-file", tok, "per-key", "--header", "X-API-Key: carol")
+	if !ok || !strings.Contains(out, `"remaining": 3`) {
+		t.Fatalf("reset carol: %s", out)
+	}
+	if got := p.do("GET", "/", "X-API-Key", "carol").StatusCode; got != 200 {
+		t.Fatalf("carol after reset: %d", got)
 	}
 	out, ok = limitsCmd(t, "show", "--admin", admin, "per-key", "--header", "X-API-Key: a\r\nb")
 	if ok || !strings.Contains(out, "400") || !strings.Contains(out, "control character") {
