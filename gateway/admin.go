@@ -92,6 +92,8 @@ type AdminMatch struct {
 	StrictPath bool              `json:"strict_path,omitempty"`
 	Hosts      []string          `json:"hosts,omitempty"`
 	Headers    map[string]string `json:"headers,omitempty"`
+	// AbsentHeaders are named in clear: they carry no value to hide.
+	AbsentHeaders []string `json:"absent_headers,omitempty"`
 }
 
 // AdminLimit is a rule's limit.
@@ -156,7 +158,7 @@ func (g *Gateway) adminRules(w http.ResponseWriter, _ *http.Request) {
 	for _, rl := range set.Rules {
 		c := rl.Config
 		m := AdminMatch{Methods: c.Match.Methods, Path: c.Match.Path, PathPrefix: c.Match.PathPrefix,
-			StrictPath: c.Match.StrictPath, Hosts: c.Match.Hosts}
+			StrictPath: c.Match.StrictPath, Hosts: c.Match.Hosts, AbsentHeaders: c.Match.AbsentHeaders}
 		if len(c.Match.Headers) > 0 {
 			m.Headers = map[string]string{}
 			for k, v := range c.Match.Headers {

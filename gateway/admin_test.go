@@ -159,7 +159,7 @@ func TestAdminRulesRedacted(t *testing.T) {
 store: {url: "redis://:hunter2-redis-pw@127.0.0.1:1/0", timeout: 10ms}
 rules:
   - name: gold
-    match: {headers: {X-Internal-Token: tok-s3cret-value, X-Present: "*"}}
+    match: {headers: {X-Internal-Token: tok-s3cret-value, X-Present: "*"}, absent_headers: [X-API-Key]}
     limit: {algorithm: fixed_window, rate: 2, period: 1h}
 `)
 	w := adminDo(g, "GET", "/v1/rules", "")
@@ -173,7 +173,7 @@ rules:
 	}
 	r := out.Rules[0]
 	if out.File != g.path || r.Name != "gold" || r.Match.Headers["X-Internal-Token"] != "<redacted>" || r.Match.Headers["X-Present"] != "*" ||
-		r.Limit.Algorithm != "fixed_window" || r.Limit.Rate != 2 || r.Key[0] != "global" || r.Mode != "enforce" || !strings.Contains(out.Store, "127.0.0.1:1") {
+		len(r.Match.AbsentHeaders) != 1 || r.Match.AbsentHeaders[0] != "X-API-Key" || r.Limit.Algorithm != "fixed_window" || r.Limit.Rate != 2 || r.Key[0] != "global" || r.Mode != "enforce" || !strings.Contains(out.Store, "127.0.0.1:1") {
 		t.Fatalf("%+v", out)
 	}
 }
