@@ -13,6 +13,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/ratekeeper/ratekeeper/internal/ratefields"
 )
 
 // maxBody bounds a JSON request.
@@ -222,7 +224,7 @@ func writeDecision(w http.ResponseWriter, resp *rlsv3.RateLimitResponse, o notes
 	switch {
 	case o.refused > 0:
 		code = http.StatusServiceUnavailable
-		h.Set("Retry-After", strconv.FormatInt(ceilSeconds(o.refused), 10))
+		h.Set("Retry-After", strconv.FormatInt(ratefields.Ceil(o.refused), 10))
 	case resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT:
 		code = http.StatusTooManyRequests
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/metrics"
+	"github.com/ratekeeper/ratekeeper/internal/ratefields"
 	"github.com/ratekeeper/ratekeeper/promlimit"
 )
 
@@ -761,7 +762,7 @@ func (s *Service) respond(cur *served, slots []slot, counts bool) (*rlsv3.RateLi
 		fb.refused = 0
 		resp.RawBody = []byte(never)
 		if s.headers && best >= 0 {
-			h := headers(resp, resp.Statuses[best])
+			h := headers(true, &slots[best])
 			if resp.Statuses[best].DurationUntilReset == nil {
 				h = h[:2] // the limit and what is left, no reset
 			} else {
@@ -774,18 +775,18 @@ func (s *Service) respond(cur *served, slots []slot, counts bool) (*rlsv3.RateLi
 	if !policy || counted {
 		fb.refused = 0
 		if s.headers && best >= 0 {
-			resp.ResponseHeadersToAdd = headers(resp, resp.Statuses[best])
+			resp.ResponseHeadersToAdd = headers(resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT, &slots[best])
 		}
 		return resp, fb
 	}
 	// Only the failure policy refused: the store is unavailable.
-	secs := ceilSeconds(fb.refused)
+	secs := ratefields.Ceil(fb.refused)
 	resp.RawBody = []byte("the rate limiter's store is unavailable: retry in " + strconv.FormatInt(secs, 10) + " s\n")
 	if s.headers {
 		if best >= 0 {
 			// The limits that counted, as they are; the wait is the
 			// policy's.
-			resp.ResponseHeadersToAdd = headers(resp, resp.Statuses[best])[:3]
+			resp.ResponseHeadersToAdd = headers(false, &slots[best])
 		}
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(secs, 10)})
 	}
@@ -837,31 +838,33 @@ func (s *Service) count(cur *served, sl *slot) {
 	}
 }
 
-// headers renders the RateLimit header fields of st (IETF draft form, as
-// Envoy's reference service sends them).
-func headers(resp *rlsv3.RateLimitResponse, st *rlsv3.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
-	l := st.CurrentLimit
-	window := int64(unitDuration(l.Unit) / time.Second)
-	reset := waitSeconds(st.DurationUntilReset.AsDuration())
-	h := []*corev3.HeaderValue{
-		{Key: "RateLimit-Limit", Value: strconv.FormatUint(uint64(l.RequestsPerUnit), 10) + ", " + strconv.FormatUint(uint64(l.RequestsPerUnit), 10) + ";w=" + strconv.FormatInt(window, 10)},
-		{Key: "RateLimit-Remaining", Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
-		{Key: "RateLimit-Reset", Value: strconv.FormatInt(reset, 10)},
+// headers renders the RateLimit header fields of slot sl (IETF draft 03's
+// form, as Envoy's reference service sends them) with the figures every
+// rendering gives (package ratefields), and Retry-After when over: the
+// answer is OVER_LIMIT. RateLimit-Limit is the capacity, then the policy:
+// for a bucket whose burst exceeds its rate, the burst over the time to
+// refill it.
+func headers(over bool, sl *slot) []*corev3.HeaderValue {
+	d := sl.d
+	q, w := ratefields.Policy(sl.r.limit)
+	switch {
+	case sl.kind == denyAll:
+		d = ratekeeper.Decision{RetryAfter: sl.reset, ResetAfter: sl.reset}
+		q, w = 0, ratefields.Ceil(sl.r.period)
+	case sl.kind == take && sl.over:
+		d.Allowed, d.Remaining = false, 0
+		if d.RetryAfter == 0 {
+			d.RetryAfter = d.ResetAfter
+		}
 	}
-	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
-		h = append(h, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(max(reset, 1), 10)})
+	f := ratefields.Of(d)
+	h := []*corev3.HeaderValue{
+		{Key: "RateLimit-Limit", Value: strconv.Itoa(f.Limit) + ", " + strconv.Itoa(q) + ";w=" + strconv.FormatInt(w, 10)},
+		{Key: "RateLimit-Remaining", Value: strconv.Itoa(f.Remaining)},
+		{Key: "RateLimit-Reset", Value: strconv.FormatInt(f.T, 10)},
+	}
+	if over {
+		h = append(h, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(max(f.T, 1), 10)})
 	}
 	return h
-}
-
-func ceilSeconds(d time.Duration) int64 {
-	return int64((d + time.Second - 1) / time.Second)
-}
-
-// waitSeconds is a limit's wait in whole seconds for the headers: rounded
-// up, less the clock's tick first, as httplimit's waitSeconds (which says
-// why): a sliding window's wait of a window plus a microsecond is the
-// window, not a second more.
-func waitSeconds(d time.Duration) int64 {
-	return max(0, ceilSeconds(d-time.Microsecond))
 }
