@@ -89,8 +89,9 @@ type CheckStatus struct {
 	Code string `json:"code"`
 	// CurrentLimit is the limit that applied; absent when none did.
 	CurrentLimit *CheckLimit `json:"current_limit,omitempty"`
-	// LimitRemaining is how many more requests would pass now
-	// (4294967295 for an unlimited descriptor).
+	// LimitRemaining is how many more requests would pass now, at most
+	// the limit's requests_per_unit (4294967295 for an unlimited
+	// descriptor).
 	LimitRemaining uint32 `json:"limit_remaining"`
 	// DurationUntilReset is, in seconds, how long until the limit is
 	// replenished when allowed, or until the request would pass when over.

@@ -676,6 +676,7 @@ func (s *Service) respond(cur *served, slots []slot, counts bool) (*rlsv3.RateLi
 	}
 	resp.OverallCode = rlsv3.RateLimitResponse_OK
 	best := -1 // the limited status with the least remaining, for headers
+	var bestLeft uint32
 	for i := range slots {
 		sl := &slots[i]
 		b := &blocks[i]
@@ -722,16 +723,17 @@ func (s *Service) respond(cur *served, slots []slot, counts bool) (*rlsv3.RateLi
 		}
 		st.CurrentLimit = &b.limit
 		reset := sl.reset
+		left := uint32(0) // what is left, up to the capacity
 		switch {
 		case sl.kind == tooMany:
 			// Asked without taking: what is left is real, and no wait
 			// makes the request pass, so no duration_until_reset.
-			st.LimitRemaining = uint32(sl.d.Remaining)
+			left = uint32(sl.d.Remaining)
 			fb.markTooMany(i, len(slots), r.shadow, sl, &never)
 		case sl.kind != denyAll:
-			st.LimitRemaining = uint32(sl.d.Remaining)
+			left = uint32(sl.d.Remaining)
 			if sl.over {
-				st.LimitRemaining = 0
+				left = 0
 				reset = sl.d.RetryAfter
 				if reset == 0 {
 					reset = sl.d.ResetAfter
@@ -740,6 +742,9 @@ func (s *Service) respond(cur *served, slots []slot, counts bool) (*rlsv3.RateLi
 				reset = sl.d.ResetAfter
 			}
 		}
+		// Envoy's X-RateLimit-Limit is requests_per_unit: a bucket whose
+		// burst exceeds it says no more than that is left.
+		st.LimitRemaining = min(left, r.rpu)
 		if sl.kind != tooMany {
 			b.reset.Seconds, b.reset.Nanos = int64(reset/time.Second), int32(reset%time.Second) // as durationpb.New
 			st.DurationUntilReset = &b.reset
@@ -752,8 +757,8 @@ func (s *Service) respond(cur *served, slots []slot, counts bool) (*rlsv3.RateLi
 		if counts {
 			s.count(cur, sl)
 		}
-		if best < 0 || st.LimitRemaining < resp.Statuses[best].LimitRemaining {
-			best = i
+		if best < 0 || left < bestLeft {
+			best, bestLeft = i, left
 		}
 	}
 	if never != "" {
