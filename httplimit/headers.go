@@ -58,18 +58,17 @@ func (m *Middleware) writeHeaders(h http.Header, v verdict, s *scratch) {
 	counted := false // the legacy fields' rule has figures to report
 	reset := false   // and a reset: a concurrency rule has none
 	if legacy {
-		d := s.results[v.worst]
-		f := ratefields.Of(d)
+		d := &s.results[v.worst]
 		counted = d.Fallback != ratekeeper.FallbackUncounted
 		reset = counted && !s.matches[v.worst].Rule.IsConcurrency()
-		b = strconv.AppendInt(b, int64(f.Limit), 10)
+		b = strconv.AppendInt(b, int64(d.Limit), 10)
 		ends[0] = len(b)
 		if counted {
-			b = strconv.AppendInt(b, int64(f.Remaining), 10)
+			b = strconv.AppendInt(b, int64(ratefields.Remaining(*d)), 10)
 		}
 		ends[1] = len(b)
 		if reset {
-			b = strconv.AppendInt(b, f.Reset, 10)
+			b = strconv.AppendInt(b, ratefields.Reset(*d), 10)
 		}
 		ends[2] = len(b)
 	}
@@ -97,15 +96,14 @@ func (m *Middleware) writeHeaders(h http.Header, v verdict, s *scratch) {
 				b = append(b, ", "...)
 			}
 			n++
-			f := ratefields.Of(d)
 			b = append(b, v.c.rules[rl.Index].quoted...)
 			b = append(b, ";r="...)
-			b = strconv.AppendInt(b, int64(f.Remaining), 10)
+			b = strconv.AppendInt(b, int64(ratefields.Remaining(d)), 10)
 			if d.Allowed && rl.IsConcurrency() {
 				continue // no reset: a slot comes back when a request ends
 			}
 			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, f.T, 10)
+			b = strconv.AppendInt(b, ratefields.T(d), 10)
 		}
 		ends[4] = len(b)
 	}
