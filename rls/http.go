@@ -93,7 +93,7 @@ type CheckStatus struct {
 	// the limit's requests_per_unit (4294967295 for an unlimited
 	// descriptor).
 	LimitRemaining uint32 `json:"limit_remaining"`
-	// DurationUntilReset is, in seconds, how long until the limit is
+	// DurationUntilReset is, in whole seconds, how long until the limit is
 	// replenished when allowed, or until the request would pass when over.
 	DurationUntilReset float64 `json:"duration_until_reset"`
 	// Fallback says that the store did not answer and its failure policy

@@ -746,7 +746,7 @@ func (s *Service) respond(cur *served, slots []slot, counts bool) (*rlsv3.RateLi
 		// burst exceeds it says no more than that is left.
 		st.LimitRemaining = min(left, r.rpu)
 		if sl.kind != tooMany {
-			b.reset.Seconds, b.reset.Nanos = int64(reset/time.Second), int32(reset%time.Second) // as durationpb.New
+			b.reset.Seconds = resetSeconds(reset, sl.over)
 			st.DurationUntilReset = &b.reset
 		}
 		if sl.over && !r.shadow {
@@ -796,6 +796,17 @@ func (s *Service) respond(cur *served, slots []slot, counts bool) (*rlsv3.RateLi
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(secs, 10)})
 	}
 	return resp, fb
+}
+
+// resetSeconds is duration_until_reset, reset, in the whole seconds that
+// RateLimit-Reset says, over the limit or not: Envoy sends its whole
+// seconds as X-RateLimit-Reset, and would otherwise round down what the
+// other fields round up.
+func resetSeconds(reset time.Duration, over bool) int64 {
+	if over {
+		return ratefields.RetrySeconds(reset)
+	}
+	return ratefields.Seconds(reset)
 }
 
 // markTooMany notes that slot i of n costs more than its limit can ever

@@ -42,8 +42,8 @@ type fields struct {
 }
 
 // TestOneDecisionSameFields renders one decision through httplimit,
-// grpclimit and rls (with --response-headers) and demands the same
-// values from each: a decision from each algorithm at its edges, and
+// grpclimit and rls (with --response-headers, and its answer as Envoy
+// renders it) and demands the same values from each: a decision from each algorithm at its edges, and
 // waits of a microsecond and of exact whole seconds.
 func TestOneDecisionSameFields(t *testing.T) {
 	slidingWindow := ratekeeper.Limit{Algorithm: ratekeeper.SlidingWindow, Rate: 10, Period: 10 * time.Second}
@@ -109,11 +109,15 @@ func TestOneDecisionSameFields(t *testing.T) {
 				"httplimit": viaHTTP(t, c.limit, c.d),
 				"grpclimit": viaGRPC(t, c.limit, c.d),
 				"rls":       viaRLS(t, c.limit, c.d),
+				"envoy":     viaEnvoy(t, c.limit, c.d),
 			}
 			for by, got := range renderings {
 				want := c.want
-				if by == "rls" {
+				switch by {
+				case "rls":
 					want.Reset = "" // RateLimit-Reset is t
+				case "envoy":
+					want = fields{T: want.T} // X-RateLimit-Reset is t
 				}
 				if got != want {
 					t.Errorf("%s: %+v, want %+v", by, got, want)
@@ -235,6 +239,37 @@ func (s *stream) SetTrailer(md metadata.MD) error {
 
 func viaRLS(t *testing.T, l ratekeeper.Limit, d ratekeeper.Decision) fields {
 	t.Helper()
+	resp := askRLS(t, l, d)
+	h := map[string]string{}
+	for _, v := range resp.ResponseHeadersToAdd {
+		h[v.Key] = v.Value
+	}
+	f := fields{Remaining: h["RateLimit-Remaining"], T: h["RateLimit-Reset"], RetryAfter: h["Retry-After"]}
+	if m := draft03.FindStringSubmatch(h["RateLimit-Limit"]); m != nil {
+		f.Limit, f.Quota, f.Window = m[1], m[2], m[3]
+	} else {
+		t.Errorf("rls: RateLimit-Limit %q", h["RateLimit-Limit"])
+	}
+	return f
+}
+
+// viaEnvoy is what Envoy's enable_x_ratelimit_headers makes of serve's
+// answer (XRateLimitHeaderUtils::create): X-RateLimit-Reset is
+// duration_until_reset's whole seconds, the only figure that is not
+// X-RateLimit-Limit's (requests_per_unit, as configured) or
+// X-RateLimit-Remaining (limit_remaining, which must not exceed it).
+func viaEnvoy(t *testing.T, l ratekeeper.Limit, d ratekeeper.Decision) fields {
+	t.Helper()
+	st := askRLS(t, l, d).Statuses[0]
+	if st.LimitRemaining > st.CurrentLimit.GetRequestsPerUnit() {
+		t.Errorf("envoy: X-RateLimit-Remaining %d above X-RateLimit-Limit %d", st.LimitRemaining, st.CurrentLimit.GetRequestsPerUnit())
+	}
+	return fields{T: strconv.FormatInt(st.DurationUntilReset.GetSeconds(), 10)}
+}
+
+// askRLS is serve's answer to a descriptor of limit l, decided d.
+func askRLS(t *testing.T, l ratekeeper.Limit, d ratekeeper.Decision) *rlsv3.RateLimitResponse {
+	t.Helper()
 	unit, mult := "second", l.Period/time.Second
 	if l.Period%time.Minute == 0 {
 		unit, mult = "minute", l.Period/time.Minute
@@ -271,15 +306,5 @@ func viaRLS(t *testing.T, l ratekeeper.Limit, d ratekeeper.Decision) fields {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := map[string]string{}
-	for _, v := range resp.ResponseHeadersToAdd {
-		h[v.Key] = v.Value
-	}
-	f := fields{Remaining: h["RateLimit-Remaining"], T: h["RateLimit-Reset"], RetryAfter: h["Retry-After"]}
-	if m := draft03.FindStringSubmatch(h["RateLimit-Limit"]); m != nil {
-		f.Limit, f.Quota, f.Window = m[1], m[2], m[3]
-	} else {
-		t.Errorf("rls: RateLimit-Limit %q", h["RateLimit-Limit"])
-	}
-	return f
+	return resp
 }
