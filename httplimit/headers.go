@@ -157,8 +157,8 @@ func writeProblem(w http.ResponseWriter, p Problem) {
 
 // writeTooMany answers the refusal of rule (429 unless its refused.status
 // says otherwise) with a wait of retry in whole seconds
-// (ratefields.RetrySeconds), so that the client is never early; a gRPC call gets
-// RESOURCE_EXHAUSTED. With refused.retry_after_jitter, the wait announced
+// (ratefields.RetrySeconds), so that the client is never early; a gRPC
+// call gets RESOURCE_EXHAUSTED. With refused.retry_after_jitter, the wait announced
 // is retry plus a uniformly random part of the jitter: never less than
 // retry. X-RateLimit-Retry-After goes with it unless the rule is hidden.
 func writeTooMany(w http.ResponseWriter, r *http.Request, rule *rules.Rule, retry time.Duration, shown bool) {

@@ -33,9 +33,8 @@ func Of(d ratekeeper.Decision) Figures {
 	return Figures{Limit: d.Limit, Remaining: Remaining(d), Reset: Reset(d), T: T(d), RetryAfter: RetryAfter(d)}
 }
 
-// Remaining is d's Remaining within 0..Limit. The functions below give
-// one figure of Of each, and are small enough to be inlined: a hot path
-// asks for the figures it sends.
+// Remaining is d's Remaining within 0..Limit. It and the three below each
+// give one figure of Of, for a hot path that sends only some of them.
 func Remaining(d ratekeeper.Decision) int { return min(max(d.Remaining, 0), d.Limit) }
 
 // Reset is Figures.Reset.
