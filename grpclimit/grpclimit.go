@@ -3,7 +3,9 @@
 // peer's address or by request metadata. A refused call gets
 // codes.ResourceExhausted, with the rate limit fields as trailers
 // (ratelimit-policy, ratelimit, retry-after and the x-ratelimit-* ones);
-// a call admitted gets the same fields, but retry-after, as headers.
+// a call admitted gets the same fields, but retry-after, as headers. Their
+// values are the gateway's for the same decision (docs/gateway.md, "What
+// clients see").
 //
 //	lim, _ := ratekeeper.New(store, ratekeeper.Limit{Algorithm: ratekeeper.TokenBucket, Rate: 100, Period: time.Second})
 //	i, _ := grpclimit.New("per-client", lim, grpclimit.ByMetadata("x-api-key"))
@@ -21,7 +23,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -30,6 +31,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/ratefields"
 )
 
 // KeyFunc is the key a call is limited by. ok false leaves the call
@@ -130,7 +132,7 @@ type Interceptor struct {
 	limiter *ratekeeper.Limiter
 	key     KeyFunc
 	policy  string // ratelimit-policy's value
-	limit   string // x-ratelimit-limit's value
+	limit   string // the most a call can cost
 }
 
 type config struct {
@@ -183,22 +185,15 @@ func New(name string, l *ratekeeper.Limiter, key KeyFunc, opts ...Option) (*Inte
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	lim := l.Limit()
-	capacity := lim.Capacity()
+	q, w := ratefields.Policy(l.Limit())
 	return &Interceptor{
 		config:  c,
 		name:    name,
 		limiter: l,
 		key:     key,
-		policy:  fmt.Sprintf("%q;q=%d;w=%d", name, capacity, windowSeconds(lim)),
-		limit:   strconv.Itoa(capacity),
+		policy:  fmt.Sprintf("%q;q=%d;w=%d", name, q, w),
+		limit:   strconv.Itoa(q),
 	}, nil
-}
-
-// windowSeconds is the policy's window: the limit's period in whole seconds,
-// at least 1.
-func windowSeconds(l ratekeeper.Limit) int64 {
-	return max(1, int64((l.Period+time.Second-1)/time.Second))
 }
 
 // Unary is the unary server interceptor.
@@ -279,47 +274,31 @@ func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, e
 		if d.Allowed {
 			return nil, nil // nothing was counted: no figures to send
 		}
-		secs := retrySeconds(d.RetryAfter)
+		secs := strconv.FormatInt(max(1, ratefields.Ceil(d.RetryAfter)), 10)
 		return metadata.Pairs("retry-after", secs),
 			status.Errorf(codes.Unavailable, "the rate limiter's store is unavailable: retry in %s s", secs)
 	}
 	if d.Allowed && !i.headers {
 		return nil, nil
 	}
-	md := i.fields(d)
+	f := ratefields.Of(d)
+	md := i.fields(f)
 	if d.Allowed {
 		return md, nil
 	}
-	secs := retrySeconds(d.RetryAfter)
+	secs := strconv.FormatInt(f.RetryAfter, 10)
 	md.Set("retry-after", secs)
 	return md, status.Errorf(codes.ResourceExhausted, "rate limit %q exceeded: retry in %s s", i.name, secs)
 }
 
-// fields are d's rate limit fields, as the gateway sends them as headers.
-func (i *Interceptor) fields(d ratekeeper.Decision) metadata.MD {
-	t := d.ResetAfter
-	if !d.Allowed {
-		t = d.RetryAfter
-	}
+// fields are the rate limit fields of f, as the gateway sends them as
+// headers.
+func (i *Interceptor) fields(f ratefields.Figures) metadata.MD {
 	return metadata.MD{
 		"ratelimit-policy":      {i.policy},
-		"ratelimit":             {fmt.Sprintf("%q;r=%d;t=%d", i.name, d.Remaining, ceilSeconds(t))},
-		"x-ratelimit-limit":     {i.limit},
-		"x-ratelimit-remaining": {strconv.Itoa(d.Remaining)},
-		"x-ratelimit-reset":     {strconv.FormatInt(ceilSeconds(d.ResetAfter), 10)},
+		"ratelimit":             {fmt.Sprintf("%q;r=%d;t=%d", i.name, f.Remaining, f.T)},
+		"x-ratelimit-limit":     {strconv.Itoa(f.Limit)},
+		"x-ratelimit-remaining": {strconv.Itoa(f.Remaining)},
+		"x-ratelimit-reset":     {strconv.FormatInt(f.Reset, 10)},
 	}
-}
-
-// ceilSeconds rounds d up to whole seconds: a client told to wait is never
-// early.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
-// retrySeconds is a refusal's wait in whole seconds, at least 1.
-func retrySeconds(d time.Duration) string {
-	return strconv.FormatInt(max(1, ceilSeconds(d)), 10)
 }

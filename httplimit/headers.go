@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/ratefields"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
 
@@ -57,17 +58,17 @@ func (m *Middleware) writeHeaders(h http.Header, v verdict, s *scratch) {
 	counted := false // the legacy fields' rule has figures to report
 	reset := false   // and a reset: a concurrency rule has none
 	if legacy {
-		d := s.results[v.worst]
+		d := &s.results[v.worst]
 		counted = d.Fallback != ratekeeper.FallbackUncounted
 		reset = counted && !s.matches[v.worst].Rule.IsConcurrency()
 		b = strconv.AppendInt(b, int64(d.Limit), 10)
 		ends[0] = len(b)
 		if counted {
-			b = strconv.AppendInt(b, int64(d.Remaining), 10)
+			b = strconv.AppendInt(b, int64(ratefields.Remaining(*d)), 10)
 		}
 		ends[1] = len(b)
 		if reset {
-			b = strconv.AppendInt(b, waitSeconds(d.ResetAfter), 10)
+			b = strconv.AppendInt(b, ratefields.Reset(*d), 10)
 		}
 		ends[2] = len(b)
 	}
@@ -95,18 +96,14 @@ func (m *Middleware) writeHeaders(h http.Header, v verdict, s *scratch) {
 				b = append(b, ", "...)
 			}
 			n++
-			t := d.ResetAfter
-			if !d.Allowed {
-				t = d.RetryAfter
-			}
 			b = append(b, v.c.rules[rl.Index].quoted...)
 			b = append(b, ";r="...)
-			b = strconv.AppendInt(b, int64(d.Remaining), 10)
+			b = strconv.AppendInt(b, int64(ratefields.Remaining(d)), 10)
 			if d.Allowed && rl.IsConcurrency() {
 				continue // no reset: a slot comes back when a request ends
 			}
 			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, waitSeconds(t), 10)
+			b = strconv.AppendInt(b, ratefields.T(d), 10)
 		}
 		ends[4] = len(b)
 	}
@@ -159,14 +156,14 @@ func writeProblem(w http.ResponseWriter, p Problem) {
 }
 
 // writeTooMany answers the refusal of rule (429 unless its refused.status
-// says otherwise) with a wait of retry in whole seconds (waitSeconds, at
-// least 1), so that the client is never early; a gRPC call gets
-// RESOURCE_EXHAUSTED. With refused.retry_after_jitter, the wait announced
+// says otherwise) with a wait of retry in whole seconds
+// (ratefields.RetrySeconds), so that the client is never early; a gRPC
+// call gets RESOURCE_EXHAUSTED. With refused.retry_after_jitter, the wait announced
 // is retry plus a uniformly random part of the jitter: never less than
 // retry. X-RateLimit-Retry-After goes with it unless the rule is hidden.
 func writeTooMany(w http.ResponseWriter, r *http.Request, rule *rules.Rule, retry time.Duration, shown bool) {
 	f := &rule.Refused
-	secs := max(waitSeconds(retry+jitter(f.Jitter)), 1)
+	secs := ratefields.RetrySeconds(retry + jitter(f.Jitter))
 	s := strconv.FormatInt(secs, 10)
 	w.Header().Set("Retry-After", s)
 	if shown {
@@ -218,7 +215,7 @@ func writeBadCost(w http.ResponseWriter, r *http.Request, err error) {
 // X-RateLimit-Retry-After, a rate limit's figure, is not sent. A gRPC call
 // gets UNAVAILABLE.
 func writeUnavailable(w http.ResponseWriter, r *http.Request, retry time.Duration) {
-	secs := max(ceilSeconds(retry), 1)
+	secs := max(ratefields.Ceil(retry), 1)
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	detail := fmt.Sprintf("the rate limiter's store is unavailable: retry in %d s", secs)
 	if IsGRPC(r) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/ratefields"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
 
@@ -275,7 +276,7 @@ func (m *Middleware) SetRules(set *rules.Set) {
 // policyItem is a rule's RateLimit-Policy item for limit l: q is the
 // capacity in quota units (a request takes its cost of them), w the window.
 func policyItem(quoted string, l ratekeeper.Limit) string {
-	q, w := quotaWindow(l)
+	q, w := ratefields.Policy(l)
 	return quoted + ";q=" + strconv.Itoa(q) + ";w=" + strconv.FormatInt(w, 10)
 }
 
@@ -290,39 +291,6 @@ func (c *compiled) policy(mt *rules.Match) string {
 
 // Rules returns the rules set in use.
 func (m *Middleware) Rules() *rules.Set { return m.current.Load().set }
-
-// quotaWindow is a limit as the IETF policy states it: q requests per w
-// seconds, where w for the buckets is the time to refill the whole burst.
-func quotaWindow(l ratekeeper.Limit) (q int, w int64) {
-	q = l.Capacity()
-	d := l.Period
-	if l.Algorithm == ratekeeper.TokenBucket || l.Algorithm == ratekeeper.LeakyBucket {
-		d = time.Duration(float64(l.Period) * float64(q) / float64(l.Rate))
-	}
-	return q, ceilSeconds(d)
-}
-
-// ceilSeconds rounds d up to whole seconds: a client told to wait that long
-// is never early.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
-// waitSeconds is a decision's wait (RetryAfter, ResetAfter) in whole
-// seconds for the headers: rounded up, less the clock's tick first. The
-// stores count microseconds and a sliding window's edge is inclusive (an
-// entry stamped t-W still counts at t), so a request at t frees its place at
-// t+W+1µs; rounded up as it is, a 10 s window would announce 11 s beside
-// its policy's w=10. The client's retry leaves at least a tick after the
-// decision it answers (the answer is sent after it), so waiting the rounded
-// figure from the answer is still never early. rls rounds its headers the
-// same way.
-func waitSeconds(d time.Duration) int64 {
-	return ceilSeconds(d - time.Microsecond)
-}
 
 // scratch is the per-request working memory, pooled.
 type scratch struct {

@@ -13,6 +13,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/ratekeeper/ratekeeper/internal/ratefields"
 )
 
 // maxBody bounds a JSON request.
@@ -87,10 +89,11 @@ type CheckStatus struct {
 	Code string `json:"code"`
 	// CurrentLimit is the limit that applied; absent when none did.
 	CurrentLimit *CheckLimit `json:"current_limit,omitempty"`
-	// LimitRemaining is how many more requests would pass now
-	// (4294967295 for an unlimited descriptor).
+	// LimitRemaining is how many more requests would pass now, at most
+	// the limit's requests_per_unit (4294967295 for an unlimited
+	// descriptor).
 	LimitRemaining uint32 `json:"limit_remaining"`
-	// DurationUntilReset is, in seconds, how long until the limit is
+	// DurationUntilReset is, in whole seconds, how long until the limit is
 	// replenished when allowed, or until the request would pass when over.
 	DurationUntilReset float64 `json:"duration_until_reset"`
 	// Fallback says that the store did not answer and its failure policy
@@ -222,7 +225,7 @@ func writeDecision(w http.ResponseWriter, resp *rlsv3.RateLimitResponse, o notes
 	switch {
 	case o.refused > 0:
 		code = http.StatusServiceUnavailable
-		h.Set("Retry-After", strconv.FormatInt(ceilSeconds(o.refused), 10))
+		h.Set("Retry-After", strconv.FormatInt(ratefields.Ceil(o.refused), 10))
 	case resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT:
 		code = http.StatusTooManyRequests
 	}

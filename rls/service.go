@@ -21,6 +21,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/metrics"
+	"github.com/ratekeeper/ratekeeper/internal/ratefields"
 	"github.com/ratekeeper/ratekeeper/promlimit"
 )
 
@@ -675,6 +676,7 @@ func (s *Service) respond(cur *served, slots []slot, counts bool) (*rlsv3.RateLi
 	}
 	resp.OverallCode = rlsv3.RateLimitResponse_OK
 	best := -1 // the limited status with the least remaining, for headers
+	var bestLeft uint32
 	for i := range slots {
 		sl := &slots[i]
 		b := &blocks[i]
@@ -721,16 +723,17 @@ func (s *Service) respond(cur *served, slots []slot, counts bool) (*rlsv3.RateLi
 		}
 		st.CurrentLimit = &b.limit
 		reset := sl.reset
+		left := uint32(0) // what is left, up to the capacity
 		switch {
 		case sl.kind == tooMany:
 			// Asked without taking: what is left is real, and no wait
 			// makes the request pass, so no duration_until_reset.
-			st.LimitRemaining = uint32(sl.d.Remaining)
+			left = uint32(sl.d.Remaining)
 			fb.markTooMany(i, len(slots), r.shadow, sl, &never)
 		case sl.kind != denyAll:
-			st.LimitRemaining = uint32(sl.d.Remaining)
+			left = uint32(sl.d.Remaining)
 			if sl.over {
-				st.LimitRemaining = 0
+				left = 0
 				reset = sl.d.RetryAfter
 				if reset == 0 {
 					reset = sl.d.ResetAfter
@@ -739,8 +742,11 @@ func (s *Service) respond(cur *served, slots []slot, counts bool) (*rlsv3.RateLi
 				reset = sl.d.ResetAfter
 			}
 		}
+		// Envoy's X-RateLimit-Limit is requests_per_unit: a bucket whose
+		// burst exceeds it says no more than that is left.
+		st.LimitRemaining = min(left, r.rpu)
 		if sl.kind != tooMany {
-			b.reset.Seconds, b.reset.Nanos = int64(reset/time.Second), int32(reset%time.Second) // as durationpb.New
+			b.reset.Seconds = resetSeconds(reset, sl.over)
 			st.DurationUntilReset = &b.reset
 		}
 		if sl.over && !r.shadow {
@@ -751,8 +757,8 @@ func (s *Service) respond(cur *served, slots []slot, counts bool) (*rlsv3.RateLi
 		if counts {
 			s.count(cur, sl)
 		}
-		if best < 0 || st.LimitRemaining < resp.Statuses[best].LimitRemaining {
-			best = i
+		if best < 0 || left < bestLeft {
+			best, bestLeft = i, left
 		}
 	}
 	if never != "" {
@@ -761,7 +767,7 @@ func (s *Service) respond(cur *served, slots []slot, counts bool) (*rlsv3.RateLi
 		fb.refused = 0
 		resp.RawBody = []byte(never)
 		if s.headers && best >= 0 {
-			h := headers(resp, resp.Statuses[best])
+			h := headers(true, &slots[best])
 			if resp.Statuses[best].DurationUntilReset == nil {
 				h = h[:2] // the limit and what is left, no reset
 			} else {
@@ -774,22 +780,33 @@ func (s *Service) respond(cur *served, slots []slot, counts bool) (*rlsv3.RateLi
 	if !policy || counted {
 		fb.refused = 0
 		if s.headers && best >= 0 {
-			resp.ResponseHeadersToAdd = headers(resp, resp.Statuses[best])
+			resp.ResponseHeadersToAdd = headers(resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT, &slots[best])
 		}
 		return resp, fb
 	}
 	// Only the failure policy refused: the store is unavailable.
-	secs := ceilSeconds(fb.refused)
+	secs := ratefields.Ceil(fb.refused)
 	resp.RawBody = []byte("the rate limiter's store is unavailable: retry in " + strconv.FormatInt(secs, 10) + " s\n")
 	if s.headers {
 		if best >= 0 {
 			// The limits that counted, as they are; the wait is the
 			// policy's.
-			resp.ResponseHeadersToAdd = headers(resp, resp.Statuses[best])[:3]
+			resp.ResponseHeadersToAdd = headers(false, &slots[best])
 		}
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(secs, 10)})
 	}
 	return resp, fb
+}
+
+// resetSeconds is duration_until_reset, reset, in the whole seconds that
+// RateLimit-Reset says, over the limit or not: Envoy sends its whole
+// seconds as X-RateLimit-Reset, and would otherwise round down what the
+// other fields round up.
+func resetSeconds(reset time.Duration, over bool) int64 {
+	if over {
+		return ratefields.RetrySeconds(reset)
+	}
+	return ratefields.Seconds(reset)
 }
 
 // markTooMany notes that slot i of n costs more than its limit can ever
@@ -837,31 +854,33 @@ func (s *Service) count(cur *served, sl *slot) {
 	}
 }
 
-// headers renders the RateLimit header fields of st (IETF draft form, as
-// Envoy's reference service sends them).
-func headers(resp *rlsv3.RateLimitResponse, st *rlsv3.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
-	l := st.CurrentLimit
-	window := int64(unitDuration(l.Unit) / time.Second)
-	reset := waitSeconds(st.DurationUntilReset.AsDuration())
-	h := []*corev3.HeaderValue{
-		{Key: "RateLimit-Limit", Value: strconv.FormatUint(uint64(l.RequestsPerUnit), 10) + ", " + strconv.FormatUint(uint64(l.RequestsPerUnit), 10) + ";w=" + strconv.FormatInt(window, 10)},
-		{Key: "RateLimit-Remaining", Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
-		{Key: "RateLimit-Reset", Value: strconv.FormatInt(reset, 10)},
+// headers renders the RateLimit header fields of slot sl (IETF draft 03's
+// form, as Envoy's reference service sends them) with the figures every
+// rendering gives (package ratefields), and Retry-After when over: the
+// answer is OVER_LIMIT. RateLimit-Limit is the capacity, then the policy:
+// for a bucket whose burst exceeds its rate, the burst over the time to
+// refill it.
+func headers(over bool, sl *slot) []*corev3.HeaderValue {
+	d := sl.d
+	q, w := ratefields.Policy(sl.r.limit)
+	switch {
+	case sl.kind == denyAll:
+		d = ratekeeper.Decision{RetryAfter: sl.reset, ResetAfter: sl.reset}
+		q, w = 0, ratefields.Ceil(sl.r.period)
+	case sl.kind == take && sl.over:
+		d.Allowed, d.Remaining = false, 0
+		if d.RetryAfter == 0 {
+			d.RetryAfter = d.ResetAfter
+		}
 	}
-	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
-		h = append(h, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(max(reset, 1), 10)})
+	f := ratefields.Of(d)
+	h := []*corev3.HeaderValue{
+		{Key: "RateLimit-Limit", Value: strconv.Itoa(f.Limit) + ", " + strconv.Itoa(q) + ";w=" + strconv.FormatInt(w, 10)},
+		{Key: "RateLimit-Remaining", Value: strconv.Itoa(f.Remaining)},
+		{Key: "RateLimit-Reset", Value: strconv.FormatInt(f.T, 10)},
+	}
+	if over {
+		h = append(h, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(max(f.T, 1), 10)})
 	}
 	return h
-}
-
-func ceilSeconds(d time.Duration) int64 {
-	return int64((d + time.Second - 1) / time.Second)
-}
-
-// waitSeconds is a limit's wait in whole seconds for the headers: rounded
-// up, less the clock's tick first, as httplimit's waitSeconds (which says
-// why): a sliding window's wait of a window plus a microsecond is the
-// window, not a second more.
-func waitSeconds(d time.Duration) int64 {
-	return max(0, ceilSeconds(d-time.Microsecond))
 }

@@ -385,8 +385,9 @@ func TestEveryAlgorithm(t *testing.T) {
 		t.Fatal("token bucket did not refill")
 	}
 	r := f.ask(t, "api", 0, desc("user", "x"))
-	if r.OverallCode != over || r.Statuses[0].DurationUntilReset.AsDuration() != 100*time.Millisecond {
-		t.Fatalf("token bucket refused: %v, want retry in 100ms", r)
+	// A retry in 100ms, in the whole seconds of the rate limit fields.
+	if r.OverallCode != over || r.Statuses[0].DurationUntilReset.AsDuration() != time.Second {
+		t.Fatalf("token bucket refused: %v, want retry in 1s", r)
 	}
 }
 
@@ -413,6 +414,38 @@ func TestResponseHeaders(t *testing.T) {
 	g := newFixtureYAML(t, "domain: d\n")
 	if r := g.ask(t, "d", 0, desc("k", "a")); len(r.ResponseHeadersToAdd) != 0 {
 		t.Fatalf("headers without the option: %v", r.ResponseHeadersToAdd)
+	}
+}
+
+// TestRemainingWithinLimit: a token bucket whose burst (20) exceeds its
+// requests_per_unit (10) never says more remaining than its limit, in
+// either rendering: Envoy's X-RateLimit-* (limit_remaining against
+// current_limit's requests_per_unit, as configured) and the
+// --response-headers fields (RateLimit-Remaining against RateLimit-Limit,
+// the capacity).
+func TestRemainingWithinLimit(t *testing.T) {
+	const yaml = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 10, algorithm: token_bucket, burst: 20}\n"
+	for _, c := range []struct {
+		n      int    // requests at one instant
+		status uint32 // the last one's limit_remaining
+		header string // and RateLimit-Remaining
+	}{{1, 10, "19"}, {10, 10, "10"}, {15, 5, "5"}, {20, 0, "0"}} {
+		f := newFixtureYAML(t, yaml, WithResponseHeaders(true))
+		var r *rlsv3.RateLimitResponse
+		for range c.n {
+			r = f.ask(t, "d", 0, desc("k", "a"))
+		}
+		st := r.Statuses[0]
+		if st.LimitRemaining > st.CurrentLimit.GetRequestsPerUnit() || st.LimitRemaining != c.status {
+			t.Errorf("after %d: limit_remaining %d with requests_per_unit %d, want %d", c.n, st.LimitRemaining, st.CurrentLimit.GetRequestsPerUnit(), c.status)
+		}
+		h := map[string]string{}
+		for _, v := range r.ResponseHeadersToAdd {
+			h[v.Key] = v.Value
+		}
+		if h["RateLimit-Limit"] != "20, 20;w=2" || h["RateLimit-Remaining"] != c.header {
+			t.Errorf("after %d: RateLimit-Limit %q, RateLimit-Remaining %q, want 20, 20;w=2 and %s", c.n, h["RateLimit-Limit"], h["RateLimit-Remaining"], c.header)
+		}
 	}
 }
 
