@@ -182,9 +182,10 @@ func (rl *Rule) appendKey(dst []byte, v view, ip netip.Addr) ([]byte, bool) {
 // maxPart is the longest key part kept as written.
 const maxPart = 64
 
-// BoundKey returns s if it is at most 64 bytes, free of '|' and not
-// starting with '#'; else "#" and a hash of it, so that a client cannot grow
-// memory with a huge header, nor forge another key's parts.
+// BoundKey returns s if it is at most 64 bytes, free of '|', '{' and '}'
+// and not starting with '#'; else "#" and a hash of it, so that a client
+// cannot grow memory with a huge header, forge another key's parts, nor
+// choose its key's Redis Cluster slot with a hash tag.
 func BoundKey(s string) string {
 	return string(appendPart(nil, s))
 }
