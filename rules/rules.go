@@ -126,7 +126,8 @@ type Rule struct {
 }
 
 // NewRule builds a rule outside a config file: it matches every request
-// and keys it by key. The middleware's single-limit form uses it.
+// and keys it by key, bounded as BoundKey does. The middleware's
+// single-limit form uses it.
 func NewRule(name string, limit ratekeeper.Limit, mode Mode, key KeyFunc) (*Rule, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
