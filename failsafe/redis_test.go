@@ -608,3 +608,56 @@ func TestSyncModeWaitsOnceForAStoppedRedis(t *testing.T) {
 	}
 	srv.Resume()
 }
+
+// A slot acquire that runs out of the failsafe timeout while Redis is
+// stopped (SIGSTOP) runs once Redis continues, after the policy has
+// decided and the give-back the failsafe store sent at once has failed
+// too: its slot is given back soon after Redis answers again (the Redis
+// store cancels it), not held for the TTL with the key's only slot.
+func TestSlotTimedOutOnStoppedRedisIsGivenBack(t *testing.T) {
+	for _, policy := range []failsafe.Policy{failsafe.Deny, failsafe.Allow} {
+		t.Run(string(policy), func(t *testing.T) {
+			srv := redistest.Start(t)
+			t.Cleanup(srv.Resume)
+			ctx := context.Background()
+			rs, err := redisstore.Open(ctx, srv.URL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rs.Close()
+			fs := failsafe.New(rs, failsafe.WithPolicy(policy), failsafe.WithTimeout(100*time.Millisecond), failsafe.WithBreaker(0, 0))
+			defer fs.Close()
+			lim, err := ratekeeper.NewConcurrencyLimiter(fs, ratekeeper.Concurrency{Max: 1, TTL: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _, err := lim.TryAcquire(ctx, "k") // loads the script
+			if err != nil || p == nil {
+				t.Fatalf("Redis up: %v", err)
+			}
+			p.Release(ctx)
+			srv.Pause()
+			p, d, err := lim.TryAcquire(ctx, "k")
+			if err != nil || d.Fallback == ratekeeper.NoFallback {
+				t.Fatalf("Redis stopped: %+v %v, want the policy's answer", d, err)
+			}
+			p.Release(ctx) // Allow's slot: its give-back on Redis fails too
+			srv.Resume()
+			resumed := time.Now()
+			for deadline := resumed.Add(5 * time.Second); ; {
+				n, err := rs.InFlight(ctx, "k")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%v after Redis continued, the timed-out acquire holds the key's slot", time.Since(resumed))
+				}
+				time.Sleep(10 * time.Millisecond) // the polling interval
+			}
+			t.Logf("the slot was free %v after Redis continued", time.Since(resumed))
+		})
+	}
+}

@@ -33,6 +33,7 @@ type Store struct {
 	scripts     scripts
 	batchScript *redis.Script // batch.lua, for TakeAll
 	shared      *shared.Store // local decisions and the denial cache
+	cancels     *cancels      // slots of failed acquires, given back in the background
 
 	closeOnce sync.Once
 	limits    sync.Map // ratekeeper.Limit → *limitArg
@@ -220,15 +221,18 @@ func newStore(client redis.UniversalClient, owned bool, opts []Option) (*Store, 
 		sopts = append(sopts, shared.WithoutDenialCache())
 	}
 	s.shared = shared.New(remote{s}, mode, c.syncPeriod, sopts...)
+	s.cancels = newCancels(s.cancelSlot)
 	return s, nil
 }
 
-// Close stops the store's pipelining and closes the client if the store
+// Close stops the store's pipelining and its background cancels of
+// slots (dropping those not sent yet), and closes the client if the store
 // opened it (Open); a client passed to New stays open. Calls after Close
 // fail.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.shared.Close() // sends what is unsent, gives back leases
+		s.cancels.close()
 		if s.pipe != nil {
 			s.pipe.close()
 		}

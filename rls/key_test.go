@@ -9,12 +9,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/memstore"
+	"github.com/ratekeeper/ratekeeper/redisstore"
 	"github.com/ratekeeper/ratekeeper/storetest"
 )
 
@@ -193,8 +196,8 @@ descriptors:
 // at all (counted by a limit override), and checks that the keys read back
 // (parseKey) as the descriptors they were built from: then no two
 // descriptors share a key, whatever bytes their values hold. A request's
-// value (or an override's key) longer than maxField reads back as its
-// hash, and never reaches the key as written.
+// value (or an override's key) longer than maxField, or holding a brace,
+// reads back as its hash, and never reaches the key as written.
 func FuzzDescriptorKeyInjective(f *testing.F) {
 	f.Add("d", "a", "b_c", "", "", uint8(0x1f), "d", "a_b", "c", "", "", uint8(0x1f))
 	f.Add("d", "a", "b.x_y", "", "", uint8(0x1f), "d", "a", "b", "x", "y", uint8(0x7f))
@@ -202,6 +205,7 @@ func FuzzDescriptorKeyInjective(f *testing.F) {
 	f.Add("d", "k", "v", "", "", uint8(0x10), "d", "k", "v|1/MINUTE", "", "", uint8(0x01))
 	f.Add("d", "k", strings.Repeat("x", 100), "", "", uint8(0x01), "d", "k", "#0123", "", "", uint8(0x01))
 	f.Add("e", "path", "/api/x", "user", "1", uint8(0x46), "e", "path", "/api/x", "user", "1", uint8(0x45))
+	f.Add("e", "user", "{pin}1", "{x}", "}{", uint8(0x45), "e", "user", "{pin}2", "{x}", "}{", uint8(0x7d))
 	f.Fuzz(func(t *testing.T, d1, k1, v1, k2, v2 string, m1 uint8, d3, k3, v3, k4, v4 string, m2 uint8) {
 		key1, what1, bound1 := fuzzKey(d1, k1, v1, k2, v2, m1)
 		key2, what2, bound2 := fuzzKey(d3, k3, v3, k4, v4, m2)
@@ -247,10 +251,10 @@ func fuzzKey(domain, k1, v1, k2, v2 string, m uint8) (key, what string, bound in
 		switch n := path[i]; {
 		case n.wildcard:
 			parts = append(parts, fmt.Sprintf("* %q %q %s", n.value, n.key, readBack(e.Value)))
-			bound += 24 + len(n.key) + len(n.value) + min(len(e.Value), maxField)
+			bound += 24 + len(n.key) + len(n.value) + maxField // a short value with a brace is hashed: 33 bytes
 		case n.value == "": // an exact "" is no value: it matches any
 			parts = append(parts, fmt.Sprintf("_ %q %s", n.key, readBack(e.Value)))
-			bound += 16 + len(n.key) + min(len(e.Value), maxField)
+			bound += 16 + len(n.key) + maxField // a short value with a brace is hashed: 33 bytes
 		default: // the configured value, not bounded
 			parts = append(parts, fmt.Sprintf("= %q %q", n.key, n.value))
 			bound += 16 + len(n.key) + len(n.value)
@@ -276,9 +280,9 @@ func fuzzKey(domain, k1, v1, k2, v2 string, m uint8) (key, what string, bound in
 }
 
 // readBack is a request's value as parseKey reads it back: quoted, or "#"
-// and the hash if it is longer than maxField.
+// and the hash if it is longer than maxField or holds a brace.
 func readBack(v string) string {
-	if len(v) <= maxField {
+	if len(v) <= maxField && !strings.ContainsAny(v, "{}") {
 		return fmt.Sprintf("%q", v)
 	}
 	sum := sha256.Sum256([]byte(v))
@@ -356,4 +360,44 @@ func parseKey(key string) (string, error) {
 		parts = append(parts, key)
 	}
 	return strings.Join(parts, " "), nil
+}
+
+// A client's hash tag in a descriptor's value, or in an override's key,
+// does not choose the Redis Cluster slot of its key: 60 clients writing
+// the same tag ("{pin}userN") land on more than one slot, by the store's
+// own tag. Asked of a real Cluster.
+func TestClientHashTagDoesNotPickSlot(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	store, err := redisstore.Open(ctx, redistest.Cluster(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for _, c := range []struct {
+		name string
+		d    func(user string) *ratelimitv3.RateLimitDescriptor
+	}{
+		{"any value", func(u string) *ratelimitv3.RateLimitDescriptor { return desc("user", u) }},
+		{"wildcard", func(u string) *ratelimitv3.RateLimitDescriptor { return desc("path", "/api/"+u) }},
+		{"nested", func(u string) *ratelimitv3.RateLimitDescriptor { return desc("k", "v", "user", u) }},
+		{"override value", func(u string) *ratelimitv3.RateLimitDescriptor { return withOverride(desc("x", u), 5) }},
+		{"override key", func(u string) *ratelimitv3.RateLimitDescriptor { return withOverride(desc(u, "x"), 5) }},
+	} {
+		svc, rec := newRecorded(t, keyConfig)
+		slots := map[int64]bool{}
+		for n := range 60 {
+			decide(t, svc, "edge", c.d("{pin}user"+strconv.Itoa(n)))
+			// The slot is the hash tag's: the algorithm's suffix does not move it.
+			k := store.Key(rec.last(), ratekeeper.FixedWindow)
+			slot, err := store.Client().ClusterKeySlot(ctx, k).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			slots[slot] = true
+		}
+		if len(slots) < 2 {
+			t.Errorf("%s: 60 clients' keys (the last %q) all in one Cluster slot", c.name, store.Key(rec.last(), ratekeeper.FixedWindow))
+		}
+	}
 }

@@ -221,8 +221,10 @@ func (rs *Rules) match(domain string, entries []Entry, path []*node) (*rule, []*
 // it: its fields are length-prefixed, not separated, so a '|' or a '#' in a
 // value is harmless and only the length needs bounding; and hashing short
 // values with '|' or a leading '#' would change their keys, and so reset
-// their counts, on upgrade, for nothing. A key built from values of at most
-// maxField bytes is the same as before values were bounded.
+// their counts, on upgrade, for nothing. Braces are hashed, as the gateway
+// does: a value's hash tag would place the key on Redis Cluster. A key
+// built from values of at most maxField bytes without braces is the same
+// as before values were bounded.
 
 // maxField is the longest request value (or, in an override's key, request
 // key) written as it is into a store key; a longer one is replaced by a hash
@@ -314,11 +316,13 @@ func appendField(b []byte, s string) []byte {
 // one key is as likely as guessing a random 128-bit number.
 const hashLen = 16
 
-// appendBounded appends s as a field if it is at most maxField bytes, else
-// '#' and the hex of its hash. A written field starts with a digit, so a
-// short value that looks like a hash ("#…") keeps its own field.
+// appendBounded appends s as a field if it is at most maxField bytes and
+// holds no brace, else '#' and the hex of its hash. A written field starts
+// with a digit, so a short value that looks like a hash ("#…") keeps its
+// own field. A brace could make a hash tag, by which a client would choose
+// its key's Redis Cluster slot.
 func appendBounded(b []byte, s string) []byte {
-	if len(s) <= maxField {
+	if len(s) <= maxField && strings.IndexAny(s, "{}") < 0 {
 		return appendField(b, s)
 	}
 	return appendHash(append(b, '#'), s)

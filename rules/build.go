@@ -269,8 +269,9 @@ type keyErr struct {
 type appendKey func(dst []byte, v view, ip netip.Addr) ([]byte, bool)
 
 // compileKey turns key parts into an appendKey. Parts are joined with '|'
-// after each is bounded; a part that would contain '|' is hashed, so no two
-// different requests produce one key. The path in a key is the form the
+// after each is bounded (appendPart): a part that would contain '|' is
+// hashed, so no two different requests produce one key, and so is one with
+// a brace, so that the store alone places keys on Redis Cluster. The path in a key is the form the
 // rule matches (loose unless strict), and HEAD counts as GET, so that a
 // client cannot spread one resource over many keys.
 func compileKey(parts []string, missing Missing, ci ClientIP, strict bool) (appendKey, []keyErr) {
@@ -294,7 +295,7 @@ func compileKey(parts []string, missing Missing, ci ClientIP, strict bool) (appe
 			fs = append(fs, func(dst []byte, _ view, ip netip.Addr) ([]byte, bool) { return ci.AppendKey(dst, ip), true })
 		case "route":
 			fs = append(fs, func(dst []byte, v view, _ netip.Addr) ([]byte, bool) {
-				return appendPart(append(append(dst, v.counted()...), ' '), pathOf(v)), true
+				return appendPart(append(appendPart(dst, v.counted()), ' '), pathOf(v)), true
 			})
 		case "path":
 			fs = append(fs, str(pathOf))
@@ -386,9 +387,10 @@ func checkRuleHeader(name string) error {
 }
 
 // appendPart appends v bounded: as written if short and free of the
-// separator, else hashed.
+// separator and of braces, else hashed. A brace could make a hash tag,
+// which would let a client choose its key's Redis Cluster slot.
 func appendPart(dst []byte, v string) []byte {
-	if len(v) <= maxPart && strings.IndexByte(v, '|') < 0 && (v == "" || v[0] != '#') {
+	if len(v) <= maxPart && strings.IndexAny(v, "|{}") < 0 && (v == "" || v[0] != '#') {
 		return append(dst, v...)
 	}
 	sum := sha256.Sum256([]byte(v))

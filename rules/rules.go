@@ -126,7 +126,8 @@ type Rule struct {
 }
 
 // NewRule builds a rule outside a config file: it matches every request
-// and keys it by key. The middleware's single-limit form uses it.
+// and keys it by key, bounded as BoundKey does. The middleware's
+// single-limit form uses it.
 func NewRule(name string, limit ratekeeper.Limit, mode Mode, key KeyFunc) (*Rule, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
@@ -183,9 +184,10 @@ func (rl *Rule) appendKey(dst []byte, v view, ip netip.Addr) ([]byte, bool) {
 // maxPart is the longest key part kept as written.
 const maxPart = 64
 
-// BoundKey returns s if it is at most 64 bytes, free of '|' and not
-// starting with '#'; else "#" and a hash of it, so that a client cannot grow
-// memory with a huge header, nor forge another key's parts.
+// BoundKey returns s if it is at most 64 bytes, free of '|', '{' and '}'
+// and not starting with '#'; else "#" and a hash of it, so that a client
+// cannot grow memory with a huge header, forge another key's parts, nor
+// choose its key's Redis Cluster slot with a hash tag.
 func BoundKey(s string) string {
 	return string(appendPart(nil, s))
 }

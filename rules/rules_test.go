@@ -248,6 +248,7 @@ func FuzzParse(f *testing.F) {
 func FuzzClientIP(f *testing.F) {
 	f.Add("10.0.0.1:1", "1.2.3.4, 10.0.0.2", `for="[2001:db8::1]:80"`, "user")
 	f.Add("[::1]:9", "garbage,,", `for=_hidden;by=x, for=unknown`, strings.Repeat("k", 300))
+	f.Add("192.0.2.9:1", "", "", "{pin}user")
 	ci := ClientIP{Trusted: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}, IPv4Prefix: 32, IPv6Prefix: 64}
 	rl, err := NewRule("r", ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1, Period: time.Second}, Enforce, nil)
 	if err != nil {
@@ -274,6 +275,9 @@ func FuzzClientIP(f *testing.F) {
 			k, ok := rl.Key(r, a)
 			if !ok || len(k) > len(rl.KeyPrefix())+2*maxPart+8 {
 				t.Fatalf("key %q (%d bytes)", k, len(k))
+			}
+			if strings.ContainsAny(k, "{}") {
+				t.Fatalf("key %q holds a brace: a client's hash tag", k)
 			}
 		}
 	})

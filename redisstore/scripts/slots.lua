@@ -1,7 +1,10 @@
 -- slots.lua: concurrency slots (ratekeeper.ConcurrencyStore). KEYS[1] is a
 -- sorted set of one key's slots: member the slot ID, score the instant (µs)
 -- at which its lease expires. A lease with expiry e is held while now < e.
---   ARGV[1] op: a (acquire), f (refresh) or r (release)
+-- A cancelled ID's score is -e: until e, no acquire takes that ID, and a
+-- release leaves it in place.
+--   ARGV[1] op: a (acquire), f (refresh), r (release) or c (cancel: the
+--   release of an acquire whose reply was lost, which may run before it)
 --   ARGV[2] the slot ID
 --   ARGV[3] max, the slots the key may hold
 --   ARGV[4] the lease's TTL in µs
@@ -14,8 +17,11 @@ if not now then
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
+-- held is the ID's score: positive a lease, negative a cancel, or nil.
+local function score() return tonumber(redis.call('ZSCORE', key, id)) end
 if op == 'r' then
-  redis.call('ZREM', key, id)
+  local held = score()
+  if held and held > 0 then redis.call('ZREM', key, id) end
   return {1, 0, now}
 end
 local max, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -28,19 +34,34 @@ local function keep()
     redis.call('PEXPIRE', key, ms)
   end
 end
+if op == 'c' then
+  local held = score()
+  if held and held > 0 then
+    redis.call('ZREM', key, id)
+  elseif not held then
+    redis.call('ZADD', key, string.format('%d', -exp), id)
+    keep()
+  end
+  return {1, 0, now}
+end
 if op == 'f' then
-  local s = redis.call('ZSCORE', key, id)
-  if not s or tonumber(s) <= now then
-    if s then redis.call('ZREM', key, id) end
+  local held = score()
+  if not held or held <= now then
+    if held and held > 0 then redis.call('ZREM', key, id) end
     return {0, 0, now}
   end
   redis.call('ZADD', key, string.format('%d', exp), id)
   keep()
   return {1, 0, now}
 end
-redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
-local n = redis.call('ZCARD', key)
-if n < max or redis.call('ZSCORE', key, id) then
+-- Expired leases are in (0, now], expired cancels in [-now, 0).
+redis.call('ZREMRANGEBYSCORE', key, string.format('%d', -now), string.format('%d', now))
+local held = score()
+local n = redis.call('ZCOUNT', key, '(0', '+inf')
+if held and held < 0 then
+  return {0, n, now}
+end
+if n < max or held then
   n = n + redis.call('ZADD', key, string.format('%d', exp), id)
   keep()
   return {1, n, now}
