@@ -62,6 +62,7 @@ type settings struct {
 	dial              time.Duration
 	responseHeader    time.Duration
 	upstreamIdle      time.Duration
+	grpc              bool // the upstream speaks HTTP/2: gRPC calls stream to it
 }
 
 // Defaults of the client and upstream bounds (docs/security.md).
@@ -104,6 +105,7 @@ func settingsOf(c *Config) settings {
 		dial:              or(c.UpstreamTimeouts.Dial, DefaultDialTimeout),
 		responseHeader:    or(c.UpstreamTimeouts.ResponseHeader, DefaultResponseHeaderTimeout),
 		upstreamIdle:      or(c.UpstreamTimeouts.Idle, DefaultUpstreamIdleTimeout),
+		grpc:              c.UpstreamProtocol == ProtocolH2 && c.Upstream != Demo,
 	}
 }
 
@@ -242,10 +244,12 @@ func (g *Gateway) buffer(next http.Handler) http.Handler {
 		if d := g.settings.writeTimeout; d > 0 {
 			w = &timedWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: d, h2: r.ProtoMajor == 2}
 		}
-		if httplimit.IsGRPC(r) {
+		if g.settings.grpc && httplimit.IsGRPC(r) {
 			// A gRPC call's messages stream both ways and may pause as
 			// long as the call lives: read nothing ahead, and leave the
 			// pauses to the call's own deadline and HTTP/2's keepalives.
+			// To an HTTP/1.1 upstream, which speaks no gRPC, the label
+			// is only a label: the body is read as any other.
 			next.ServeHTTP(w, r)
 			return
 		}
