@@ -1,13 +1,22 @@
 package gateway
 
 import (
+	"context"
 	"encoding/binary"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
 )
 
 // The bounds on a gRPC call's body. A request labelled application/grpc is
@@ -24,8 +33,8 @@ type heldUpstream struct {
 }
 
 // newHeldUpstream starts an upstream that reads each body whole, then
-// answers "ok" (with grpc-status 0, for gRPC clients); h2 serves h2c by
-// prior knowledge only.
+// answers "ok" (with grpc-status 0, for gRPC clients); on /early it sends
+// its head first. h2 serves h2c by prior knowledge only.
 func newHeldUpstream(t testing.TB, h2 bool) *heldUpstream {
 	t.Helper()
 	u := &heldUpstream{}
@@ -33,6 +42,10 @@ func newHeldUpstream(t testing.TB, h2 bool) *heldUpstream {
 		u.seen.Add(1)
 		u.held.Add(1)
 		defer u.held.Add(-1)
+		if r.URL.Path == "/early" {
+			w.WriteHeader(http.StatusOK) // the head before the body
+			w.(http.Flusher).Flush()
+		}
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Trailer", "Grpc-Status")
 		io.WriteString(w, "ok")
@@ -108,4 +121,136 @@ func TestGRPCLabelStallToHTTP1Upstream(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestGRPCStallToH2Upstream: towards an upstream that speaks gRPC a call
+// streams, and a client that stalls before its first whole message, or
+// inside a later one, is cut after body_timeout: 408 while the upstream
+// has not answered, a reset stream once it has. The upstream's streams end
+// with it.
+func TestGRPCStallToH2Upstream(t *testing.T) {
+	const streams = 50
+	whole := append(grpcPrefix(3), "abc"...)
+	for _, edge := range h2Edges {
+		for _, tc := range []struct {
+			name, path string
+			data       []byte
+			reset      bool // the upstream answered before the stall: a reset, not a 408
+		}{
+			{"no message", "/s", nil, false},
+			{"5 bytes of the first", "/s", grpcPrefix(10), false},
+			{"half a message after a whole one", "/s", append(whole, grpcPrefix(10)[:3]...), false},
+			{"5 bytes, answer begun", "/early", grpcPrefix(10), true},
+		} {
+			t.Run(edge+"/"+tc.name, func(t *testing.T) {
+				up := newHeldUpstream(t, true)
+				g := startH2(t, transports[0], edge, up.URL, "upstream_protocol: h2\n"+defaultRules+"client: {body_timeout: 300ms}\n")
+				c := g.dial(t)
+				ids := stall(c, g.scheme(), tc.path, "application/grpc", tc.data, streams)
+				for id, a := range c.wait(ids...) {
+					switch {
+					case tc.reset && !a.wasRst:
+						t.Fatalf("stream %d: %s, want a reset after the upstream's head", id, a)
+					case !tc.reset && a.status != http.StatusRequestTimeout:
+						t.Fatalf("stream %d: %s %q, want 408", id, a, a.body.String())
+					}
+				}
+				up.freed(t)
+			})
+		}
+	}
+}
+
+// TestGRPCStreamsOutliveBodyTimeout: the bound cuts only stalls. Through a
+// gateway whose body_timeout is 300ms, a bidirectional stream whose client
+// pauses between messages for longer, a server stream that waits on its
+// server, and a message of 3 MiB (many reads, flow control between them)
+// all go on as they would without the gateway.
+func TestGRPCStreamsOutliveBodyTimeout(t *testing.T) {
+	const bound = 300 * time.Millisecond
+	upAddr, hs := startGRPCUpstream(t)
+	g := runGateway(t, "fast", "http://"+upAddr, "h2c: true\nupstream_protocol: h2\n"+defaultRules+"client: {body_timeout: 300ms}\n")
+	cc, err := grpc.NewClient("localhost:"+portOf(g.Addr()), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(8<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	bidi, err := reflectpb.NewServerReflectionClient(cc).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(2 * bound) // the client's pause between messages: the input, not a wait
+		}
+		if err := bidi.Send(&reflectpb.ServerReflectionRequest{MessageRequest: &reflectpb.ServerReflectionRequest_ListServices{}}); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if r, err := bidi.Recv(); err != nil || r.GetListServicesResponse() == nil {
+			t.Fatalf("answer %d: %v %v", i, r, err)
+		}
+	}
+	bidi.CloseSend()
+	if _, err := bidi.Recv(); err != io.EOF {
+		t.Errorf("the bidirectional stream's end: %v", err)
+	}
+
+	health := healthpb.NewHealthClient(cc)
+	watch, err := health.Watch(ctx, &healthpb.HealthCheckRequest{Service: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := watch.Recv(); err != nil || m.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("first message: %v %v", m, err)
+	}
+	time.Sleep(2 * bound) // the server has nothing to say for a while
+	hs.SetServingStatus("orders", healthpb.HealthCheckResponse_NOT_SERVING)
+	if m, err := watch.Recv(); err != nil || m.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("second message: %v %v", m, err)
+	}
+
+	_, err = health.Check(ctx, &healthpb.HealthCheckRequest{Service: strings.Repeat("s", 3<<20)})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("a 3 MiB message: %v, want the upstream's NotFound", err)
+	}
+}
+
+// FuzzGRPCFraming: however a client's bytes are split into reads, the
+// framing grpcBody follows ends in the state a plain parse of the whole
+// gives: whether a message was read whole, and whether one is begun.
+func FuzzGRPCFraming(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0, 0}, uint8(1))
+	f.Add(append(grpcPrefix(3), "abc"...), uint8(2))
+	f.Add(append(append(grpcPrefix(3), "abc"...), 1, 0xff, 0xff), uint8(7))
+	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 1, 2}, uint8(3))
+	f.Fuzz(func(t *testing.T, data []byte, step uint8) {
+		// The plain parse.
+		whole, begun := false, false
+		for rest := data; len(rest) > 0; {
+			if len(rest) < 5 {
+				begun = true
+				break
+			}
+			n := uint64(binary.BigEndian.Uint32(rest[1:5]))
+			if uint64(len(rest)-5) < n {
+				begun = true
+				break
+			}
+			whole, rest = true, rest[5+n:]
+		}
+		var b grpcBody
+		for p := data; len(p) > 0; {
+			k := min(len(p), int(step)+1)
+			b.frame(p[:k])
+			p = p[k:]
+		}
+		if b.whole != whole || (b.got > 0 || b.left > 0) != begun {
+			t.Errorf("split by %d: whole %v, begun %v (got %d, left %d); the plain parse: whole %v, begun %v",
+				int(step)+1, b.whole, b.got > 0 || b.left > 0, b.got, b.left, whole, begun)
+		}
+	})
 }
