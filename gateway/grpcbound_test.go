@@ -33,8 +33,8 @@ type heldUpstream struct {
 }
 
 // newHeldUpstream starts an upstream that reads each body whole, then
-// answers "ok" (with grpc-status 0, for gRPC clients); on /early it sends
-// its head first. h2 serves h2c by prior knowledge only.
+// answers "ok" (with grpc-status 0, for gRPC clients); on a path ending
+// in /early it sends its head first. h2 serves h2c by prior knowledge only.
 func newHeldUpstream(t testing.TB, h2 bool) *heldUpstream {
 	t.Helper()
 	u := &heldUpstream{}
@@ -42,7 +42,7 @@ func newHeldUpstream(t testing.TB, h2 bool) *heldUpstream {
 		u.seen.Add(1)
 		u.held.Add(1)
 		defer u.held.Add(-1)
-		if r.URL.Path == "/early" {
+		if strings.HasSuffix(r.URL.Path, "/early") {
 			w.WriteHeader(http.StatusOK) // the head before the body
 			w.(http.Flusher).Flush()
 		}
@@ -253,4 +253,81 @@ func FuzzGRPCFraming(f *testing.F) {
 				int(step)+1, b.whole, b.got > 0 || b.left > 0, b.got, b.left, whole, begun)
 		}
 	})
+}
+
+const slotRules = `rules:
+  - name: in-flight
+    match: {path_prefix: /c}
+    concurrency: {max: 1}
+  - name: per-hour
+    match: {path_prefix: /c}
+    limit: {algorithm: token_bucket, rate: 2, period: 1h, burst: 2}
+client: {body_timeout: 300ms}
+`
+
+// call sends a whole gRPC call of one message on c and waits for the
+// answer.
+func (c *h2conn) call(scheme, path string) *h2answer {
+	id := c.open(false, ":method", "POST", ":scheme", scheme, ":authority", "gw.test", ":path", path, "content-type", "application/grpc", "te", "trailers")
+	c.write(c.fr.WriteData(id, true, append(grpcPrefix(3), "abc"...)))
+	return c.wait(id)[id]
+}
+
+// refusedBy is the rule named by a's refusal, "" if a was not refused.
+func refusedBy(a *h2answer) string {
+	if a.status != http.StatusOK || a.header.Get("grpc-status") != "8" {
+		return ""
+	}
+	for _, name := range []string{"in-flight", "per-hour"} {
+		if strings.Contains(a.header.Get("grpc-message"), name) {
+			return name
+		}
+	}
+	return "?"
+}
+
+// TestGRPCStallReleasesSlotAndCounts: a stalled gRPC call that the bound
+// cuts gives its concurrency slot back (the next call is admitted, polling
+// up to a deadline while the gateway ends the cut one) and stays counted
+// (with a limit of 2, the call after that is refused by the rate).
+func TestGRPCStallReleasesSlotAndCounts(t *testing.T) {
+	for _, edge := range h2Edges {
+		for _, tc := range []struct {
+			name, path string
+			h2, reset  bool
+		}{
+			{"http1 upstream", "/c", false, false},
+			{"h2 upstream", "/c", true, false},
+			{"h2 upstream, answer begun", "/c/early", true, true},
+		} {
+			proto := ""
+			if tc.h2 {
+				proto = "upstream_protocol: h2\n"
+			}
+			t.Run(edge+"/"+tc.name, func(t *testing.T) {
+				up := newHeldUpstream(t, tc.h2)
+				g := startH2(t, transports[0], edge, up.URL, proto+slotRules)
+				c := g.dial(t)
+				id := stall(c, g.scheme(), tc.path, "application/grpc", grpcPrefix(10), 1)[0]
+				if a := c.wait(id)[id]; tc.reset && !a.wasRst || !tc.reset && a.status != http.StatusRequestTimeout {
+					t.Fatalf("the stalled call: %s, want 408 or, once the upstream answered, a reset", a)
+				}
+				deadline := time.Now().Add(5 * time.Second)
+				for {
+					a := c.call(g.scheme(), "/c")
+					if refusedBy(a) == "" && a.status == http.StatusOK {
+						break
+					}
+					if refusedBy(a) != "in-flight" || time.Now().After(deadline) {
+						t.Fatalf("the call after the cut one: %s (refused by %q), want it admitted", a, refusedBy(a))
+					}
+					time.Sleep(10 * time.Millisecond) // the polling interval
+				}
+				if a := c.call(g.scheme(), "/c"); refusedBy(a) != "per-hour" {
+					t.Errorf("the third call: %s (refused by %q), want refused by per-hour: the cut call counts", a, refusedBy(a))
+				}
+				up.freed(t)
+			})
+		}
+	}
 }
