@@ -7,20 +7,37 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// grpcBody is the body of a gRPC call that streams to an upstream
-// speaking gRPC. A read that waits for the first whole message, or for
-// the rest of a message begun, must complete within timeout, as any
-// body's read must: a client never pauses inside a message of its own
-// accord. A read at a boundary between later messages may wait as long as
-// the call lives (a bidirectional stream idles between its messages).
-// The deadline is lifted between reads, so that a pause of the
-// upstream's (flow control) is not counted against the client.
+// streamGRPC serves a gRPC call to an upstream that speaks gRPC: its body
+// streams as it comes, bounded by grpcBody.
+func (g *Gateway) streamGRPC(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody {
+		next.ServeHTTP(w, r)
+		return
+	}
+	b := &grpcBody{r: r.Body, timeout: g.settings.bodyTimeout, rc: http.NewResponseController(w)}
+	defer b.finish()
+	r = r.WithContext(context.WithValue(r.Context(), grpcBodyKey{}, b))
+	r.Body = b
+	next.ServeHTTP(w, r)
+}
+
+// grpcBody is the body of a gRPC call streaming to the upstream. A read
+// that waits for the first whole message, or for the rest of a message
+// begun, must complete within timeout, as any body's read must: a client
+// never pauses inside a message of its own accord. A read at a boundary
+// between later messages may wait as long as the call lives (a
+// bidirectional stream rests there). Deadlines are lifted between reads:
+// a pause of the upstream's (flow control) is not the client's.
+//
+// A read may outlive the handler (the proxy's transport reads on its own
+// goroutine); once finish is called, the stream's deadlines are never
+// touched again.
 type grpcBody struct {
-	rc      *http.ResponseController
 	r       io.ReadCloser
 	timeout time.Duration
 
@@ -32,22 +49,48 @@ type grpcBody struct {
 	left   uint32  // bytes of the current message still to come
 
 	stalled atomic.Bool // a read passed its deadline
+
+	mu sync.Mutex
+	rc *http.ResponseController // nil once the handler has returned
 }
 
 func (b *grpcBody) Read(p []byte) (int, error) {
-	bounded := !b.whole || b.got > 0 || b.left > 0
-	if bounded {
-		_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
-	}
+	boundary := b.whole && b.got == 0 && b.left == 0
+	b.arm(boundary)
 	n, err := b.r.Read(p)
 	b.frame(p[:n])
+	b.disarm(boundary, err)
+	return n, err
+}
+
+// arm bounds the read to come by timeout, but at a boundary.
+func (b *grpcBody) arm(boundary bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.rc != nil && !boundary {
+		_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+	}
+}
+
+// disarm lifts the bound once the read returned err. A deadline that
+// passed stays passed, as timedBody's does.
+func (b *grpcBody) disarm(boundary bool, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		b.stalled.Store(true) // the deadline stays passed, as timedBody's
-	case bounded:
+		b.stalled.Store(true)
+	case !boundary && b.rc != nil:
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
-	return n, err
+}
+
+// finish is called as the handler returns: the stream is not to be
+// touched after.
+func (b *grpcBody) finish() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.rc = nil
 }
 
 // frame follows the message framing over p.
@@ -73,14 +116,6 @@ func (b *grpcBody) frame(p []byte) {
 }
 
 func (b *grpcBody) Close() error { return b.r.Close() }
-
-// withGRPCBody is r with its body bounded as grpcBody says.
-func withGRPCBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) *http.Request {
-	b := &grpcBody{rc: http.NewResponseController(w), r: r.Body, timeout: timeout}
-	r = r.WithContext(context.WithValue(r.Context(), grpcBodyKey{}, b))
-	r.Body = b
-	return r
-}
 
 type grpcBodyKey struct{}
 

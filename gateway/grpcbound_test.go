@@ -34,7 +34,8 @@ type heldUpstream struct {
 
 // newHeldUpstream starts an upstream that reads each body whole, then
 // answers "ok" (with grpc-status 0, for gRPC clients); on a path ending
-// in /early it sends its head first. h2 serves h2c by prior knowledge only.
+// in /early it sends its head first, on one ending in /quick it answers at
+// once without reading the body. h2 serves h2c by prior knowledge only.
 func newHeldUpstream(t testing.TB, h2 bool) *heldUpstream {
 	t.Helper()
 	u := &heldUpstream{}
@@ -42,6 +43,10 @@ func newHeldUpstream(t testing.TB, h2 bool) *heldUpstream {
 		u.seen.Add(1)
 		u.held.Add(1)
 		defer u.held.Add(-1)
+		if strings.HasSuffix(r.URL.Path, "/quick") {
+			w.Header().Set("Grpc-Status", "0") // trailers-only, the body unread
+			return
+		}
 		if strings.HasSuffix(r.URL.Path, "/early") {
 			w.WriteHeader(http.StatusOK) // the head before the body
 			w.(http.Flusher).Flush()
@@ -329,5 +334,34 @@ func TestGRPCStallReleasesSlotAndCounts(t *testing.T) {
 				up.freed(t)
 			})
 		}
+	}
+}
+
+// TestGRPCUpstreamEndsFirst: an upstream that ends a call while its
+// client is still sending (before, inside or after a message) ends the
+// gateway's handler with a read of the body pending; that read must not
+// touch the stream's deadline once the handler has returned (the HTTP/2
+// server's ResponseWriter is gone then, and a nil dereference on the
+// transport's goroutine killed the process).
+func TestGRPCUpstreamEndsFirst(t *testing.T) {
+	whole := append(grpcPrefix(3), "abc"...)
+	for _, edge := range h2Edges {
+		t.Run(edge, func(t *testing.T) {
+			up := newHeldUpstream(t, true)
+			g := startH2(t, transports[0], edge, up.URL, "upstream_protocol: h2\n"+defaultRules+"client: {body_timeout: 300ms}\n")
+			for _, data := range [][]byte{nil, grpcPrefix(10), whole} {
+				c := g.dial(t)
+				ids := stall(c, g.scheme(), "/quick", "application/grpc", data, 20)
+				for id, a := range c.wait(ids...) {
+					if a.status != http.StatusOK || a.header.Get("grpc-status") != "0" {
+						t.Fatalf("after %d bytes, stream %d: %s %v", len(data), id, a, a.header)
+					}
+				}
+				c.nc.Close() // the pending reads end with the connection
+			}
+			if a := g.dial(t).call(g.scheme(), "/s"); a.status != http.StatusOK {
+				t.Fatalf("the gateway after: %s", a)
+			}
+		})
 	}
 }

@@ -245,15 +245,12 @@ func (g *Gateway) buffer(next http.Handler) http.Handler {
 			w = &timedWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: d, h2: r.ProtoMajor == 2}
 		}
 		if g.settings.grpc && httplimit.IsGRPC(r) {
-			// A gRPC call's messages stream both ways and may pause
-			// between them as long as the call lives: read nothing
-			// ahead, and bound only what grpcBody bounds. To an HTTP/1.1
-			// upstream, which speaks no gRPC, the label is only a label:
-			// the body is read as any other.
-			if r.Body != nil && r.Body != http.NoBody {
-				r = withGRPCBody(w, r, g.settings.bodyTimeout)
-			}
-			next.ServeHTTP(w, r)
+			// A gRPC call's messages stream both ways and may rest
+			// between them: read nothing ahead, and bound the stream as
+			// streamGRPC says. To an HTTP/1.1 upstream, which speaks no
+			// gRPC, the label is only a label: the body is read as any
+			// other.
+			g.streamGRPC(next, w, r)
 			return
 		}
 		if r.Body != nil && r.Body != http.NoBody {
