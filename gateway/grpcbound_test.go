@@ -35,7 +35,7 @@ type heldUpstream struct {
 // newHeldUpstream starts an upstream that reads each body whole, then
 // answers "ok" (with grpc-status 0, for gRPC clients); on a path ending
 // in /early it sends its head first, on one ending in /quick it answers at
-// once without reading the body. h2 serves h2c by prior knowledge only.
+// once without reading the body, on /push as push does. h2 serves h2c by prior knowledge only.
 func newHeldUpstream(t testing.TB, h2 bool) *heldUpstream {
 	t.Helper()
 	u := &heldUpstream{}
@@ -45,6 +45,10 @@ func newHeldUpstream(t testing.TB, h2 bool) *heldUpstream {
 		defer u.held.Add(-1)
 		if strings.HasSuffix(r.URL.Path, "/quick") {
 			w.Header().Set("Grpc-Status", "0") // trailers-only, the body unread
+			return
+		}
+		if strings.HasSuffix(r.URL.Path, "/push") {
+			push(w, r)
 			return
 		}
 		if strings.HasSuffix(r.URL.Path, "/early") {
@@ -361,6 +365,72 @@ func TestGRPCUpstreamEndsFirst(t *testing.T) {
 			}
 			if a := g.dial(t).call(g.scheme(), "/s"); a.status != http.StatusOK {
 				t.Fatalf("the gateway after: %s", a)
+			}
+		})
+	}
+}
+
+// pushes is how many messages push sends, one every pushEvery.
+const (
+	pushes    = 12
+	pushEvery = 100 * time.Millisecond
+)
+
+// push reads one message of 3 bytes, then sends pushes messages, one every
+// pushEvery, and ends the call; it reads nothing more of the body.
+func push(w http.ResponseWriter, r *http.Request) {
+	if _, err := io.ReadFull(r.Body, make([]byte, 8)); err != nil {
+		return
+	}
+	w.Header().Set("Trailer", "Grpc-Status")
+	for range pushes {
+		w.Write(append(grpcPrefix(3), "evt"...))
+		w.(http.Flusher).Flush()
+		time.Sleep(pushEvery) // the server's pace: the input, not a wait
+	}
+	w.Header().Set("Grpc-Status", "0")
+}
+
+// TestGRPCIdleBetweenMessages: a call whose client rests between messages
+// ends once nothing has flowed either way for grpc_idle_timeout (500ms
+// here, body_timeout 200ms): 408 while the upstream has not answered. A
+// call whose client sends a message every 100ms, or whose upstream does
+// while its client rests, goes on past it.
+func TestGRPCIdleBetweenMessages(t *testing.T) {
+	const idle = 500 * time.Millisecond
+	whole := append(grpcPrefix(3), "abc"...)
+	for _, edge := range h2Edges {
+		t.Run(edge, func(t *testing.T) {
+			up := newHeldUpstream(t, true)
+			g := startH2(t, transports[0], edge, up.URL, "upstream_protocol: h2\n"+defaultRules+"client: {body_timeout: 200ms, grpc_idle_timeout: 500ms}\n")
+			c := g.dial(t)
+
+			start := time.Now()
+			ids := stall(c, g.scheme(), "/s", "application/grpc", whole, 20)
+			for id, a := range c.wait(ids...) {
+				if a.status != http.StatusRequestTimeout {
+					t.Fatalf("a client resting after a message, stream %d: %s, want 408", id, a)
+				}
+			}
+			if d := time.Since(start); d < idle {
+				t.Errorf("a resting client was cut after %v, before grpc_idle_timeout", d)
+			}
+			up.freed(t)
+
+			id := stall(c, g.scheme(), "/s", "application/grpc", whole, 1)[0]
+			for range 12 {
+				time.Sleep(100 * time.Millisecond) // the client's pace: the input, not a wait
+				c.write(c.fr.WriteData(id, false, whole))
+			}
+			c.write(c.fr.WriteData(id, true, nil))
+			if a := c.wait(id)[id]; a.status != http.StatusOK || a.wasRst {
+				t.Errorf("a client sending every 100ms for 1.2s: %s", a)
+			}
+
+			id = stall(c, g.scheme(), "/push", "application/grpc", whole, 1)[0]
+			a := c.wait(id)[id]
+			if a.status != http.StatusOK || a.wasRst || a.body.Len() != pushes*8 {
+				t.Errorf("a resting client, its upstream pushing every 100ms for 1.2s: %s, %d bytes of %d", a, a.body.Len(), pushes*8)
 			}
 		})
 	}

@@ -56,6 +56,7 @@ type settings struct {
 	readHeader        time.Duration
 	idle              time.Duration
 	bodyTimeout       time.Duration
+	grpcIdle          time.Duration
 	writeTimeout      time.Duration
 	bodyBuffer        int // 0: stream every body
 	maxConnsPerIP     int // 0: no cap
@@ -70,6 +71,7 @@ const (
 	DefaultReadHeaderTimeout     = 10 * time.Second
 	DefaultIdleTimeout           = 60 * time.Second
 	DefaultBodyTimeout           = 30 * time.Second
+	DefaultGRPCIdleTimeout       = 5 * time.Minute
 	DefaultWriteTimeout          = 60 * time.Second
 	DefaultBodyBuffer            = 64 << 10
 	DefaultMaxConnsPerIP         = 1024
@@ -99,6 +101,7 @@ func settingsOf(c *Config) settings {
 		readHeader:        or(c.Client.ReadHeaderTimeout, DefaultReadHeaderTimeout),
 		idle:              or(c.Client.IdleTimeout, DefaultIdleTimeout),
 		bodyTimeout:       or(c.Client.BodyTimeout, DefaultBodyTimeout),
+		grpcIdle:          or(c.Client.GRPCIdleTimeout, DefaultGRPCIdleTimeout),
 		writeTimeout:      or(c.Client.WriteTimeout, DefaultWriteTimeout),
 		bodyBuffer:        count(c.Client.BodyBuffer, DefaultBodyBuffer),
 		maxConnsPerIP:     count(c.Client.MaxConnsPerIP, DefaultMaxConnsPerIP),
