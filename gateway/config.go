@@ -152,6 +152,10 @@ type ClientConfig struct {
 	// BodyTimeout is the longest pause while a request body is read.
 	// Default 30s.
 	BodyTimeout rules.Duration `yaml:"body_timeout"`
+	// GRPCIdleTimeout ends a gRPC call streaming to an h2 upstream when
+	// its client rests between messages and nothing has flowed either
+	// way for this long. Default 5m.
+	GRPCIdleTimeout rules.Duration `yaml:"grpc_idle_timeout"`
 	// WriteTimeout is the longest a write of the answer to the client may
 	// stall: a client that stops reading frees its upstream connection
 	// after it. Default 60s.
@@ -262,6 +266,7 @@ func (c *Config) problems() []*rules.Error {
 		{"client.read_header_timeout", c.Client.ReadHeaderTimeout},
 		{"client.idle_timeout", c.Client.IdleTimeout},
 		{"client.body_timeout", c.Client.BodyTimeout},
+		{"client.grpc_idle_timeout", c.Client.GRPCIdleTimeout},
 		{"client.write_timeout", c.Client.WriteTimeout},
 		{"upstream_timeouts.dial", c.UpstreamTimeouts.Dial},
 		{"upstream_timeouts.response_header", c.UpstreamTimeouts.ResponseHeader},

@@ -42,6 +42,7 @@ func TestConfigErrorsNameFileLineField(t *testing.T) {
 		{"listen: nope\n", `f.yaml:1: listen: "nope" is not host:port`},
 		{"client:\n  body_buffer: -5\n", "f.yaml:2: client.body_buffer: -5"},
 		{"upstream_timeouts: {dial: -1s}\n", "f.yaml:1: upstream_timeouts.dial: must not be negative"},
+		{"client: {grpc_idle_timeout: -1s}\n", "f.yaml:1: client.grpc_idle_timeout: must not be negative"},
 		{"lisen: x\n", "f.yaml:1: lisen: unknown field; valid: listen, admin_listen,"},
 		{"upstream: ftp://x\nrules:\n  - name: a\n    limit: {algorithm: token_bucket, rate: 0, period: 1s}\n",
 			"f.yaml:1: upstream: \"ftp://x\": use http://host:port, https://host:port or builtin:demo\nf.yaml:4: rules[0].limit.rate: rate must be positive"},

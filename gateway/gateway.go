@@ -342,6 +342,10 @@ func (g *Gateway) proxyTo(s string, direct bool) (*httputil.ReverseProxy, error)
 			if r.Context().Err() != nil {
 				return // the client left: no one to answer
 			}
+			if bodyStalled(r) {
+				problem.Write(w, http.StatusRequestTimeout, "Request Timeout", "the request body did not arrive in time: "+err.Error())
+				return
+			}
 			g.logger.WarnContext(r.Context(), "upstream unreachable", "upstream", target.Redacted(), "method", r.Method, "path", r.URL.Path, "err", err)
 			problem.BadGateway(w, target.Redacted(), err)
 		},

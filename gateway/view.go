@@ -56,12 +56,14 @@ type settings struct {
 	readHeader        time.Duration
 	idle              time.Duration
 	bodyTimeout       time.Duration
+	grpcIdle          time.Duration
 	writeTimeout      time.Duration
 	bodyBuffer        int // 0: stream every body
 	maxConnsPerIP     int // 0: no cap
 	dial              time.Duration
 	responseHeader    time.Duration
 	upstreamIdle      time.Duration
+	grpc              bool // the upstream speaks HTTP/2: gRPC calls stream to it
 }
 
 // Defaults of the client and upstream bounds (docs/security.md).
@@ -69,6 +71,7 @@ const (
 	DefaultReadHeaderTimeout     = 10 * time.Second
 	DefaultIdleTimeout           = 60 * time.Second
 	DefaultBodyTimeout           = 30 * time.Second
+	DefaultGRPCIdleTimeout       = 5 * time.Minute
 	DefaultWriteTimeout          = 60 * time.Second
 	DefaultBodyBuffer            = 64 << 10
 	DefaultMaxConnsPerIP         = 1024
@@ -98,12 +101,14 @@ func settingsOf(c *Config) settings {
 		readHeader:        or(c.Client.ReadHeaderTimeout, DefaultReadHeaderTimeout),
 		idle:              or(c.Client.IdleTimeout, DefaultIdleTimeout),
 		bodyTimeout:       or(c.Client.BodyTimeout, DefaultBodyTimeout),
+		grpcIdle:          or(c.Client.GRPCIdleTimeout, DefaultGRPCIdleTimeout),
 		writeTimeout:      or(c.Client.WriteTimeout, DefaultWriteTimeout),
 		bodyBuffer:        count(c.Client.BodyBuffer, DefaultBodyBuffer),
 		maxConnsPerIP:     count(c.Client.MaxConnsPerIP, DefaultMaxConnsPerIP),
 		dial:              or(c.UpstreamTimeouts.Dial, DefaultDialTimeout),
 		responseHeader:    or(c.UpstreamTimeouts.ResponseHeader, DefaultResponseHeaderTimeout),
 		upstreamIdle:      or(c.UpstreamTimeouts.Idle, DefaultUpstreamIdleTimeout),
+		grpc:              c.UpstreamProtocol == ProtocolH2 && c.Upstream != Demo,
 	}
 }
 
@@ -242,11 +247,13 @@ func (g *Gateway) buffer(next http.Handler) http.Handler {
 		if d := g.settings.writeTimeout; d > 0 {
 			w = &timedWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: d, h2: r.ProtoMajor == 2}
 		}
-		if httplimit.IsGRPC(r) {
-			// A gRPC call's messages stream both ways and may pause as
-			// long as the call lives: read nothing ahead, and leave the
-			// pauses to the call's own deadline and HTTP/2's keepalives.
-			next.ServeHTTP(w, r)
+		if g.settings.grpc && httplimit.IsGRPC(r) {
+			// A gRPC call's messages stream both ways and may rest
+			// between them: read nothing ahead, and bound the stream as
+			// streamGRPC says. To an HTTP/1.1 upstream, which speaks no
+			// gRPC, the label is only a label: the body is read as any
+			// other.
+			g.streamGRPC(next, w, r)
 			return
 		}
 		if r.Body != nil && r.Body != http.NoBody {
