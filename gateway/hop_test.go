@@ -73,3 +73,35 @@ func TestHopConnectionNamesCostHeader(t *testing.T) {
 		})
 	}
 }
+
+// TestHopProxyAuthorizationKey: Proxy-Authorization is the gateway's, not
+// the upstream's (ReverseProxy removes it; the fast path does not forward
+// it): a rule keyed on it sees no key, and limits by IP.
+func TestHopProxyAuthorizationKey(t *testing.T) {
+	const rule = `rules:
+  - name: per-proxy-user
+    key: [header:Proxy-Authorization]
+    limit: {algorithm: fixed_window, rate: 3, period: 1h}
+`
+	for _, tr := range transports {
+		t.Run(tr.String(), func(t *testing.T) {
+			up := newRecUpstream(t, nil)
+			addr := startVia(t, tr, up.URL, rule)
+			passed := 0
+			for i := range 20 {
+				resp, _ := rawExchange(t, addr, fmt.Sprintf("GET /k HTTP/1.1\r\nHost: gw.test\r\nProxy-Authorization: Basic r%d\r\n\r\n", i))
+				if resp.StatusCode == 200 {
+					passed++
+				}
+			}
+			if passed != 3 {
+				t.Errorf("%d of 20 passed, want 3: the rule counted keys the upstream never saw", passed)
+			}
+			for _, r := range up.take() {
+				if v := r.Header.Get("Proxy-Authorization"); v != "" {
+					t.Errorf("the upstream got Proxy-Authorization %q", v)
+				}
+			}
+		})
+	}
+}
