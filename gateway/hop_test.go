@@ -384,3 +384,61 @@ func TestHopByHopViewHTTP2(t *testing.T) {
 		}
 	}
 }
+
+// FuzzHopByHopView lets a fuzzer write the Connection header and the
+// header lines after it, over HTTP/1.1 or 1.0, to a fast and a standard
+// gateway: each request and the next on its connection must hold to the
+// property of TestHopByHopViewHTTP1.
+func FuzzHopByHopView(f *testing.F) {
+	f.Add("X-User", "", false)
+	f.Add("keep-alive , X-Cost", "Connection: X-Plan", false)
+	f.Add("x-match", "TE: trailers", true)
+	f.Add("Upgrade, X-User", "Upgrade: websocket", false)
+	f.Add("Proxy-Authorization", "Proxy-Authorization: Basic eA==\nKeep-Alive: 5", false)
+	type gw struct {
+		addr string
+		up   *recUpstream
+	}
+	var gws []gw
+	for _, tr := range transports[:2] {
+		up := newRecUpstream(f, nil)
+		gws = append(gws, gw{startVia(f, tr, up.URL, hopRules), up})
+	}
+	n := 0
+	f.Fuzz(func(t *testing.T, conn, extra string, http10 bool) {
+		lines, ok := hopFuzzLines(conn, extra)
+		if !ok {
+			t.Skip()
+		}
+		proto := "HTTP/1.1"
+		if http10 {
+			proto = "HTTP/1.0"
+		}
+		for _, g := range gws {
+			n++
+			hop1Exchange(t, g.addr, g.up, fmt.Sprintf("/f/%d", n), proto, lines, "")
+		}
+	})
+}
+
+// hopFuzzLines are the header lines of a fuzzed request, or false for
+// input that would frame a body (which the exchange does not send) or
+// break the head.
+func hopFuzzLines(conn, extra string) (string, bool) {
+	if len(conn)+len(extra) > 512 || strings.ContainsAny(conn, "\r\n") || strings.Contains(extra, "\r") {
+		return "", false
+	}
+	lines := "Connection: " + conn + "\r\n"
+	for line := range strings.SplitSeq(extra, "\n") {
+		if line == "" {
+			continue
+		}
+		name, _, _ := strings.Cut(line, ":")
+		switch strings.ToLower(strings.TrimSpace(name)) {
+		case "content-length", "transfer-encoding", "expect":
+			return "", false
+		}
+		lines += line + "\r\n"
+	}
+	return lines, true
+}
