@@ -4,12 +4,18 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
 )
 
 // Hop-by-hop headers: the rules read a request as the upstream receives
@@ -442,3 +448,77 @@ func hopFuzzLines(conn, extra string) (string, bool) {
 	}
 	return lines, true
 }
+
+// FuzzDropHopByHopSameAsReverseProxy: the view's headers (dropHopByHop)
+// are those httputil.ReverseProxy sends the upstream, and ReverseProxy
+// sends the same of a request the view has seen as of the request itself.
+// Each fuzzed line is a header "Name: value".
+func FuzzDropHopByHopSameAsReverseProxy(f *testing.F) {
+	for _, s := range []string{
+		"Connection: X-User\nX-User: a",
+		"Connection: keep-alive , x-user\nconnection: X-COST\nX-User: a\nX-Cost: 1\nKeep-Alive: 5",
+		"Connection: Upgrade, X-User\nUpgrade: websocket\nX-User: a",
+		"Connection: upgrade\nUpgrade: h2c\nUpgrade: websocket",
+		"TE: trailers, deflate\nTrailer: X-User\nConnection: TE",
+		"TE: trailerſ\nConnection: upgradE\nUpgrade: x",
+		"Proxy-Authorization: a\nProxy-Authenticate: b\nProxy-Connection: X-User\nX-User: a",
+		"Connection: ,\t,X-User\t\nX-User: a\nX-User: b",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, lines string) {
+		h := http.Header{}
+		for line := range strings.SplitSeq(lines, "\n") {
+			name, value, ok := strings.Cut(line, ":")
+			if !ok || !h1.IsToken(name) || strings.ContainsAny(value, "\r\x00") {
+				continue
+			}
+			h.Add(name, strings.Trim(value, " \t"))
+		}
+		view := h.Clone()
+		dropHopByHop(view)
+		sent := proxied(t, h)
+		if sent == nil {
+			return // refused by ReverseProxy (an unprintable Upgrade)
+		}
+		forwarded := view.Clone()
+		for _, k := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+			delete(forwarded, k) // the gateway's Rewrite writes them
+		}
+		if !reflect.DeepEqual(forwarded, sent) {
+			t.Fatalf("%q: the view is %v, ReverseProxy sends %v", lines, view, sent)
+		}
+		if again := proxied(t, view); !reflect.DeepEqual(again, sent) {
+			t.Fatalf("%q: after the view ReverseProxy sends %v, without it %v", lines, again, sent)
+		}
+	})
+}
+
+// proxied is what httputil.ReverseProxy sends upstream of a request with
+// the header h, less the headers the gateway's Rewrite writes itself; nil
+// when it sends nothing.
+func proxied(t *testing.T, h http.Header) http.Header {
+	t.Helper()
+	var sent http.Header
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) { pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "upstream.test" },
+		Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			sent = r.Header.Clone()
+			return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+		}),
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header = h.Clone()
+	rp.ServeHTTP(httptest.NewRecorder(), r)
+	if sent != nil {
+		if _, ok := h["User-Agent"]; !ok {
+			delete(sent, "User-Agent") // ReverseProxy's empty one
+		}
+	}
+	return sent
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
