@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/textproto"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -40,6 +41,11 @@ import (
 //     are refused: the gateway is no tunnel. HTTP/2 requests (over TLS,
 //     or h2c) take this same view: :authority is the Host, and a Host
 //     header naming another is refused.
+//   - Hop-by-hop headers are removed before any rule reads them, as
+//     httputil.ReverseProxy removes them (dropHopByHop): those Connection
+//     names, Keep-Alive, TE (but trailers), Proxy-* and their kin. A
+//     header a client names in Connection never reaches the upstream, so
+//     no rule may count it.
 //   - An Upgrade to anything but WebSocket (h2c above all, inside which no
 //     request would be counted) is dropped, and the request served as it
 //     is without it.
@@ -214,6 +220,11 @@ func (g *Gateway) view(next http.Handler) http.Handler {
 			u.Path, u.RawPath = path, raw
 			r.URL = &u
 		}
+		if up := r.Header["Upgrade"]; len(up) > 0 && !isWebSocket(up) {
+			r.Header.Del("Upgrade")
+		}
+		r.Header.Del("Http2-Settings")
+		dropHopByHop(r.Header)
 		for _, name := range g.ruleHeaders() {
 			switch vs := r.Header[name]; {
 			case len(vs) > 1:
@@ -227,10 +238,6 @@ func (g *Gateway) view(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if up := r.Header["Upgrade"]; len(up) > 0 && !isWebSocket(up) {
-			r.Header.Del("Upgrade")
-		}
-		r.Header.Del("Http2-Settings")
 		if len(r.TransferEncoding) > 0 {
 			w.Header().Set("Connection", "close")
 		}
@@ -317,6 +324,70 @@ func (w *timedWriter) FlushError() error {
 // Unwrap lets ReverseProxy reach the connection's Hijack (upgrades, whose
 // tunnel keeps no deadline: Write above is not called before it).
 func (w *timedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// hopHeaders are the hop-by-hop headers httputil.ReverseProxy removes from
+// every request it forwards, whether Connection names them or not.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// dropHopByHop leaves in h the headers the upstream receives: it removes
+// what httputil.ReverseProxy removes (the headers Connection names, and
+// hopHeaders) and keeps what it writes again (TE: trailers, and the
+// Connection and Upgrade of a protocol upgrade). ReverseProxy then finds
+// nothing more to remove.
+func dropHopByHop(h http.Header) {
+	upgrade := ""
+	if hasToken(h["Connection"], "upgrade") {
+		upgrade = h.Get("Upgrade")
+	}
+	trailers := hasToken(h["Te"], "trailers")
+	for _, v := range h["Connection"] {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = textproto.TrimString(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, name := range hopHeaders {
+		delete(h, name)
+	}
+	if trailers {
+		h["Te"] = []string{"trailers"}
+	}
+	if upgrade != "" {
+		h["Connection"], h["Upgrade"] = []string{"Upgrade"}, []string{upgrade}
+	}
+}
+
+// hasToken reports whether the comma-separated values hold token (in
+// lower case), in any ASCII case, as ReverseProxy's
+// httpguts.HeaderValuesContainsToken reads them: "trailerſ" is no
+// "trailers".
+func hasToken(values []string, token string) bool {
+	for _, v := range values {
+		for t := range strings.SplitSeq(v, ",") {
+			if t = strings.Trim(t, " \t"); len(t) == len(token) && equalFoldASCII(t, token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func equalFoldASCII(s, lower string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
 
 func isWebSocket(upgrade []string) bool {
 	return len(upgrade) == 1 && strings.EqualFold(strings.TrimSpace(upgrade[0]), "websocket")

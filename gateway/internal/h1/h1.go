@@ -56,7 +56,8 @@ type ReqHead struct {
 	// address (X-Real-IP and its kin), passed on from a trusted proxy only.
 	IPLines []Span
 	// Want holds, per name the rules read, the spans of that header's
-	// values (OWS trimmed), in order.
+	// values (OWS trimmed), in order; none of a hop-by-hop header, which
+	// the upstream never receives.
 	Want [][]Span
 }
 
@@ -388,8 +389,12 @@ func ParseRequest(b []byte, h *ReqHead, want []string) ParseResult {
 				forward = false
 			case "transfer-encoding", "upgrade", "expect", "te", "trailer":
 				return HandOff
-			case "keep-alive", "proxy-connection", "proxy-authorization",
-				"forwarded", "x-forwarded-host", "x-forwarded-proto", "http2-settings":
+			case "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate", "http2-settings":
+				// Hop-by-hop: the upstream never receives it, so no rule
+				// may read it either.
+				i = end + 1
+				continue
+			case "forwarded", "x-forwarded-host", "x-forwarded-proto":
 				forward = false
 			case "x-forwarded-for":
 				h.XFF = append(h.XFF, Span{i + vs, i + ve})

@@ -14,7 +14,11 @@ import (
 )
 
 // fuzzWant are the header names the parser tests ask ParseRequest for.
-var fuzzWant = []string{"X-User-Id", "X-Forwarded-For", "Forwarded"}
+var fuzzWant = []string{"X-User-Id", "X-Forwarded-For", "Forwarded", "Proxy-Authorization"}
+
+// hopByHop are the hop-by-hop headers of a head ParseRequest takes: the
+// upstream never receives them, so the rules must not read them either.
+var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Proxy-Authenticate", "Http2-Settings"}
 
 // FuzzParseRequest checks the fast path's request reader against
 // net/http's: every head ParseRequest takes, http.ReadRequest takes too,
@@ -73,7 +77,11 @@ func checkSameAsNetHTTP(t *testing.T, b []byte, h *ReqHead) {
 		for _, s := range h.Want[k] {
 			got = append(got, string(b[s.Start:s.End]))
 		}
-		if want := req.Header[name]; !slices.Equal(got, want) {
+		want := req.Header[name]
+		if slices.Contains(hopByHop, name) {
+			want = nil
+		}
+		if !slices.Equal(got, want) {
 			t.Fatalf("%q: %s %q, net/http %q", b, name, got, want)
 		}
 	}
@@ -86,8 +94,13 @@ func checkSameAsNetHTTP(t *testing.T, b []byte, h *ReqHead) {
 		fwd.Add(name, strings.Trim(value, " \t\r\n"))
 	}
 	want := req.Header.Clone()
-	for _, k := range []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+	for _, k := range append(hopByHop, "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto") {
 		want.Del(k)
+	}
+	for k := range want {
+		if strings.Contains(k, "_") {
+			delete(want, k) // dropped on both paths, as nginx drops it
+		}
 	}
 	if len(fwd) != len(want) {
 		t.Fatalf("%q: forwards %v, net/http read %v", b, fwd, want)

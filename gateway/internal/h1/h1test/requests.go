@@ -13,6 +13,7 @@ var PlainRequests = []string{
 	"GET /%41%2F HTTP/1.1\r\nHost: [::1]:80\r\nX-Forwarded-For: 1.2.3.4\r\nx-forwarded-for: 5.6.7.8, 9.9.9.9\r\nForwarded: for=1.2.3.4\r\n\r\n",
 	"GET /a HTTP/1.1\r\nHost: a\r\nX-Obs: caf\xc3\xa9\r\nX-Empty:\r\nX-Tab:\tv\t\r\n\r\n",
 	"PATCH /a HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
+	"GET /a HTTP/1.1\r\nHost: a\r\nProxy-Authorization: Basic eA==\r\nProxy-Authenticate: x\r\nProxy-Connection: keep-alive\r\nHttp2-Settings: AAA\r\nX-User-ID: bob\r\n\r\n",
 }
 
 // OtherRequests are request heads the fast path must hand to net/http.
