@@ -243,6 +243,8 @@ func TestRuleHeadersRefused(t *testing.T) {
 		{"match: {headers: {Transfer-Encoding: chunked}}", "rules[0].match.headers.Transfer-Encoding"},
 		{"match: {headers: {upgrade: h2c}}", "rules[0].match.headers.Upgrade"},
 		{"key: [header:Connection]", "rules[0].key[0]"},
+		{"key: [header:Proxy-Authorization]", "rules[0].key[0]"},
+		{"match: {headers: {proxy-authenticate: x}}", "rules[0].match.headers.Proxy-Authenticate"},
 		{"key: [header:x-forwarded-for]", "rules[0].key[0]"},
 		{"key: [header:X-Real-IP]", "rules[0].key[0]"},
 	} {
