@@ -402,7 +402,7 @@ func describedRequest(query string, allowEncodedSlash bool) (*http.Request, neti
 			if err != nil {
 				return nil, ip, fmt.Errorf("ip: %q is not an IP address", rules.BoundKey(v))
 			}
-			ip = a.Unmap()
+			ip = a.Unmap().WithZone("") // as the request path reads a peer
 			r.RemoteAddr = netip.AddrPortFrom(ip, 1).String()
 		case "method":
 			if !h1.IsToken(v) {
