@@ -42,9 +42,16 @@ import (
 type KeyFunc func(ctx context.Context, fullMethod string) (key string, ok bool)
 
 // ByMethod keys a call by its full method name, /package.Service/Method:
-// one limit per method for all clients.
+// one limit per method for all clients. A name with a brace, which only a
+// client's :path behind grpc.UnknownServiceHandler can hold, is hashed as
+// ByMetadata's values are.
 func ByMethod() KeyFunc {
-	return func(_ context.Context, m string) (string, bool) { return m, true }
+	return func(_ context.Context, m string) (string, bool) {
+		if m == "" {
+			return m, true
+		}
+		return bounded(m), true
+	}
 }
 
 // ByPeer keys a call by the client's address, without its port: an IPv4

@@ -37,6 +37,11 @@ func TestMetadataHashTagIsNotAnotherClientsKey(t *testing.T) {
 	if _, err := c.Check(withKey("victim"), &healthpb.HealthCheckRequest{}); err != nil {
 		t.Errorf("the victim's first call, after an attacker's with %q: %v", "{victim}", err)
 	}
+	// Behind grpc.UnknownServiceHandler (a gRPC proxy), the method is the
+	// client's :path as it came.
+	if k, _ := grpclimit.ByMethod()(context.Background(), "/{pin}.S/M"); strings.ContainsAny(k, "{}") {
+		t.Errorf("ByMethod = %q: a brace is the client's hash tag", k)
+	}
 	for _, v := range []string{"{victim}", "a{pin}b", "}{", "{"} {
 		in := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-api-key", v))
 		if k, _ := grpclimit.ByMetadata("x-api-key")(in, "/m"); strings.ContainsAny(k, "{}") {
