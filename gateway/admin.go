@@ -131,7 +131,8 @@ type AdminState struct {
 	// Key is the counter's key, as the rule built it.
 	Key string `json:"key"`
 	// Matches says whether the rule's match covers the request described
-	// (the counter is the one it would use if it did).
+	// and its ip is on neither access list (the counter is the one it
+	// would use if it did).
 	Matches bool `json:"matches"`
 	// Override is true when the key's override gives the limit; Tier names
 	// the tier that does. Neither: the rule's own.
@@ -309,7 +310,17 @@ func (g *Gateway) adminKey(w http.ResponseWriter, r *http.Request) (m rules.Matc
 		problem.Write(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("rule %s does not apply to this request: a header its key needs is missing (on_missing_key: skip)", rl.Name))
 		return m, false, false
 	}
-	return m, rl.Matches(req), true
+	return m, rl.Matches(req) && !listed(set, ip), true
+}
+
+// listed reports whether ip is on access.allow or access.deny, whose
+// requests no rule counts.
+func listed(set *rules.Set, ip netip.Addr) bool {
+	if !ip.IsValid() {
+		return false
+	}
+	denied, exempt := set.Access(ip)
+	return denied || exempt
 }
 
 // checkRepeated refuses a header the rules read given more than once, as
@@ -402,7 +413,7 @@ func describedRequest(query string, allowEncodedSlash bool) (*http.Request, neti
 			if err != nil {
 				return nil, ip, fmt.Errorf("ip: %q is not an IP address", rules.BoundKey(v))
 			}
-			ip = a.Unmap()
+			ip = a.Unmap().WithZone("") // as the request path reads a peer
 			r.RemoteAddr = netip.AddrPortFrom(ip, 1).String()
 		case "method":
 			if !h1.IsToken(v) {

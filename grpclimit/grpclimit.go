@@ -17,6 +17,8 @@ package grpclimit
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -40,9 +42,16 @@ import (
 type KeyFunc func(ctx context.Context, fullMethod string) (key string, ok bool)
 
 // ByMethod keys a call by its full method name, /package.Service/Method:
-// one limit per method for all clients.
+// one limit per method for all clients. A name with a brace, which only a
+// client's :path behind grpc.UnknownServiceHandler can hold, is hashed as
+// ByMetadata's values are.
 func ByMethod() KeyFunc {
-	return func(_ context.Context, m string) (string, bool) { return m, true }
+	return func(_ context.Context, m string) (string, bool) {
+		if m == "" {
+			return m, true
+		}
+		return bounded(m), true
+	}
 }
 
 // ByPeer keys a call by the client's address, without its port: an IPv4
@@ -76,7 +85,9 @@ func ByPeer() KeyFunc {
 // several: a proxy that appends its value rather than replacing the
 // client's puts it last, and the first would be the client's own choice of
 // key. A call without it is not limited by this interceptor: pair it with
-// another (FirstOf) when such calls must be limited too.
+// another (FirstOf) when such calls must be limited too. A value with a
+// brace is replaced by '#' and a hash of it, as the gateway's key parts
+// are: Redis keeps a key's own hash tag, so "{k}" would be k's key there.
 func ByMetadata(name string) KeyFunc {
 	name = strings.ToLower(name)
 	return func(ctx context.Context, _ string) (string, bool) {
@@ -85,8 +96,20 @@ func ByMetadata(name string) KeyFunc {
 		if len(vs) == 0 || vs[len(vs)-1] == "" {
 			return "", false
 		}
-		return vs[len(vs)-1], true
+		return bounded(vs[len(vs)-1]), true
 	}
+}
+
+// bounded is v, or '#' and the hex of 128 bits of its SHA-256 when it
+// holds a brace (a hash tag would choose its Redis Cluster slot, and share
+// another client's key) or starts with '#' (so that no value is mistaken
+// for a hash).
+func bounded(v string) string {
+	if strings.IndexAny(v, "{}") < 0 && v[0] != '#' {
+		return v
+	}
+	sum := sha256.Sum256([]byte(v))
+	return "#" + hex.EncodeToString(sum[:16])
 }
 
 // FirstOf keys a call by the first of fs that gives a key: ByMetadata of an
