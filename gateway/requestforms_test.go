@@ -22,7 +22,7 @@ import (
 // suite's own routes() oracle) routes it to the limited resource.
 // R2: non-ASCII letters whose case mapping is ASCII (U+0130 İ -> i under
 // Go's strings.ToLower, which routes() uses; also ı, ſ, K) are not folded.
-func TestReviewEncodedDotParamsAndUnicodeFolds(t *testing.T) {
+func TestEncodedDotParamsAndUnicodeFolds(t *testing.T) {
 	forms := []struct{ method, target string }{
 		{"POST", "/v1/x/..%3B/posts"}, {"POST", "/v1/.%3B/posts"}, {"POST", "/v1/posts/.%3B"},
 		{"POST", "/v1/x/%2e%2e%3bjsessionid=1/posts"}, {"GET", "/v1/%C4%B0tems"},
@@ -48,7 +48,7 @@ func TestReviewEncodedDotParamsAndUnicodeFolds(t *testing.T) {
 // R3: method override. Rails (Rack::MethodOverride), Laravel/Symfony and
 // Express's method-override run the handler of the method a POST names in
 // X-HTTP-Method-Override (Symfony/Laravel also ?_method=).
-func TestReviewMethodOverride(t *testing.T) {
+func TestMethodOverride(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.String(), func(t *testing.T) {
 			var mu sync.Mutex
@@ -92,7 +92,7 @@ func TestReviewMethodOverride(t *testing.T) {
 
 // R4: a header name with an underscore never reaches the upstream, where
 // CGI-style servers would read it as the dashed name the rules never saw.
-func TestReviewUnderscoreHeaders(t *testing.T) {
+func TestUnderscoreHeaders(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.String(), func(t *testing.T) {
 			up := newRecUpstream(t, nil)
@@ -112,7 +112,7 @@ func TestReviewUnderscoreHeaders(t *testing.T) {
 
 // R5: a rule cannot key on a header the gateway drops or writes itself:
 // check refuses it, naming the field.
-func TestReviewRuleOnStrippedHeader(t *testing.T) {
+func TestRuleOnStrippedHeader(t *testing.T) {
 	for _, h := range []string{"CF-Connecting-IP", "True-Client-IP", "X-Forwarded-Host", "X_User_ID"} {
 		_, err := rules.Parse("gw.yaml", []byte("rules:\n  - name: per-client\n    key: [header:"+h+"]\n    limit: {algorithm: fixed_window, rate: 1, period: 1h}\n"))
 		if err == nil || !strings.Contains(err.Error(), "gw.yaml:3: rules[0].key[0]") {
@@ -124,7 +124,7 @@ func TestReviewRuleOnStrippedHeader(t *testing.T) {
 // R6: Host forms. canonicalHost cuts the port at the last ':' and keeps
 // ','; Express's req.hostname (X-Forwarded-Host behind a trusted proxy)
 // takes the first element and cuts at the first ':'.
-func TestReviewHostForms(t *testing.T) {
+func TestHostForms(t *testing.T) {
 	rules := "rules:\n  - name: tenant\n    match: {hosts: [api.example.com]}\n    limit: {algorithm: fixed_window, rate: 1, period: 1h}\n"
 	for _, tr := range transports {
 		t.Run(tr.String(), func(t *testing.T) {
@@ -154,7 +154,7 @@ func TestReviewHostForms(t *testing.T) {
 
 // R7: no write bound: a client that never reads a large answer holds the
 // upstream's handler and connection for as long as it likes.
-func TestReviewSlowReaderFreesUpstream(t *testing.T) {
+func TestSlowReaderFreesUpstream(t *testing.T) {
 	chunk := strings.Repeat("z", 1<<20)
 	for _, tr := range transports {
 		t.Run(tr.String(), func(t *testing.T) {
@@ -185,7 +185,7 @@ func TestReviewSlowReaderFreesUpstream(t *testing.T) {
 }
 
 // R8: the header timeout restarts when the fast path hands off.
-func TestReviewHeaderTimeoutAcrossHandOff(t *testing.T) {
+func TestHeaderTimeoutAcrossHandOff(t *testing.T) {
 	up := newRecUpstream(t, nil)
 	addr := startGateway(t, "fast", up.URL, defaultRules+"client: {read_header_timeout: 1s}\n")
 	nc, err := net.Dial("tcp", addr)
@@ -212,7 +212,7 @@ func TestReviewHeaderTimeoutAcrossHandOff(t *testing.T) {
 // R9: a HEAD answered with a late body (a broken upstream): the body is
 // read as another client's answer on the pooled connection. The peek at
 // reuse sees only bytes that arrived already.
-func TestReviewLateHeadBody(t *testing.T) {
+func TestLateHeadBody(t *testing.T) {
 	poison := "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nPOISONED\n"
 	for _, tr := range transports {
 		t.Run(tr.String(), func(t *testing.T) {
