@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -54,11 +55,10 @@ func openRedis(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.S
 		client.Close()
 		return nil, nil, fmt.Errorf("store: %w", err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
-	defer cancel()
-	if err := client.Ping(pctx).Err(); err != nil {
-		logger.Warn("store: Redis does not answer; starting anyway, deciding by on_error until it does",
-			"store", redactURL(c.URL), "on_error", c.OnError, "err", err)
+	if err := checkAnswers(ctx, c, client, logger); err != nil {
+		rs.Close()
+		client.Close()
+		return nil, nil, err
 	}
 	fs := failsafe.New(rs,
 		failsafe.WithTimeout(c.Timeout),
@@ -79,6 +79,83 @@ var (
 
 // pingTimeout bounds the check at start that Redis answers.
 const pingTimeout = 2 * time.Second
+
+// checkAnswers asks Redis, once at start, whether it answers and accepts
+// the configuration. A refusal (a database it does not have, a wrong
+// password or user, the wrong kind of deployment) is an error, whatever
+// on_error says: deciding by on_error would hide a typo. Silence is an
+// error only with Require; otherwise it is logged with its cause, and
+// decisions follow on_error until Redis answers.
+func checkAnswers(ctx context.Context, c Config, client redis.UniversalClient, logger *slog.Logger) error {
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	err := client.Ping(pctx).Err()
+	if err == nil {
+		err = checkDeployment(pctx, client)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case refuses(err):
+		return fmt.Errorf("store: %s refuses the configuration: %w", redactURL(c.URL), err)
+	case c.Require:
+		return fmt.Errorf("store: %s does not answer, and store.require (--store-require) is set: %w", redactURL(c.URL), err)
+	}
+	logger.Warn("store: Redis does not answer; starting anyway, deciding by on_error until it does",
+		"store", redactURL(c.URL), "on_error", c.OnError, "err", err)
+	return nil
+}
+
+// errClusterNode is a redis:// URL that names a node of a Redis Cluster.
+var errClusterNode = errors.New("it is a Redis Cluster node: use redis+cluster:// (or rediss+cluster://) with its address")
+
+// checkDeployment reports a standalone URL that names a cluster node, which
+// would answer MOVED for most keys. A server that does not let the user
+// run INFO is given the benefit of the doubt.
+func checkDeployment(ctx context.Context, client redis.UniversalClient) error {
+	if _, ok := client.(*redis.Client); !ok {
+		return nil
+	}
+	info, err := client.Info(ctx, "cluster").Result()
+	if err != nil {
+		if refuses(err) {
+			return nil // INFO not permitted: not the configuration's fault
+		}
+		return err
+	}
+	if strings.Contains(info, "cluster_enabled:1") {
+		return errClusterNode
+	}
+	return nil
+}
+
+// permanent are the prefixes of Redis's refusals that no wait cures.
+var permanent = []string{
+	"WRONGPASS", "NOAUTH", "NOPERM",
+	"ERR DB index", "ERR invalid DB index", "ERR invalid password",
+	"ERR AUTH", "ERR Client sent AUTH",
+	"ERR This instance has cluster support disabled",
+	"ERR SELECT is not allowed in cluster mode",
+}
+
+// refuses reports whether err is Redis answering no to the configuration,
+// rather than not answering (a dead or unreachable server, one loading its
+// data or busy, which may answer later).
+func refuses(err error) bool {
+	if errors.Is(err, errClusterNode) {
+		return true
+	}
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	for _, p := range permanent {
+		if strings.HasPrefix(re.Error(), p) {
+			return true
+		}
+	}
+	return false
+}
 
 // LogRedisTo sends go-redis's own log lines (a failed dial per connection
 // attempt while Redis is down) to logger at debug level: failsafe already
