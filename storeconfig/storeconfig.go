@@ -10,11 +10,15 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/failsafe"
+	"github.com/ratekeeper/ratekeeper/internal/yamlconf"
 	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 	"github.com/ratekeeper/ratekeeper/tlsconfig"
@@ -410,4 +414,23 @@ func registerFlags(fs *flag.FlagSet, c *Config, d Config, what func(field, def s
 	fs.StringVar(&c.TLS.CertFile, "store-tls-cert-file", c.TLS.CertFile, "PEM client certificate `file` for a Redis that requires one (with --store-tls-key-file); reread when it changes"+what("tls.cert_file", ""))
 	fs.StringVar(&c.TLS.KeyFile, "store-tls-key-file", c.TLS.KeyFile, "PEM private key `file` of --store-tls-cert-file"+what("tls.key_file", ""))
 	fs.StringVar(&c.TLS.ServerName, "store-tls-server-name", c.TLS.ServerName, "the `name` every Redis server's certificate must hold"+what("tls.server_name", "the host each is dialed at"))
+}
+
+// configFields is Config without its decoder.
+type configFields Config
+
+// UnmarshalYAML reads the store as a mapping, or as its URL alone:
+// `store: redis://host:6379/0` is `store: {url: redis://host:6379/0}`.
+func (c *Config) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		*c = Config{URL: n.Value}
+		return nil
+	case yaml.MappingNode:
+		if err := yamlconf.KnownKeys(n, reflect.TypeFor[configFields]()); err != nil {
+			return err
+		}
+		return n.Decode((*configFields)(c))
+	}
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: expected the store's URL (store: redis://host:6379/0) or a mapping (store: {url: redis://host:6379/0, timeout: 50ms}), not a list", n.Line)}}
 }
