@@ -95,6 +95,12 @@ func TestConfigErrorsNameFileLineField(t *testing.T) {
 		{"not yaml", "domain: [\n", []string{"f.yaml:"}},
 		{"replaces without name", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      replaces:\n        - {}\n",
 			[]string{"f.yaml:8: descriptors[0].rate_limit.replaces[0].name: is missing"}},
+		{"fractional rate", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 2.5\n",
+			[]string{"f.yaml:6: descriptors[0].rate_limit.requests_per_unit: 2.5 is not a whole number", "requests_per_unit: 150, unit: minute"}},
+		{"rate under one", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 0.5}\n",
+			[]string{"f.yaml:4: descriptors[0].rate_limit.requests_per_unit: 0.5 is not a whole number", "requests_per_unit: 12, unit: day"}},
+		{"fractional burst", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 5, algorithm: token_bucket, burst: 1.5}\n",
+			[]string{"f.yaml:4: descriptors[0].rate_limit.burst: 1.5 is not a whole number"}},
 		{"sliding window too large", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: year\n      requests_per_unit: 4000000000\n      algorithm: sliding_window\n",
 			[]string{"f.yaml:6: descriptors[0].rate_limit.requests_per_unit:"}},
 	} {
