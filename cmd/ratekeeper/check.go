@@ -27,7 +27,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.SetOutput(stderr)
 	config := fs.String("config", "", "the config `file` to check; required")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: ratekeeper check --config FILE\n\nValidates FILE and prints what each rule does, with the settings that\nRATEKEEPER_* environment variables override as ratekeeper proxy would\n(its flags win over the environment, the environment over the file).\nExit status 1 if it is invalid.\n\nflags:")
+		fmt.Fprintln(stderr, "usage: ratekeeper check --config PATH\n\nValidates PATH and prints what each rule does, with the settings that\nRATEKEEPER_* environment variables override as the server would\n(its flags win over the environment, the environment over the file).\nPATH is ratekeeper proxy's file, or ratekeeper serve's descriptor file or\ndirectory of them (a file with a domain); warnings name what serve would\naccept but can never apply. Exit status 1 if it is invalid.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if _, err := osEnv(fs, args); err != nil {
@@ -36,6 +36,9 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	if *config == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return usageError{errors.New("--config FILE (or RATEKEEPER_CONFIG) is required, and no arguments")}
+	}
+	if isServeConfig(*config) {
+		return checkServe(*config, stdout, stderr)
 	}
 	// The proxy's flags, set by the environment alone, as the proxy would
 	// lay them over the file.
@@ -59,20 +62,25 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		set, err = rules.Compile(&c.Config)
 	}
 	if err != nil {
-		var joined interface{ Unwrap() []error }
-		if errors.As(err, &joined) {
-			for _, e := range joined.Unwrap() {
-				fmt.Fprintln(stderr, e)
-			}
-		} else {
-			fmt.Fprintln(stderr, err)
-		}
+		printErrors(stderr, err)
 		return errInvalid
 	}
 	fmt.Fprintf(stdout, "%s: valid\n\n", *config)
 	printConfig(stdout, c, set)
 	printEnv(stdout, pfs, env)
 	return nil
+}
+
+// printErrors prints each of the joined errors of err on a line.
+func printErrors(w io.Writer, err error) {
+	var joined interface{ Unwrap() []error }
+	if errors.As(err, &joined) {
+		for _, e := range joined.Unwrap() {
+			printErrors(w, e)
+		}
+		return
+	}
+	fmt.Fprintln(w, err)
 }
 
 // envList names the variables that set flags, or says there are none.

@@ -381,3 +381,18 @@ func unknownKeys(n *yaml.Node, t reflect.Type, errs *[]string, depth int) {
 		}
 	}
 }
+
+// TopKeys are the keys of data's top-level mapping, in order; none when
+// data is not a YAML mapping.
+func TopKeys(data []byte) []string {
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil || len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
+		return nil
+	}
+	m := root.Content[0]
+	keys := make([]string, 0, len(m.Content)/2)
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		keys = append(keys, m.Content[i].Value)
+	}
+	return keys
+}
