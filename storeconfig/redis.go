@@ -18,11 +18,8 @@ import (
 )
 
 // openRedis builds the Redis store, wrapped in failsafe with the
-// configured timeout, policy and instance count. A bad URL is an error. A
-// Redis that does not answer yet is not: the server starts, logs a warning,
-// and decides by on_error until Redis answers, as it would if Redis went
-// away later. A restarted gateway must not take the API down because its
-// store is down.
+// configured timeout, policy and instance count. A bad URL, and a Redis
+// that refuses the configuration, are errors (see checkAnswers).
 func openRedis(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.Store, io.Closer, error) {
 	policy, err := failsafe.ParsePolicy(c.OnError)
 	if err != nil {

@@ -322,8 +322,10 @@ func tlsString(t tlsconfig.Client) string {
 
 // Open builds the store c describes. The Closer releases it (the memory
 // store's janitor, Redis connections); call it after the last decision. A
-// Redis that does not answer yet is logged, not an error: decisions follow
-// on_error until it answers.
+// Redis that refuses the configuration (a database, password or user it
+// does not have; the wrong deployment kind) is an error. One that does not
+// answer yet is logged, and decisions follow on_error until it answers,
+// unless c.Require makes it an error.
 func Open(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.Store, io.Closer, error) {
 	if err := c.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("store: %w", err)
