@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -84,11 +87,20 @@ const pingTimeout = 2 * time.Second
 // error only with Require; otherwise it is logged with its cause, and
 // decisions follow on_error until Redis answers.
 func checkAnswers(ctx context.Context, c Config, client redis.UniversalClient, logger *slog.Logger) error {
+	dials := watchDials(client)
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	err := client.Ping(pctx).Err()
+	if err != nil && pctx.Err() != nil {
+		if last := dials.last(); last != nil {
+			err = fmt.Errorf("%w (no answer within %v)", last, pingTimeout)
+		}
+	}
 	if err == nil {
 		err = checkDeployment(pctx, client)
+	}
+	if errors.Is(err, redis.Nil) && strings.Contains(c.URL, "+sentinel://") {
+		err = fmt.Errorf("%w (%w)", errUnknownMaster, err)
 	}
 	switch {
 	case err == nil:
@@ -102,6 +114,54 @@ func checkAnswers(ctx context.Context, c Config, client redis.UniversalClient, l
 		"store", redactURL(c.URL), "on_error", c.OnError, "err", err)
 	return nil
 }
+
+// dialErrors is a go-redis hook that keeps the last failed dial's error:
+// a Ping that runs out of time while go-redis dials again and again says
+// only "context deadline exceeded", where the cause is a refused
+// connection or an unknown host.
+type dialErrors struct {
+	mu  sync.Mutex
+	err error
+}
+
+// watchDials adds a dialErrors to client's dials, and to those of every
+// node of a cluster client.
+func watchDials(client redis.UniversalClient) *dialErrors {
+	d := &dialErrors{}
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		cc.OnNewNode(func(node *redis.Client) { node.AddHook(d) })
+	} else {
+		client.AddHook(d)
+	}
+	return d
+}
+
+func (d *dialErrors) last() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.err
+}
+
+func (d *dialErrors) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err != nil && ctx.Err() == nil {
+			d.mu.Lock()
+			d.err = err
+			d.mu.Unlock()
+		}
+		return conn, err
+	}
+}
+
+func (d *dialErrors) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (d *dialErrors) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// errUnknownMaster is a Sentinel URL whose master no sentinel monitors.
+var errUnknownMaster = errors.New("no sentinel knows the master the URL names")
 
 // errClusterNode is a redis:// URL that names a node of a Redis Cluster.
 var errClusterNode = errors.New("it is a Redis Cluster node: use redis+cluster:// (or rediss+cluster://) with its address")
@@ -133,25 +193,27 @@ var permanent = []string{
 	"ERR AUTH", "ERR Client sent AUTH",
 	"ERR This instance has cluster support disabled",
 	"ERR SELECT is not allowed in cluster mode",
+	"ERR unknown command 'sentinel'", // a Sentinel URL names a data node
 }
 
-// refuses reports whether err is Redis answering no to the configuration,
-// rather than not answering (a dead or unreachable server, one loading its
-// data or busy, which may answer later).
+// refuses reports whether err, or any error it joins (one per sentinel),
+// is Redis answering no to the configuration, rather than not answering
+// (a dead or unreachable server, one loading its data or busy, which may
+// answer later).
 func refuses(err error) bool {
-	if errors.Is(err, errClusterNode) {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case interface{ Unwrap() []error }:
+		return slices.ContainsFunc(e.Unwrap(), refuses)
+	}
+	if errors.Is(err, errClusterNode) || errors.Is(err, errUnknownMaster) {
 		return true
 	}
-	var re redis.Error
-	if !errors.As(err, &re) {
-		return false
+	if re, ok := err.(redis.Error); ok {
+		return slices.ContainsFunc(permanent, func(p string) bool { return strings.HasPrefix(re.Error(), p) })
 	}
-	for _, p := range permanent {
-		if strings.HasPrefix(re.Error(), p) {
-			return true
-		}
-	}
-	return false
+	return refuses(errors.Unwrap(err))
 }
 
 // LogRedisTo sends go-redis's own log lines (a failed dial per connection

@@ -128,3 +128,52 @@ func TestValidateRejectsWhatRedisWould(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenRefusesSentinelMisconfig: a Sentinel URL that names a server
+// that is no sentinel, or a master the sentinels do not know, stops the
+// start; a sentinel that does not answer does not.
+func TestOpenRefusesSentinelMisconfig(t *testing.T) {
+	plain := redistest.Start(t)
+	sentinel := redistest.Sentinel(t)
+	addr, _, _ := strings.Cut(strings.TrimPrefix(sentinel, "redis+sentinel://"), "/")
+	for _, tt := range []struct{ name, url, want string }{
+		{"not a sentinel", "redis+sentinel://" + plain.Addr() + "/" + redistest.MasterName, "sentinel"},
+		{"unknown master", "redis+sentinel://" + addr + "/nosuchmaster", "nosuchmaster"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, closer, err := Open(context.Background(), Config{URL: tt.url, Timeout: time.Second}, nil)
+			if err == nil {
+				closer.Close()
+				t.Fatal("Open started")
+			}
+			if !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "refuses") {
+				t.Errorf("error %q, want a refusal about %q", err, tt.want)
+			}
+		})
+	}
+	_, closer, err := Open(context.Background(), Config{URL: sentinel, Timeout: time.Second}, nil)
+	if err != nil {
+		t.Fatalf("the right master: %v", err)
+	}
+	closer.Close()
+}
+
+// TestOpenRedisDownSaysWhy: a Ping that runs out of time while go-redis
+// dials again and again would say "context deadline exceeded"; the
+// warning says what the dials met instead.
+func TestOpenRedisDownSaysWhy(t *testing.T) {
+	in := redistest.Start(t)
+	in.Kill()
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, closer, err := Open(ctx, Config{URL: in.URL(), Timeout: 50 * time.Millisecond}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closer.Close()
+	if !strings.Contains(logs.String(), "connection refused") {
+		t.Errorf("the warning does not say what happened: %s", logs.String())
+	}
+}
