@@ -154,8 +154,8 @@ func TestLoadDirectory(t *testing.T) {
 	}
 }
 
-// FuzzParseDomain checks that no input panics, that every error is located
-// in the file, and that whatever parses also compiles.
+// FuzzParseDomain checks that no input panics, that every error and
+// warning is located in the file, and that whatever parses also compiles.
 func FuzzParseDomain(f *testing.F) {
 	for _, dir := range []string{"testdata/reference", "testdata/extensions"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
@@ -177,8 +177,14 @@ func FuzzParseDomain(f *testing.F) {
 			}
 			return
 		}
-		if _, err := Compile(&Config{Domains: []DomainConfig{*d}}); err != nil {
+		c := &Config{Domains: []DomainConfig{*d}}
+		if _, err := Compile(c); err != nil {
 			t.Fatalf("parsed but does not compile: %v", err)
+		}
+		for _, w := range c.Warnings() {
+			if w.File != "fuzz.yaml" || w.Line == 0 {
+				t.Fatalf("warning not located: %v", w)
+			}
 		}
 	})
 }
