@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -32,8 +33,9 @@ func isServeConfig(path string) bool {
 }
 
 // checkServe is check for serve's descriptor files: the store the
-// environment gives serve, then the files, their limits and warnings.
-func checkServe(path string, stdout, stderr io.Writer) error {
+// environment gives serve (asked whether it answers with connect), then
+// the files, their limits and warnings.
+func checkServe(ctx context.Context, path string, connect bool, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var store storeconfig.Config
@@ -46,6 +48,10 @@ func checkServe(path string, stdout, stderr io.Writer) error {
 	var errs []error
 	if err := store.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("store, from the environment (%s): %w", envList(env), err))
+	} else if connect {
+		if err := connectStore(ctx, store); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	c, err := rls.Load(path)
 	if err == nil {
@@ -63,7 +69,9 @@ func checkServe(path string, stdout, stderr io.Writer) error {
 	for _, w := range c.Warnings() {
 		fmt.Fprintf(stderr, "warning: %v\n", w)
 	}
-	fmt.Fprintf(stdout, "%s: valid: descriptor files of ratekeeper serve (docs/envoy.md)\n\n", path)
+	fmt.Fprintf(stdout, "%s: valid: descriptor files of ratekeeper serve (docs/envoy.md)\n", path)
+	printConnected(stdout, connect, store)
+	fmt.Fprintln(stdout)
 	fmt.Fprintf(stdout, "store:      %s (ratekeeper serve's --store flags and their RATEKEEPER_* variables)\n", store)
 	for _, d := range c.Domains {
 		fmt.Fprintf(stdout, "\ndomain %s (%s):\n", d.Domain, d.File)
