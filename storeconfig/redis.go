@@ -55,7 +55,7 @@ func openRedis(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.S
 		client.Close()
 		return nil, nil, fmt.Errorf("store: %w", err)
 	}
-	if err := checkAnswers(ctx, c, client, logger); err != nil {
+	if err := checkAnswers(ctx, c, client, rs, logger); err != nil {
 		rs.Close()
 		client.Close()
 		return nil, nil, err
@@ -81,12 +81,13 @@ var (
 const pingTimeout = 2 * time.Second
 
 // checkAnswers asks Redis, once at start, whether it answers and accepts
-// the configuration. A refusal (a database it does not have, a wrong
-// password or user, the wrong kind of deployment) is an error, whatever
+// the configuration, up to a probe decision. A refusal (a database it does
+// not have, a wrong password or user, a user that may not run the store's
+// scripts on its keys, the wrong kind of deployment) is an error, whatever
 // on_error says: deciding by on_error would hide a typo. Silence is an
 // error only with Require; otherwise it is logged with its cause, and
 // decisions follow on_error until Redis answers.
-func checkAnswers(ctx context.Context, c Config, client redis.UniversalClient, logger *slog.Logger) error {
+func checkAnswers(ctx context.Context, c Config, client redis.UniversalClient, rs *redisstore.Store, logger *slog.Logger) error {
 	dials := watchDials(client)
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
@@ -98,6 +99,9 @@ func checkAnswers(ctx context.Context, c Config, client redis.UniversalClient, l
 	}
 	if err == nil {
 		err = checkDeployment(pctx, client)
+	}
+	if err == nil {
+		err = rs.Probe(pctx) // a decision's script and keys: an ACL may forbid them
 	}
 	if errors.Is(err, redis.Nil) && strings.Contains(c.URL, "+sentinel://") {
 		err = fmt.Errorf("%w (%w)", errUnknownMaster, err)

@@ -14,7 +14,8 @@ import (
 )
 
 // TestOpenRefusesMisconfiguredRedis: a Redis that answers but refuses the
-// configuration (a database it does not have, a wrong password or user)
+// configuration (a database it does not have, a wrong password or user, a
+// user that may not run the store's scripts or write its keys)
 // stops the start, with an error naming the store and Redis's own reason,
 // whatever on_error says: falling back to on_error would limit nothing
 // (allow) or everything (deny) until someone reads a warning.
@@ -25,6 +26,14 @@ func TestOpenRefusesMisconfiguredRedis(t *testing.T) {
 	defer admin.Close()
 	if err := admin.Do(ctx, "ACL", "SETUSER", "app", "on", ">apppass", "~*", "+@all").Err(); err != nil {
 		t.Fatal(err)
+	}
+	for _, u := range [][]any{
+		{"ACL", "SETUSER", "noscripts", "on", ">apppass", "~*", "+@all", "-@scripting"},
+		{"ACL", "SETUSER", "otherkeys", "on", ">apppass", "~app:*", "+@all"},
+	} {
+		if err := admin.Do(ctx, u...).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := admin.ConfigSet(ctx, "requirepass", "s3cret").Err(); err != nil {
 		t.Fatal(err)
@@ -39,6 +48,8 @@ func TestOpenRefusesMisconfiguredRedis(t *testing.T) {
 		{"no password", Config{URL: base + "/0"}, "NOAUTH"},
 		{"wrong password", Config{URL: base + "/0", Password: "guess"}, "WRONGPASS"},
 		{"unknown ACL user", Config{URL: "redis://nobody:apppass@" + in.Addr() + "/0"}, "WRONGPASS"},
+		{"ACL user without scripts", Config{URL: "redis://noscripts:apppass@" + in.Addr() + "/0"}, "NOPERM"},
+		{"ACL user without the store's keys", Config{URL: "redis://otherkeys:apppass@" + in.Addr() + "/0"}, "NOPERM"},
 		{"cluster URL, standalone server", Config{URL: "redis+cluster://default:s3cret@" + in.Addr()}, "cluster support disabled"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
