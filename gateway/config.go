@@ -228,6 +228,8 @@ func (c *Config) problems() []*rules.Error {
 	if c.Upstream != "" && c.Upstream != "builtin:demo" {
 		u, err := url.Parse(c.Upstream)
 		switch {
+		case !strings.Contains(c.Upstream, "://"):
+			fail("upstream", "has no scheme: add http:// (upstream: %s) or https://", redactedURL("http://"+c.Upstream))
 		case err != nil:
 			// url.Error quotes the whole URL, a password in it too.
 			var ue *url.Error

@@ -179,6 +179,9 @@ func (o Options) Apply(c *Config) {
 	if o.Store.Password != "" {
 		c.Store.Password = o.Store.Password
 	}
+	if o.Store.Require {
+		c.Store.Require = true
+	}
 	// The file's store paths are the file's directory's; the flags' were
 	// made absolute by the command.
 	c.Store = c.Store.Resolve(c.dir)

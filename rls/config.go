@@ -253,3 +253,70 @@ func (r *RateLimitConfig) validate() []*Error {
 	}
 	return errs
 }
+
+// Warnings lists what c's files say that serve accepts but that can never
+// apply, each located like an error: white space around a domain, a key
+// or a value (Envoy sends the domain as configured, and a header's value
+// without it); a descriptor with neither rate_limit nor descriptors, which
+// limits nothing; a * that does not end a value, which matches only a *;
+// a replaces that names no limit of its domain.
+func (c *Config) Warnings() []*Error {
+	var out []*Error
+	for i := range c.Domains {
+		d := &c.Domains[i]
+		var ws []*Error
+		if strings.TrimSpace(d.Domain) != d.Domain {
+			ws = append(ws, &Error{Field: "domain", Err: fmt.Errorf("has white space around it: %q; Envoy's domain must equal it", d.Domain)})
+		}
+		names := map[string]bool{}
+		limitNames(d.Descriptors, names)
+		warnDescriptors(d.Domain, d.Descriptors, "descriptors", names, &ws)
+		for _, w := range ws {
+			w.File = d.File
+			if d.pos != nil {
+				w.Line = d.pos.Line(w.Field)
+			}
+		}
+		out = append(out, ws...)
+	}
+	return out
+}
+
+// limitNames adds the names of the limits in ds, at any depth, to names.
+func limitNames(ds []DescriptorConfig, names map[string]bool) {
+	for _, d := range ds {
+		if d.RateLimit != nil && d.RateLimit.Name != "" {
+			names[d.RateLimit.Name] = true
+		}
+		limitNames(d.Descriptors, names)
+	}
+}
+
+func warnDescriptors(domain string, ds []DescriptorConfig, at string, names map[string]bool, ws *[]*Error) {
+	warn := func(field, format string, args ...any) {
+		*ws = append(*ws, &Error{Field: field, Err: fmt.Errorf(format, args...)})
+	}
+	for i, d := range ds {
+		f := fmt.Sprintf("%s[%d]", at, i)
+		if d.RateLimit == nil && len(d.Descriptors) == 0 {
+			warn(f, "has neither rate_limit nor descriptors: the requests it matches are not limited (rate_limit: {unlimited: true} says so)")
+		}
+		if strings.TrimSpace(d.Key) != d.Key {
+			warn(f+".key", "has white space around it: %q", d.Key)
+		}
+		if strings.TrimSpace(d.Value) != d.Value {
+			warn(f+".value", "has white space around it: %q; a header's value never has", d.Value)
+		}
+		if i := strings.IndexByte(d.Value, '*'); i >= 0 && i < len(d.Value)-1 {
+			warn(f+".value", "%q: * is a wildcard only at the end; here it matches only a * itself", d.Value)
+		}
+		if d.RateLimit != nil {
+			for j, rp := range d.RateLimit.Replaces {
+				if rp.Name != "" && !names[rp.Name] {
+					warn(fmt.Sprintf("%s.rate_limit.replaces[%d].name", f, j), "no limit of domain %q is named %q: it replaces nothing", domain, rp.Name)
+				}
+			}
+		}
+		warnDescriptors(domain, d.Descriptors, f+".descriptors", names, ws)
+	}
+}

@@ -95,6 +95,12 @@ func TestConfigErrorsNameFileLineField(t *testing.T) {
 		{"not yaml", "domain: [\n", []string{"f.yaml:"}},
 		{"replaces without name", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      replaces:\n        - {}\n",
 			[]string{"f.yaml:8: descriptors[0].rate_limit.replaces[0].name: is missing"}},
+		{"fractional rate", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 2.5\n",
+			[]string{"f.yaml:6: descriptors[0].rate_limit.requests_per_unit: 2.5 is not a whole number", "requests_per_unit: 150, unit: minute"}},
+		{"rate under one", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 0.5}\n",
+			[]string{"f.yaml:4: descriptors[0].rate_limit.requests_per_unit: 0.5 is not a whole number", "requests_per_unit: 12, unit: day"}},
+		{"fractional burst", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 5, algorithm: token_bucket, burst: 1.5}\n",
+			[]string{"f.yaml:4: descriptors[0].rate_limit.burst: 1.5 is not a whole number"}},
 		{"sliding window too large", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: year\n      requests_per_unit: 4000000000\n      algorithm: sliding_window\n",
 			[]string{"f.yaml:6: descriptors[0].rate_limit.requests_per_unit:"}},
 	} {
@@ -148,8 +154,8 @@ func TestLoadDirectory(t *testing.T) {
 	}
 }
 
-// FuzzParseDomain checks that no input panics, that every error is located
-// in the file, and that whatever parses also compiles.
+// FuzzParseDomain checks that no input panics, that every error and
+// warning is located in the file, and that whatever parses also compiles.
 func FuzzParseDomain(f *testing.F) {
 	for _, dir := range []string{"testdata/reference", "testdata/extensions"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
@@ -171,8 +177,14 @@ func FuzzParseDomain(f *testing.F) {
 			}
 			return
 		}
-		if _, err := Compile(&Config{Domains: []DomainConfig{*d}}); err != nil {
+		c := &Config{Domains: []DomainConfig{*d}}
+		if _, err := Compile(c); err != nil {
 			t.Fatalf("parsed but does not compile: %v", err)
+		}
+		for _, w := range c.Warnings() {
+			if w.File != "fuzz.yaml" || w.Line == 0 {
+				t.Fatalf("warning not located: %v", w)
+			}
 		}
 	})
 }

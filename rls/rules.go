@@ -3,6 +3,8 @@ package rls
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,6 +29,33 @@ var units = map[string]struct {
 	"WEEK":   {rlsv3.RateLimitResponse_RateLimit_WEEK, 7 * 24 * time.Hour},
 	"MONTH":  {rlsv3.RateLimitResponse_RateLimit_MONTH, 30 * 24 * time.Hour},
 	"YEAR":   {rlsv3.RateLimitResponse_RateLimit_YEAR, 365 * 24 * time.Hour},
+}
+
+// unitOrder lists the units from the shortest.
+var unitOrder = []string{"second", "minute", "hour", "day", "week", "month", "year"}
+
+// FractionHint suggests, for a fractional requests_per_unit, the whole
+// number per a longer unit that is the same rate: 2.5 per second is 150
+// per minute.
+func (RateLimitConfig) FractionHint(key string, v float64, sibling func(string) string) string {
+	if key != "requests_per_unit" {
+		return ""
+	}
+	_, d, ok := parseUnit(sibling("unit"))
+	if !ok {
+		return "write a whole number per a longer unit"
+	}
+	for _, name := range unitOrder {
+		_, d2, _ := parseUnit(name)
+		if d2 <= d || d2%d != 0 {
+			continue
+		}
+		w := v * float64(d2/d)
+		if w >= 1 && w == math.Trunc(w) {
+			return fmt.Sprintf("write requests_per_unit: %d, unit: %s (the same rate over a longer unit)", int64(w), name)
+		}
+	}
+	return "write a whole number per a longer unit"
 }
 
 func parseUnit(s string) (rlsv3.RateLimitResponse_RateLimit_Unit, time.Duration, bool) {

@@ -109,6 +109,7 @@ func NewServer(ctx context.Context, path string, o ServerOptions) (*Server, erro
 	if err != nil {
 		return nil, err
 	}
+	logWarnings(proc.Logger, c)
 	rules, err := Compile(c)
 	if err != nil {
 		return nil, err
@@ -281,6 +282,13 @@ func (g grpcServer) Shutdown(ctx context.Context) error {
 	}
 }
 
+// logWarnings logs what c says that can never apply (Config.Warnings).
+func logWarnings(logger *slog.Logger, c *Config) {
+	for _, w := range c.Warnings() {
+		logger.Warn("config: this can never apply", "warning", w.Error())
+	}
+}
+
 // Reload re-reads the configuration and, if it is valid, serves it from
 // the next request on. An invalid configuration changes nothing: the error
 // is logged, counted and returned, and the previous rules keep serving.
@@ -294,6 +302,7 @@ func (s *Server) Reload() error {
 		if err != nil {
 			return 0, nil, err
 		}
+		logWarnings(s.proc.Logger, c)
 		s.svc.SetRules(rules)
 		return rules.Len(), []any{"domains", rules.Domains(), "limits", rules.Len()}, nil
 	})

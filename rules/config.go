@@ -34,7 +34,7 @@ type Config struct {
 type ClientIPConfig struct {
 	// TrustedProxies are the CIDRs (or single addresses) of proxies whose
 	// forwarding header is believed. Empty: the TCP peer is the client.
-	TrustedProxies []string `yaml:"trusted_proxies"`
+	TrustedProxies List `yaml:"trusted_proxies"`
 	// Header is the forwarding header the trusted proxies set:
 	// "X-Forwarded-For" (default) or "Forwarded".
 	Header string `yaml:"header"`
@@ -50,9 +50,9 @@ type ClientIPConfig struct {
 // client gets 403. An allowed client is exempt from every rule.
 type AccessConfig struct {
 	// Allow lists clients that no rule limits.
-	Allow []string `yaml:"allow"`
+	Allow List `yaml:"allow"`
 	// Deny lists clients refused with 403 before any rule.
-	Deny []string `yaml:"deny"`
+	Deny List `yaml:"deny"`
 }
 
 // RuleConfig is one rule as written.
@@ -65,7 +65,7 @@ type RuleConfig struct {
 	// Key lists what identifies a client: "ip", "header:NAME", "route"
 	// (method and path), "path", "method", "host", or "global" (one key for
 	// all; also what an empty list means). Parts combine.
-	Key []string `yaml:"key"`
+	Key List `yaml:"key"`
 	// OnMissingKey says what happens when a header the key needs is
 	// missing or empty: "ip" (default: the client IP stands in its place),
 	// "skip" (the rule does not apply) or "shared" (all such requests share
@@ -96,6 +96,22 @@ type RuleConfig struct {
 	Tiers TiersConfig `yaml:"tiers"`
 	// Refused shapes the answer to a request the rule refuses.
 	Refused RefusedConfig `yaml:"refused"`
+}
+
+// List is a list of strings that a file may write as its one item when
+// it has one: `key: header:X-API-Key` is `key: [header:X-API-Key]`.
+type List []string
+
+// UnmarshalYAML reads a list, or one item as a list of one.
+func (l *List) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		*l = List{n.Value}
+		return nil
+	case yaml.SequenceNode:
+		return n.Decode((*[]string)(l))
+	}
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: expected a list (like [ip, header:X-API-Key]) or one item, not a %s", n.Line, kindName(n.Kind))}}
 }
 
 // CostConfig is a rule's cost as written: a whole number (cost: 5), or a
@@ -172,7 +188,7 @@ type RefusedConfig struct {
 type MatchConfig struct {
 	// Methods the request's method must be one of (case-insensitive); GET
 	// covers HEAD too, which frameworks serve with GET's handler.
-	Methods []string `yaml:"methods"`
+	Methods List `yaml:"methods"`
 	// Path the request's path must equal.
 	Path string `yaml:"path"`
 	// PathPrefix the request's path must start with, at a segment
@@ -186,7 +202,7 @@ type MatchConfig struct {
 	StrictPath bool `yaml:"strict_path"`
 	// Hosts the request's host (without port, case-insensitive) must be one
 	// of; "*.example.com" matches any subdomain.
-	Hosts []string `yaml:"hosts"`
+	Hosts List `yaml:"hosts"`
 	// Headers maps a header name to the value it must have; the value "*"
 	// means only that the header is present, and "" that it is absent or
 	// empty.
@@ -211,6 +227,38 @@ type LimitConfig struct {
 	Stagger bool `yaml:"stagger"`
 	// LogRejected makes the sliding log count refused requests too.
 	LogRejected bool `yaml:"log_rejected"`
+}
+
+// FractionHint suggests, for a fractional rate, the whole rate over a
+// longer period that is the same rate: rate 10.5 per 1s is 21 per 2s.
+func (LimitConfig) FractionHint(key string, v float64, sibling func(string) string) string {
+	if key != "rate" {
+		return ""
+	}
+	k, whole := yamlconf.Multiple(v)
+	period := scalePeriod(sibling("period"), k)
+	if k == 0 || period == "" {
+		return "write a whole rate over a longer period"
+	}
+	return fmt.Sprintf("write rate: %d, period: %s (the same rate over a period %d times as long)", whole, period, k)
+}
+
+var countUnit = regexp.MustCompile(`^([0-9]+)([a-z]+)$`)
+
+// scalePeriod writes period (as the file wrote it) k times as long, in
+// its own unit where it has one; "" if period is not a duration.
+func scalePeriod(period string, k int64) string {
+	if m := countUnit.FindStringSubmatch(period); m != nil {
+		n, err := strconv.ParseInt(m[1], 10, 64)
+		if err == nil {
+			return fmt.Sprintf("%d%s", n*k, m[2])
+		}
+	}
+	d, err := ParseDuration(period)
+	if err != nil || d <= 0 {
+		return ""
+	}
+	return Duration(d * time.Duration(k)).String()
 }
 
 // Duration is a time.Duration that YAML may write as a Go duration (90s,

@@ -85,7 +85,7 @@ func TestErrorsNameFileLineField(t *testing.T) {
 	cases := []struct{ yaml, want string }{
 		{"rules:\n  - name: a\n    limt: {}\n", `f.yaml:3: rules[0].limt: unknown field; valid: name, match,`},
 		{"rules:\n  - name: a\n    limit: {algorithm: token_bucket, rate: 1, period: 1x}\n", `f.yaml:3: rules[0].limit.period: "1x" is not a duration`},
-		{"rules:\n  - name: a\n    limit: {algorithm: token_bucket, rate: abc, period: 1s}\n", "f.yaml:3: rules[0].limit.rate: cannot unmarshal"},
+		{"rules:\n  - name: a\n    limit: {algorithm: token_bucket, rate: abc, period: 1s}\n", "f.yaml:3: rules[0].limit.rate: expected a whole number, not text"},
 		{"rules:\n  - name: a\n    limit:\n      algorithm: token_bucket\n      rate: 0\n      period: 1s\n", "f.yaml:5: rules[0].limit.rate: rate must be positive"},
 		{"rules:\n  - name: a\n    limit:\n      algorithm: tokenbucket\n      rate: 1\n      period: 1s\n", `f.yaml:4: rules[0].limit.algorithm: unknown algorithm "tokenbucket"`},
 		{"access:\n  deny:\n    - 10.0.0.0/33\n", "f.yaml:3: access.deny[0]: \"10.0.0.0/33\" is not a CIDR"},

@@ -148,8 +148,8 @@ func collectorOf(t *testing.T, reg *prometheus.Registry, name string) prometheus
 
 // TestPassword: Redis's password from password_file or from Password (the
 // commands' RATEKEEPER_STORE_PASSWORD), never needed in the URL, on a real
-// redis-server that requires it; without it every decision is the
-// policy's.
+// redis-server that requires it; without it, or with a wrong one, the
+// store does not open (the server would not start).
 func TestPassword(t *testing.T) {
 	in := redistest.Start(t)
 	ctx := context.Background()
@@ -164,9 +164,9 @@ func TestPassword(t *testing.T) {
 	}
 	lim := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 10, Period: time.Hour}
 	for _, tt := range []struct {
-		name     string
-		c        Config
-		fallback bool
+		name    string
+		c       Config
+		refused bool
 	}{
 		{"password_file", Config{PasswordFile: file}, false},
 		{"Password", Config{Password: "s3cret"}, false},
@@ -177,15 +177,22 @@ func TestPassword(t *testing.T) {
 			c := tt.c
 			c.URL, c.OnError, c.Timeout = in.URL(), "deny", time.Second
 			s, closer, err := Open(ctx, c, nil)
+			if tt.refused {
+				if err == nil {
+					closer.Close()
+					t.Fatal("opened with a wrong password")
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer closer.Close()
 			d, err := s.Take(ctx, ratekeeper.Request{Key: "password-" + tt.name, Limit: lim, N: 1})
-			if err != nil || (d.Fallback != ratekeeper.NoFallback) != tt.fallback {
-				t.Fatalf("%+v %v; want fallback %v", d, err, tt.fallback)
+			if err != nil || d.Fallback != ratekeeper.NoFallback {
+				t.Fatalf("%+v %v; want a decision from Redis", d, err)
 			}
-			if !tt.fallback && !strings.Contains(c.String(), "password from") {
+			if !strings.Contains(c.String(), "password from") {
 				t.Errorf("String() = %q, want where the password comes from", c.String())
 			}
 			if strings.Contains(c.String(), "s3cret") {

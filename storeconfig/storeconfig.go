@@ -10,11 +10,15 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/failsafe"
+	"github.com/ratekeeper/ratekeeper/internal/yamlconf"
 	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 	"github.com/ratekeeper/ratekeeper/tlsconfig"
@@ -83,6 +87,9 @@ type Config struct {
 	// memstore.DefaultMaxKeys): past it a new key evicts an idle one, or
 	// the one closest to idle, whose count is forgotten (see memstore).
 	MaxKeys int `yaml:"max_keys"`
+	// Require refuses to start while Redis does not answer, instead of
+	// deciding by OnError until it does.
+	Require bool `yaml:"require"`
 }
 
 // WithDefaults returns c with its zero fields set to the defaults.
@@ -142,6 +149,11 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("url: unknown scheme %q in %q (memory://, redis://, rediss://, redis+sentinel://, redis+cluster://)", u.Scheme, redactURL(c.URL))
 	}
+	if u.Scheme != "memory" {
+		if err := parseRedisURL(c.URL); err != nil {
+			return fmt.Errorf("url: %w", err)
+		}
+	}
 	if !c.TLS.IsZero() {
 		if !isTLS(u.Scheme) {
 			return fmt.Errorf("tls: is set, but %s:// is not TLS: use rediss:// (or rediss+sentinel://, rediss+cluster://)", u.Scheme)
@@ -175,6 +187,9 @@ func (c Config) Validate() error {
 	if c.MaxKeys > 0 && u.Scheme != "memory" {
 		return fmt.Errorf("max_keys: caps the memory store's keys, but the store is %s:// (Redis's own maxmemory bounds it)", u.Scheme)
 	}
+	if c.Require && u.Scheme == "memory" {
+		return fmt.Errorf("require: waits for Redis at start, but the store is memory://")
+	}
 	if c.Password != "" || c.PasswordFile != "" {
 		if u.Scheme == "memory" {
 			return fmt.Errorf("password_file: the memory store has no password, but password_file or RATEKEEPER_STORE_PASSWORD gives one")
@@ -192,6 +207,17 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// parseRedisURL reports what NewClient, which reads the URL as the server
+// will, finds wrong in it (an unknown option, a database that is not a
+// number, a cluster with one), without dialling.
+func parseRedisURL(raw string) error {
+	client, err := redisstore.NewClient(raw)
+	if err != nil {
+		return err
+	}
+	return client.Close()
 }
 
 // readPassword reads a password file: its content without one trailing
@@ -258,6 +284,9 @@ func (c Config) String() string {
 		mode += " every " + c.SyncPeriod.String()
 	}
 	s := fmt.Sprintf("%s (timeout %v, on_error %s, instances %d, mode %s", redactURL(c.URL), c.Timeout, c.OnError, c.Instances, mode)
+	if c.Require {
+		s += ", required at start"
+	}
 	switch {
 	case c.PasswordFile != "":
 		s += ", password from " + c.PasswordFile
@@ -293,8 +322,10 @@ func tlsString(t tlsconfig.Client) string {
 
 // Open builds the store c describes. The Closer releases it (the memory
 // store's janitor, Redis connections); call it after the last decision. A
-// Redis that does not answer yet is logged, not an error: decisions follow
-// on_error until it answers.
+// Redis that refuses the configuration (a database, password or user it
+// does not have; the wrong deployment kind) is an error. One that does not
+// answer yet is logged, and decisions follow on_error until it answers,
+// unless c.Require makes it an error.
 func Open(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.Store, io.Closer, error) {
 	if err := c.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("store: %w", err)
@@ -335,7 +366,7 @@ func SetLimitModes(s ratekeeper.Store, modes map[ratekeeper.Limit]string) error 
 // RegisterFlags defines the shared store flags on fs, writing into c:
 // --store, --store-timeout, --store-on-error, --store-instances,
 // --store-mode, --store-sync-period, --store-password-file,
-// --store-max-keys, and for TLS --store-tls-ca-file,
+// --store-max-keys, --store-require, and for TLS --store-tls-ca-file,
 // --store-tls-cert-file, --store-tls-key-file, --store-tls-server-name.
 // Values already in c are the flags' defaults.
 func RegisterFlags(fs *flag.FlagSet, c *Config) {
@@ -344,7 +375,7 @@ func RegisterFlags(fs *flag.FlagSet, c *Config) {
 	registerFlags(fs, c, d, func(field, def string) string {
 		// The flag package shows the defaults that are not zero values.
 		switch field {
-		case "tls.ca_file", "tls.server_name", "max_keys":
+		case "tls.ca_file", "tls.server_name", "max_keys", "require":
 			return " (default: " + def + ")"
 		}
 		return ""
@@ -380,8 +411,28 @@ func registerFlags(fs *flag.FlagSet, c *Config, d Config, what func(field, def s
 	fs.DurationVar(&c.SyncPeriod, "store-sync-period", c.SyncPeriod, "how often sync and lease modes talk to Redis"+what("sync_period", d.SyncPeriod.String()))
 	fs.StringVar(&c.PasswordFile, "store-password-file", c.PasswordFile, "`file` holding Redis's password (one trailing newline ignored), instead of the URL"+what("password_file", ""))
 	fs.IntVar(&c.MaxKeys, "store-max-keys", c.MaxKeys, "the most keys the memory store holds; past it a new key evicts an idle one"+what("max_keys", num(memstore.DefaultMaxKeys)))
+	fs.BoolVar(&c.Require, "store-require", c.Require, "refuse to start while Redis does not answer, instead of deciding by --store-on-error until it does"+what("require", "false"))
 	fs.StringVar(&c.TLS.CAFile, "store-tls-ca-file", c.TLS.CAFile, "PEM `file` of the CAs Redis's certificates must chain to, for rediss:// URLs"+what("tls.ca_file", "the system's CAs"))
 	fs.StringVar(&c.TLS.CertFile, "store-tls-cert-file", c.TLS.CertFile, "PEM client certificate `file` for a Redis that requires one (with --store-tls-key-file); reread when it changes"+what("tls.cert_file", ""))
 	fs.StringVar(&c.TLS.KeyFile, "store-tls-key-file", c.TLS.KeyFile, "PEM private key `file` of --store-tls-cert-file"+what("tls.key_file", ""))
 	fs.StringVar(&c.TLS.ServerName, "store-tls-server-name", c.TLS.ServerName, "the `name` every Redis server's certificate must hold"+what("tls.server_name", "the host each is dialed at"))
+}
+
+// configFields is Config without its decoder.
+type configFields Config
+
+// UnmarshalYAML reads the store as a mapping, or as its URL alone:
+// `store: redis://host:6379/0` is `store: {url: redis://host:6379/0}`.
+func (c *Config) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		*c = Config{URL: n.Value}
+		return nil
+	case yaml.MappingNode:
+		if err := yamlconf.KnownKeys(n, reflect.TypeFor[configFields]()); err != nil {
+			return err
+		}
+		return n.Decode((*configFields)(c))
+	}
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: expected the store's URL (store: redis://host:6379/0) or a mapping (store: {url: redis://host:6379/0, timeout: 50ms}), not a list", n.Line)}}
 }

@@ -56,11 +56,11 @@ func TestFlags(t *testing.T) {
 	var c Config
 	flags := flag.NewFlagSet("x", flag.ContinueOnError)
 	RegisterFlags(flags, &c)
-	if err := flags.Parse([]string{"--store", "rediss://h:1", "--store-timeout", "20ms", "--store-on-error", "local", "--store-instances", "4", "--store-mode", "lease", "--store-sync-period", "10ms",
+	if err := flags.Parse([]string{"--store", "rediss://h:1", "--store-timeout", "20ms", "--store-on-error", "local", "--store-instances", "4", "--store-mode", "lease", "--store-sync-period", "10ms", "--store-require",
 		"--store-tls-ca-file", "ca.pem", "--store-tls-cert-file", "c.pem", "--store-tls-key-file", "c.key", "--store-tls-server-name", "redis.internal"}); err != nil {
 		t.Fatal(err)
 	}
-	want := Config{URL: "rediss://h:1", Timeout: 20 * time.Millisecond, OnError: "local", Instances: 4, Mode: "lease", SyncPeriod: 10 * time.Millisecond,
+	want := Config{URL: "rediss://h:1", Timeout: 20 * time.Millisecond, OnError: "local", Instances: 4, Mode: "lease", SyncPeriod: 10 * time.Millisecond, Require: true,
 		TLS: tlsconfig.Client{CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "c.key", ServerName: "redis.internal"}}
 	if c != want {
 		t.Fatalf("got %+v, want %+v", c, want)

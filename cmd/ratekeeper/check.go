@@ -22,12 +22,13 @@ var errInvalid = errors.New("the config is not valid")
 
 // runCheck is `ratekeeper check --config FILE`: validate the file and say
 // what each rule does.
-func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	config := fs.String("config", "", "the config `file` to check; required")
+	connect := fs.Bool("connect", false, "also ask the store's Redis, as proxy and serve do at start, whether it answers and accepts the settings (default: no connection)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: ratekeeper check --config FILE\n\nValidates FILE and prints what each rule does, with the settings that\nRATEKEEPER_* environment variables override as ratekeeper proxy would\n(its flags win over the environment, the environment over the file).\nExit status 1 if it is invalid.\n\nflags:")
+		fmt.Fprintln(stderr, "usage: ratekeeper check --config PATH\n\nValidates PATH and prints what each rule does, with the settings that\nRATEKEEPER_* environment variables override as the server would\n(its flags win over the environment, the environment over the file).\nPATH is ratekeeper proxy's file, or ratekeeper serve's descriptor file or\ndirectory of them (a file with a domain); warnings name what serve would\naccept but can never apply. Exit status 1 if it is invalid.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if _, err := osEnv(fs, args); err != nil {
@@ -36,6 +37,9 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	if *config == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return usageError{errors.New("--config FILE (or RATEKEEPER_CONFIG) is required, and no arguments")}
+	}
+	if isServeConfig(*config) {
+		return checkServe(ctx, *config, *connect, stdout, stderr)
 	}
 	// The proxy's flags, set by the environment alone, as the proxy would
 	// lay them over the file.
@@ -58,21 +62,53 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	if err == nil {
 		set, err = rules.Compile(&c.Config)
 	}
+	if err == nil && *connect {
+		err = connectStore(ctx, c.Store)
+	}
 	if err != nil {
-		var joined interface{ Unwrap() []error }
-		if errors.As(err, &joined) {
-			for _, e := range joined.Unwrap() {
-				fmt.Fprintln(stderr, e)
-			}
-		} else {
-			fmt.Fprintln(stderr, err)
-		}
+		printErrors(stderr, err)
 		return errInvalid
 	}
-	fmt.Fprintf(stdout, "%s: valid\n\n", *config)
+	fmt.Fprintf(stdout, "%s: valid\n", *config)
+	printConnected(stdout, *connect, c.Store)
+	fmt.Fprintln(stdout)
 	printConfig(stdout, c, set)
 	printEnv(stdout, pfs, env)
 	return nil
+}
+
+// connectStore opens the store as a server would at start, with
+// store.require, and closes it: an error if Redis refuses the settings or
+// does not answer.
+func connectStore(ctx context.Context, c storeconfig.Config) error {
+	if c.IsMemory() {
+		return nil
+	}
+	c.Require = true
+	_, closer, err := storeconfig.Open(ctx, c, nil)
+	if err != nil {
+		return err
+	}
+	return closer.Close()
+}
+
+// printConnected says that --connect found Redis answering.
+func printConnected(w io.Writer, connect bool, c storeconfig.Config) {
+	if connect && !c.IsMemory() {
+		fmt.Fprintf(w, "%s answers and accepts the settings (--connect)\n", c.Redacted())
+	}
+}
+
+// printErrors prints each of the joined errors of err on a line.
+func printErrors(w io.Writer, err error) {
+	var joined interface{ Unwrap() []error }
+	if errors.As(err, &joined) {
+		for _, e := range joined.Unwrap() {
+			printErrors(w, e)
+		}
+		return
+	}
+	fmt.Fprintln(w, err)
 }
 
 // envList names the variables that set flags, or says there are none.

@@ -80,6 +80,8 @@ func (p *proxyFlags) options(fs *flag.FlagSet) gateway.Options {
 			o.Store.SyncPeriod = st.SyncPeriod
 		case "store-max-keys":
 			o.Store.MaxKeys = st.MaxKeys
+		case "store-require":
+			o.Store.Require = st.Require
 		case "store-password-file":
 			o.Store.PasswordFile = absPath(st.PasswordFile)
 		case "store-tls-ca-file":

@@ -539,10 +539,12 @@ func TestServeRedisBoundedKeys(t *testing.T) {
 	}
 	rc := redis.NewClient(opt)
 	defer rc.Close()
-	keys, err := rc.Keys(ctx10s(t), "*").Result()
+	all, err := rc.Keys(ctx10s(t), "*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The store's own probe at start (rk:{probe}:probe) is no client's key.
+	keys := slices.DeleteFunc(all, func(k string) bool { return strings.HasPrefix(k, "rk:{probe") })
 	short := false
 	for _, k := range keys {
 		if len(k) > 200 {

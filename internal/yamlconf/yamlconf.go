@@ -36,9 +36,11 @@ func Decode(name string, data []byte, dst any, validate func() []*configerr.Erro
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, yamlError(name, nil, err)
+		return nil, syntaxError(name, data, err)
 	}
 	pos := indexPositions(&root)
+	chk := &checker{name: name, byLine: map[int][]typedNode{}}
+	chk.walk(&root, reflect.TypeOf(dst), "", nil, 0)
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var out []error
@@ -52,9 +54,17 @@ func Decode(name string, data []byte, dst any, validate func() []*configerr.Erro
 		// and go on validating the rest.
 		for _, e := range yamlErrors(name, pos, te.Errors) {
 			unknownField(reflect.TypeOf(dst), e)
+			chk.typeError(e)
+			if e.Field == "" {
+				e.Field = chk.customAt(e.Line)
+			}
 			out = append(out, e)
 			bad[e.Field] = true
 		}
+	}
+	for _, e := range chk.errs {
+		out = append(out, e)
+		bad[e.Field] = true
 	}
 	for _, e := range validate() {
 		if bad[e.Field] {
@@ -67,7 +77,7 @@ func Decode(name string, data []byte, dst any, validate func() []*configerr.Erro
 	return pos, errors.Join(out...)
 }
 
-var yamlLine = regexp.MustCompile(`^(?:yaml: )?line ([0-9]+): (.*)$`)
+var yamlLine = regexp.MustCompile(`(?s)^(?:yaml: )?line ([0-9]+): (.*)$`)
 
 // yamlError turns yaml.v3's errors into *Errors naming file, line and, for
 // type errors, the field.
@@ -79,9 +89,25 @@ func yamlError(name string, pos *Positions, err error) error {
 	}
 	var out []error
 	for _, e := range yamlErrors(name, pos, msgs) {
+		var c *checker
+		c.typeError(e)
 		out = append(out, e)
 	}
 	return errors.Join(out...)
+}
+
+// syntaxError is yamlError for a document that does not parse, on the
+// line that breaks it rather than the start of the block it breaks.
+func syntaxError(name string, data []byte, err error) error {
+	es := yamlErrors(name, nil, []string{err.Error()})
+	e := es[0]
+	if e.Line > 0 {
+		if at := relocate(data, e.Line); at != e.Line {
+			e.Err = fmt.Errorf("check this line's indentation: it breaks the block that starts on line %d (%w)", e.Line, e.Err)
+			e.Line = at
+		}
+	}
+	return e
 }
 
 func yamlErrors(name string, pos *Positions, msgs []string) []*configerr.Error {
@@ -193,7 +219,7 @@ func (p *Positions) fieldAt(line int, msg string) string {
 	return ""
 }
 
-var notFound = regexp.MustCompile(`^field (.+) not found in type \S+$`)
+var notFound = regexp.MustCompile(`(?s)^field (.*) not found in type ([\w.\[\]*]+|struct \{.*\})$`)
 
 // unknownField rewrites yaml.v3's "field limt not found in type
 // rules.RuleConfig", which names a Go type, as "unknown field; valid: name,
@@ -314,20 +340,59 @@ func yamlKeys(t reflect.Type, keys []string) []string {
 	return keys
 }
 
-// KnownKeys reports the keys of mapping n that struct type t does not
-// have, as yaml.v3 reports unknown fields (Decode names them and lists
-// the valid ones): for a type with its own UnmarshalYAML, whose
-// n.Decode does not check them.
+// KnownKeys reports the keys of mapping n, and of the mappings in it,
+// that struct type t does not have, as yaml.v3 reports unknown fields
+// (Decode names them and lists the valid ones): for a type with its own
+// UnmarshalYAML, whose n.Decode does not check them.
 func KnownKeys(n *yaml.Node, t reflect.Type) error {
 	var errs []string
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := n.Content[i]
-		if _, ok := fieldByKey(t, k.Value); !ok {
-			errs = append(errs, fmt.Sprintf("line %d: field %s not found in type %s", k.Line, k.Value, t))
-		}
-	}
+	unknownKeys(n, t, &errs, 0)
 	if len(errs) > 0 {
 		return &yaml.TypeError{Errors: errs}
 	}
 	return nil
+}
+
+func unknownKeys(n *yaml.Node, t reflect.Type, errs *[]string, depth int) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if depth > 100 || (depth > 0 && reflect.PointerTo(t).Implements(unmarshalerType)) {
+		return // checks its own keys
+	}
+	switch {
+	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			ft, ok := fieldByKey(t, k.Value)
+			if !ok {
+				*errs = append(*errs, fmt.Sprintf("line %d: field %s not found in type %s", k.Line, k.Value, t))
+				continue
+			}
+			unknownKeys(n.Content[i+1], ft, errs, depth+1)
+		}
+	case t.Kind() == reflect.Map && n.Kind == yaml.MappingNode:
+		for i := 1; i < len(n.Content); i += 2 {
+			unknownKeys(n.Content[i], t.Elem(), errs, depth+1)
+		}
+	case (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) && n.Kind == yaml.SequenceNode:
+		for _, e := range n.Content {
+			unknownKeys(e, t.Elem(), errs, depth+1)
+		}
+	}
+}
+
+// TopKeys are the keys of data's top-level mapping, in order; none when
+// data is not a YAML mapping.
+func TopKeys(data []byte) []string {
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil || len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
+		return nil
+	}
+	m := root.Content[0]
+	keys := make([]string, 0, len(m.Content)/2)
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		keys = append(keys, m.Content[i].Value)
+	}
+	return keys
 }
