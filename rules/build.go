@@ -417,8 +417,32 @@ type matchErr struct {
 // first. Paths, methods and hosts are compared in the forms the view holds
 // (see path.go).
 func compileMatch(m MatchConfig) (func(view) bool, []matchErr) {
-	var errs []matchErr
 	var conds []func(view) bool
+	var errs []matchErr
+	for _, compile := range []func(MatchConfig) ([]func(view) bool, []matchErr){
+		compilePath, compileMethods, compileHosts, compileHeaders,
+	} {
+		c, e := compile(m)
+		conds, errs = append(conds, c...), append(errs, e...)
+	}
+	switch len(conds) {
+	case 0:
+		return matchAll, errs
+	case 1:
+		return conds[0], errs
+	}
+	return func(v view) bool {
+		for _, c := range conds {
+			if !c(v) {
+				return false
+			}
+		}
+		return true
+	}, errs
+}
+
+// compilePath turns match.path or match.path_prefix into a condition.
+func compilePath(m MatchConfig) (conds []func(view) bool, errs []matchErr) {
 	pathOf := func(v view) string { return v.loose }
 	form := loosePath
 	if m.StrictPath {
@@ -446,50 +470,65 @@ func compileMatch(m MatchConfig) (func(view) bool, []matchErr) {
 			})
 		}
 	}
-	if len(m.Methods) > 0 {
-		methods := make([]string, 0, len(m.Methods)+1)
-		for i, v := range m.Methods {
-			v = strings.ToUpper(strings.TrimSpace(v))
-			if v == "" || !validHeaderName(v) {
-				errs = append(errs, matchErr{fmt.Sprintf("methods[%d]", i), fmt.Errorf("%q is not an HTTP method", m.Methods[i])})
-			}
-			methods = append(methods, v)
-		}
-		if slices.Contains(methods, http.MethodGet) && !slices.Contains(methods, http.MethodHead) {
-			methods = append(methods, http.MethodHead) // frameworks run GET's handler for HEAD
-		}
-		// A POST that asks to be served as another method (a method
-		// override) falls under the rules of either.
-		conds = append(conds, func(v view) bool {
-			return slices.Contains(methods, v.method) || v.override != "" && slices.Contains(methods, v.override)
-		})
+	return conds, errs
+}
+
+// compileMethods turns match.methods into a condition.
+func compileMethods(m MatchConfig) (conds []func(view) bool, errs []matchErr) {
+	if len(m.Methods) == 0 {
+		return nil, nil
 	}
-	if len(m.Hosts) > 0 {
-		var exact []string
-		var suffixes []string
-		for i, h := range m.Hosts {
-			h = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
-			switch {
-			case h == "" || strings.ContainsAny(h, "/ :"):
-				errs = append(errs, matchErr{fmt.Sprintf("hosts[%d]", i), fmt.Errorf("%q is not a host name (no port, no scheme)", m.Hosts[i])})
-			case strings.HasPrefix(h, "*."):
-				suffixes = append(suffixes, h[1:])
-			default:
-				exact = append(exact, h)
-			}
+	methods := make([]string, 0, len(m.Methods)+1)
+	for i, v := range m.Methods {
+		v = strings.ToUpper(strings.TrimSpace(v))
+		if v == "" || !validHeaderName(v) {
+			errs = append(errs, matchErr{fmt.Sprintf("methods[%d]", i), fmt.Errorf("%q is not an HTTP method", m.Methods[i])})
 		}
-		conds = append(conds, func(v view) bool {
-			if slices.Contains(exact, v.host) {
+		methods = append(methods, v)
+	}
+	if slices.Contains(methods, http.MethodGet) && !slices.Contains(methods, http.MethodHead) {
+		methods = append(methods, http.MethodHead) // frameworks run GET's handler for HEAD
+	}
+	// A POST that asks to be served as another method (a method
+	// override) falls under the rules of either.
+	return []func(view) bool{func(v view) bool {
+		return slices.Contains(methods, v.method) || v.override != "" && slices.Contains(methods, v.override)
+	}}, errs
+}
+
+// compileHosts turns match.hosts into a condition.
+func compileHosts(m MatchConfig) (conds []func(view) bool, errs []matchErr) {
+	if len(m.Hosts) == 0 {
+		return nil, nil
+	}
+	var exact, suffixes []string
+	for i, h := range m.Hosts {
+		h = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
+		switch {
+		case h == "" || strings.ContainsAny(h, "/ :"):
+			errs = append(errs, matchErr{fmt.Sprintf("hosts[%d]", i), fmt.Errorf("%q is not a host name (no port, no scheme)", m.Hosts[i])})
+		case strings.HasPrefix(h, "*."):
+			suffixes = append(suffixes, h[1:])
+		default:
+			exact = append(exact, h)
+		}
+	}
+	return []func(view) bool{func(v view) bool {
+		if slices.Contains(exact, v.host) {
+			return true
+		}
+		for _, s := range suffixes {
+			if len(v.host) > len(s) && strings.HasSuffix(v.host, s) {
 				return true
 			}
-			for _, s := range suffixes {
-				if len(v.host) > len(s) && strings.HasSuffix(v.host, s) {
-					return true
-				}
-			}
-			return false
-		})
-	}
+		}
+		return false
+	}}, errs
+}
+
+// compileHeaders turns match.headers and match.absent_headers into
+// conditions.
+func compileHeaders(m MatchConfig) (conds []func(view) bool, errs []matchErr) {
 	for name, want := range m.Headers {
 		if !validHeaderName(name) || name == "" {
 			errs = append(errs, matchErr{"headers." + name, fmt.Errorf("%q is not a header name", name)})
@@ -535,20 +574,7 @@ func compileMatch(m MatchConfig) (func(view) bool, []matchErr) {
 		}
 		conds = append(conds, func(v view) bool { return v.r.Header.Get(name) == "" })
 	}
-	switch len(conds) {
-	case 0:
-		return matchAll, errs
-	case 1:
-		return conds[0], errs
-	}
-	return func(v view) bool {
-		for _, c := range conds {
-			if !c(v) {
-				return false
-			}
-		}
-		return true
-	}, errs
+	return conds, errs
 }
 
 // hasHeaderFold reports whether m names the header canonical in any case.
