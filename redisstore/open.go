@@ -52,42 +52,28 @@ func NewClient(rawURL string, opts ...ClientOption) (redis.UniversalClient, erro
 	if cc.tls != nil && !strings.HasPrefix(scheme, "rediss") {
 		return nil, fmt.Errorf("redisstore: %s: a TLS config needs a TLS URL (rediss://, rediss+sentinel://, rediss+cluster://)", redact(rawURL))
 	}
+	wrap := func(err error) error { return fmt.Errorf("redisstore: %s: %w", redact(rawURL), bare(err)) }
 	switch scheme {
 	case "redis", "rediss", "unix":
 		o, err := redis.ParseURL(rawURL)
 		if err != nil {
-			return nil, fmt.Errorf("redisstore: %s: %w", redact(rawURL), bare(err))
+			return nil, wrap(err)
 		}
-		o.Protocol = resp(o.Protocol)
-		o.ContextTimeoutEnabled = true
-		o.TLSConfig = cc.tlsFor(o.TLSConfig)
-		if cc.password != "" {
-			o.Password = cc.password
-		}
+		cc.fill(&o.Protocol, &o.ContextTimeoutEnabled, &o.TLSConfig, &o.Password)
 		return redis.NewClient(o), nil
 	case "redis+sentinel", "rediss+sentinel":
 		o, err := parseSentinel(strings.TrimSuffix(scheme, "+sentinel"), rest)
 		if err != nil {
-			return nil, fmt.Errorf("redisstore: %s: %w", redact(rawURL), bare(err))
+			return nil, wrap(err)
 		}
-		o.Protocol = resp(o.Protocol)
-		o.ContextTimeoutEnabled = true
-		o.TLSConfig = cc.tlsFor(o.TLSConfig)
-		if cc.password != "" {
-			o.Password = cc.password
-		}
+		cc.fill(&o.Protocol, &o.ContextTimeoutEnabled, &o.TLSConfig, &o.Password)
 		return redis.NewFailoverClient(o), nil
 	case "redis+cluster", "rediss+cluster":
 		o, err := parseCluster(strings.TrimSuffix(scheme, "+cluster"), rest)
 		if err != nil {
-			return nil, fmt.Errorf("redisstore: %s: %w", redact(rawURL), bare(err))
+			return nil, wrap(err)
 		}
-		o.Protocol = resp(o.Protocol)
-		o.ContextTimeoutEnabled = true
-		o.TLSConfig = cc.tlsFor(o.TLSConfig)
-		if cc.password != "" {
-			o.Password = cc.password
-		}
+		cc.fill(&o.Protocol, &o.ContextTimeoutEnabled, &o.TLSConfig, &o.Password)
 		return redis.NewClusterClient(o), nil
 	}
 	return nil, fmt.Errorf("redisstore: %s: unknown scheme %q (redis, rediss, unix, redis+sentinel, rediss+sentinel, redis+cluster, rediss+cluster)", redact(rawURL), scheme)
@@ -101,6 +87,17 @@ type ClientOption interface {
 type clientConfig struct {
 	tls      *tls.Config
 	password string
+}
+
+// fill sets what every client of NewClient shares, in the fields of
+// whichever go-redis options it is.
+func (cc clientConfig) fill(protocol *int, ctxTimeout *bool, tlsConf **tls.Config, password *string) {
+	*protocol = resp(*protocol)
+	*ctxTimeout = true
+	*tlsConf = cc.tlsFor(*tlsConf)
+	if cc.password != "" {
+		*password = cc.password
+	}
 }
 
 type clientOptionFunc func(*clientConfig)
