@@ -539,16 +539,9 @@ func (s *Service) decide(ctx context.Context, slots []slot) error {
 			sl := &slots[i]
 			switch sl.kind {
 			case take, tooMany:
-				n := sl.n
-				if sl.kind == tooMany {
-					n = 0
+				if err := s.takeOne(ctx, sl); err != nil {
+					return err
 				}
-				d, err := s.store.Take(ctx, ratekeeper.Request{Key: sl.key, Limit: sl.r.limit, N: n})
-				if err != nil {
-					return fmt.Errorf("store: %w", err)
-				}
-				sl.d = d
-				sl.over = !d.Allowed || sl.kind == tooMany
 			}
 		}
 		return nil
@@ -622,18 +615,27 @@ func (s *Service) decide(ctx context.Context, slots []slot) error {
 			sl.d = out[byKey[sl.key]]
 			sl.over = !sl.d.Allowed
 		default: // shadow descriptors, and enforced ones costing too much
-			n := sl.n
-			if sl.kind == tooMany {
-				n = 0
+			if err := s.takeOne(ctx, sl); err != nil {
+				return err
 			}
-			d, err := s.store.Take(ctx, ratekeeper.Request{Key: sl.key, Limit: sl.r.limit, N: n})
-			if err != nil {
-				return fmt.Errorf("store: %w", err)
-			}
-			sl.d = d
-			sl.over = !d.Allowed || sl.kind == tooMany
 		}
 	}
+	return nil
+}
+
+// takeOne decides sl alone. A slot costing more than its limit takes
+// nothing and is over.
+func (s *Service) takeOne(ctx context.Context, sl *slot) error {
+	n := sl.n
+	if sl.kind == tooMany {
+		n = 0
+	}
+	d, err := s.store.Take(ctx, ratekeeper.Request{Key: sl.key, Limit: sl.r.limit, N: n})
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	sl.d = d
+	sl.over = !d.Allowed || sl.kind == tooMany
 	return nil
 }
 
