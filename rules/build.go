@@ -21,163 +21,192 @@ func (c *Config) build() (*Set, []*Error) {
 		errs = append(errs, &Error{Field: field, Err: fmt.Errorf(format, args...)})
 	}
 	s := &Set{Config: c}
-
 	var err error
 	if s.Headers, err = ParseHeaderStyle(c.Headers); err != nil {
 		fail("headers", "%v", err)
 	}
-
-	ci := c.ClientIP
-	s.clientIP = ClientIP{IPv4Prefix: 32, IPv6Prefix: 64, Header: "X-Forwarded-For"}
-	if ci.IPv4Prefix != 0 {
-		if ci.IPv4Prefix < 1 || ci.IPv4Prefix > 32 {
-			fail("client_ip.ipv4_prefix", "%d is not in 1..32", ci.IPv4Prefix)
-		}
-		s.clientIP.IPv4Prefix = ci.IPv4Prefix
-	}
-	if ci.IPv6Prefix != 0 {
-		if ci.IPv6Prefix < 1 || ci.IPv6Prefix > 128 {
-			fail("client_ip.ipv6_prefix", "%d is not in 1..128", ci.IPv6Prefix)
-		}
-		s.clientIP.IPv6Prefix = ci.IPv6Prefix
-	}
-	switch strings.ToLower(ci.Header) {
-	case "", "x-forwarded-for":
-	case "forwarded":
-		s.clientIP.Header = "Forwarded"
-	default:
-		fail("client_ip.header", "%q is not X-Forwarded-For or Forwarded", ci.Header)
-	}
-	parse := func(field string, list []string) []netip.Prefix {
-		var out []netip.Prefix
-		for i, v := range list {
-			p, err := ParsePrefix(v)
-			if err != nil {
-				fail(fmt.Sprintf("%s[%d]", field, i), "%v", err)
-				continue
-			}
-			out = append(out, p)
-		}
-		return out
-	}
-	s.clientIP.Trusted = parse("client_ip.trusted_proxies", ci.TrustedProxies)
-	s.allow = parse("access.allow", c.Access.Allow)
-	s.deny = parse("access.deny", c.Access.Deny)
+	s.clientIP = buildClientIP(c.ClientIP, fail)
+	s.allow = parsePrefixes("access.allow", c.Access.Allow, fail)
+	s.deny = parsePrefixes("access.deny", c.Access.Deny, fail)
 
 	names := map[string]int{}
-	storeModes := map[ratekeeper.Limit]struct{ rule, mode string }{}
-	for i := range c.Rules {
-		rc := c.Rules[i]
+	modes := storeModes{}
+	for i, rc := range c.Rules {
 		at := fmt.Sprintf("rules[%d]", i)
-		rl := &Rule{Index: i, Name: rc.Name, Config: rc}
 		if err := checkName(rc.Name); err != nil {
 			fail(at+".name", "%v", err)
 		} else if j, dup := names[rc.Name]; dup {
 			fail(at+".name", "%q is already the name of rules[%d]", rc.Name, j)
 		}
 		names[rc.Name] = i
-
-		conc := rc.Concurrency != nil
-		if conc {
-			buildConcurrency(at, rc, rl, fail)
-		}
-		l := limitOf(rc.Limit)
-		if !conc { // buildConcurrency checked it: a concurrency rule has no limit
-			checkLimit(at+".limit", rc.Limit, l, fail)
-		}
-		rl.Limit = l
-
-		switch rc.Mode {
-		case "", "enforce":
-			rl.Mode = Enforce
-		case "shadow":
-			rl.Mode = Shadow
-		case "queue":
-			rl.Mode = Queue
-			if l.Algorithm != ratekeeper.LeakyBucket && !conc {
-				fail(at+".mode", "queue mode needs the leaky_bucket algorithm (the FIFO queue), not %q", l.Algorithm)
-			}
-		default:
-			fail(at+".mode", "%q is not enforce, shadow or queue", rc.Mode)
-		}
-		if rc.MaxDelay < 0 {
-			fail(at+".max_delay", "must not be negative")
-		} else if rc.MaxDelay > 0 && rl.Mode != Queue {
-			fail(at+".max_delay", "only queue mode waits; set mode: queue or remove max_delay")
-		}
-		rl.MaxDelay = time.Duration(rc.MaxDelay)
-		switch rc.StoreMode {
-		case "", "exact", "sync", "lease":
-			rl.StoreMode = rc.StoreMode
-			// The store tells limits apart by their value: two rules with
-			// the same limit are decided in one mode.
-			if rc.StoreMode != "" {
-				if other, ok := storeModes[l]; ok && other.mode != rc.StoreMode {
-					fail(at+".store_mode", "%q, but rule %q has the same limit with store_mode %q: give the two the same mode", rc.StoreMode, other.rule, other.mode)
-				} else if !ok {
-					storeModes[l] = struct{ rule, mode string }{rc.Name, rc.StoreMode}
-				}
-			}
-		default:
-			fail(at+".store_mode", "%q is not exact, sync or lease", rc.StoreMode)
-		}
-
-		var missing Missing
-		switch rc.OnMissingKey {
-		case "", "ip":
-		case "skip":
-			missing = MissingSkip
-		case "shared":
-			missing = MissingShared
-		default:
-			fail(at+".on_missing_key", "%q is not ip, skip or shared", rc.OnMissingKey)
-		}
-		key, kerrs := compileKey(rc.Key, missing, s.clientIP, rc.Match.StrictPath)
-		for _, e := range kerrs {
-			fail(fmt.Sprintf("%s.key[%d]", at, e.i), "%v", e.err)
-		}
-		rl.key = key
-		m, merrs := compileMatch(rc.Match)
-		for _, e := range merrs {
-			fail(at+".match."+e.field, "%v", e.err)
-		}
-		rl.match = m
-		rl.clientIP = s.clientIP
-		rl.Refused = buildRefusal(at, rc.Refused, rl.Mode, fail)
-		if conc {
-			// A concurrency rule counts requests in flight: no rate to
-			// charge a cost against, nor another limit to give a client.
-			rl.Cost = Cost{Fixed: 1, Default: 1}
-			for _, f := range []struct {
-				field string
-				set   bool
-			}{{"cost", rc.Cost != (CostConfig{})}, {"overrides", len(rc.Overrides) > 0}, {"tiers", rc.Tiers.Header != "" || len(rc.Tiers.Limits) > 0}} {
-				if f.set {
-					fail(at+"."+f.field, "applies to rate limits, not to a concurrency rule")
-				}
-			}
-		} else {
-			rl.prefix = keyPrefix(rc.Name, l)
-			buildAlts(at, rc, rl, s.clientIP, fail)
-			rl.Cost = buildCost(at, rc, rl, fail)
-		}
+		rl := buildRule(at, i, rc, s.clientIP, fail)
+		modes.claim(at+".store_mode", rl.Limit, rl, fail)
 		for _, a := range rl.Alts {
 			if rl.Mode == Queue && a.Limit.Algorithm != ratekeeper.LeakyBucket {
 				fail(a.field+".algorithm", "queue mode needs the leaky_bucket algorithm (the FIFO queue), not %q", a.Limit.Algorithm)
 			}
-			if rc.StoreMode == "" {
-				continue
-			}
-			if other, ok := storeModes[a.Limit]; ok && other.mode != rc.StoreMode {
-				fail(a.field, "has the limit of rule %q, whose store_mode is %q, not %q: give the two the same mode", other.rule, other.mode, rc.StoreMode)
-			} else if !ok {
-				storeModes[a.Limit] = struct{ rule, mode string }{rc.Name, rc.StoreMode}
-			}
+			modes.claim(a.field, a.Limit, rl, fail)
 		}
 		s.Rules = append(s.Rules, rl)
 	}
 	s.index()
 	return s, errs
+}
+
+// buildClientIP is the client_ip section with its defaults.
+func buildClientIP(ci ClientIPConfig, fail func(string, string, ...any)) ClientIP {
+	out := ClientIP{IPv4Prefix: 32, IPv6Prefix: 64, Header: "X-Forwarded-For"}
+	for _, p := range []struct {
+		field    string
+		set, max int
+		to       *int
+	}{
+		{"client_ip.ipv4_prefix", ci.IPv4Prefix, 32, &out.IPv4Prefix},
+		{"client_ip.ipv6_prefix", ci.IPv6Prefix, 128, &out.IPv6Prefix},
+	} {
+		if p.set == 0 {
+			continue
+		}
+		if p.set < 1 || p.set > p.max {
+			fail(p.field, "%d is not in 1..%d", p.set, p.max)
+		}
+		*p.to = p.set
+	}
+	switch strings.ToLower(ci.Header) {
+	case "", "x-forwarded-for":
+	case "forwarded":
+		out.Header = "Forwarded"
+	default:
+		fail("client_ip.header", "%q is not X-Forwarded-For or Forwarded", ci.Header)
+	}
+	out.Trusted = parsePrefixes("client_ip.trusted_proxies", ci.TrustedProxies, fail)
+	return out
+}
+
+// parsePrefixes parses a list of CIDRs or addresses.
+func parsePrefixes(field string, list []string, fail func(string, string, ...any)) []netip.Prefix {
+	var out []netip.Prefix
+	for i, v := range list {
+		p, err := ParsePrefix(v)
+		if err != nil {
+			fail(fmt.Sprintf("%s[%d]", field, i), "%v", err)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// buildRule compiles one rule, rules[i] at field at.
+func buildRule(at string, i int, rc RuleConfig, ci ClientIP, fail func(string, string, ...any)) *Rule {
+	rl := &Rule{Index: i, Name: rc.Name, Config: rc, clientIP: ci}
+	conc := rc.Concurrency != nil
+	if conc {
+		buildConcurrency(at, rc, rl, fail)
+	}
+	l := limitOf(rc.Limit)
+	if !conc { // buildConcurrency checked it: a concurrency rule has no limit
+		checkLimit(at+".limit", rc.Limit, l, fail)
+	}
+	rl.Limit = l
+	rl.Mode = parseMode(at, rc, conc, fail)
+	if rc.MaxDelay < 0 {
+		fail(at+".max_delay", "must not be negative")
+	} else if rc.MaxDelay > 0 && rl.Mode != Queue {
+		fail(at+".max_delay", "only queue mode waits; set mode: queue or remove max_delay")
+	}
+	rl.MaxDelay = time.Duration(rc.MaxDelay)
+	switch rc.StoreMode {
+	case "", "exact", "sync", "lease":
+		rl.StoreMode = rc.StoreMode
+	default:
+		fail(at+".store_mode", "%q is not exact, sync or lease", rc.StoreMode)
+	}
+	key, kerrs := compileKey(rc.Key, parseMissing(at, rc.OnMissingKey, fail), ci, rc.Match.StrictPath)
+	for _, e := range kerrs {
+		fail(fmt.Sprintf("%s.key[%d]", at, e.i), "%v", e.err)
+	}
+	rl.key = key
+	m, merrs := compileMatch(rc.Match)
+	for _, e := range merrs {
+		fail(at+".match."+e.field, "%v", e.err)
+	}
+	rl.match = m
+	rl.Refused = buildRefusal(at, rc.Refused, rl.Mode, fail)
+	if conc {
+		checkNoRateFields(at, rc, fail)
+		// A concurrency rule counts requests in flight: no rate to charge a
+		// cost against, nor another limit to give a client.
+		rl.Cost = Cost{Fixed: 1, Default: 1}
+	} else {
+		rl.prefix = keyPrefix(rc.Name, l)
+		buildAlts(at, rc, rl, ci, fail)
+		rl.Cost = buildCost(at, rc, rl, fail)
+	}
+	return rl
+}
+
+// parseMode reads a rule's mode; queue mode needs the FIFO queue.
+func parseMode(at string, rc RuleConfig, conc bool, fail func(string, string, ...any)) Mode {
+	switch rc.Mode {
+	case "", "enforce":
+		return Enforce
+	case "shadow":
+		return Shadow
+	case "queue":
+		if a := ratekeeper.Algorithm(rc.Limit.Algorithm); a != ratekeeper.LeakyBucket && !conc {
+			fail(at+".mode", "queue mode needs the leaky_bucket algorithm (the FIFO queue), not %q", a)
+		}
+		return Queue
+	}
+	fail(at+".mode", "%q is not enforce, shadow or queue", rc.Mode)
+	return Enforce
+}
+
+// parseMissing reads a rule's on_missing_key.
+func parseMissing(at, v string, fail func(string, string, ...any)) Missing {
+	switch v {
+	case "", "ip":
+		return MissingIP
+	case "skip":
+		return MissingSkip
+	case "shared":
+		return MissingShared
+	}
+	fail(at+".on_missing_key", "%q is not ip, skip or shared", v)
+	return MissingIP
+}
+
+// checkNoRateFields refuses on a concurrency rule the fields of a rate.
+func checkNoRateFields(at string, rc RuleConfig, fail func(string, string, ...any)) {
+	for _, f := range []struct {
+		field string
+		set   bool
+	}{{"cost", rc.Cost != (CostConfig{})}, {"overrides", len(rc.Overrides) > 0}, {"tiers", rc.Tiers.Header != "" || len(rc.Tiers.Limits) > 0}} {
+		if f.set {
+			fail(at+"."+f.field, "applies to rate limits, not to a concurrency rule")
+		}
+	}
+}
+
+// storeModes are the store modes limits are claimed in. The store tells
+// limits apart by their value: rules with the same limit are decided in
+// one mode.
+type storeModes map[ratekeeper.Limit]struct{ rule, mode string }
+
+// claim records that rl decides l in its store_mode, or fails at field if
+// another rule decides the same limit in another mode.
+func (m storeModes) claim(field string, l ratekeeper.Limit, rl *Rule, fail func(string, string, ...any)) {
+	if rl.StoreMode == "" {
+		return
+	}
+	other, ok := m[l]
+	switch {
+	case !ok:
+		m[l] = struct{ rule, mode string }{rl.Name, rl.StoreMode}
+	case other.mode != rl.StoreMode:
+		fail(field, "store_mode %q, but rule %q decides the same limit with store_mode %q: give the two the same mode", rl.StoreMode, other.rule, other.mode)
+	}
 }
 
 // limitOf is the limit lc writes.

@@ -347,3 +347,37 @@ func TestInapplicableLimitFields(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreModesAgree checks that two rules, or a rule and another's
+// override, that decide one limit must name one store mode.
+func TestStoreModesAgree(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{`rules:
+  - {name: g, store_mode: lease, limit: {algorithm: token_bucket, rate: 9, period: 1s}}
+  - {name: h, store_mode: sync, limit: {algorithm: token_bucket, rate: 9, period: 1s}}
+`, `rules[1].store_mode: store_mode "sync", but rule "g" decides the same limit with store_mode "lease"`},
+		{`rules:
+  - {name: g, store_mode: lease, limit: {algorithm: token_bucket, rate: 9, period: 1s}}
+  - name: h
+    key: [header:X-Key]
+    store_mode: exact
+    limit: {algorithm: token_bucket, rate: 5, period: 1s}
+    overrides: {vip: {rate: 9}}
+`, `store_mode "exact", but rule "g" decides the same limit with store_mode "lease"`},
+		{`rules:
+  - {name: g, store_mode: bogus, limit: {algorithm: token_bucket, rate: 9, period: 1s}}
+  - {name: h, store_mode: sync, limit: {algorithm: token_bucket, rate: 9, period: 1s}}
+`, `rules[0].store_mode: "bogus" is not exact, sync or lease`},
+	} {
+		_, err := Parse("t.yaml", []byte(c.yaml))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("error %v, want one containing %q", err, c.want)
+		}
+	}
+	if _, err := Parse("t.yaml", []byte(`rules:
+  - {name: g, store_mode: lease, limit: {algorithm: token_bucket, rate: 9, period: 1s}}
+  - {name: h, store_mode: lease, limit: {algorithm: token_bucket, rate: 9, period: 1s}}
+`)); err != nil {
+		t.Errorf("one mode for one limit: %v", err)
+	}
+}
