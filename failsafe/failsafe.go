@@ -163,46 +163,30 @@ type Prober interface {
 	Probe(ctx context.Context) error
 }
 
-// Partitioned is a primary whose keys live on servers that fail apart, as
-// a Redis Cluster's primaries do; the Redis store is one when its client is
-// a Cluster's. The failsafe store then keeps a circuit breaker per part, so
-// that a dead server sends its own keys to the policy at once while the
-// others' keys keep the primary's decisions: with one breaker for the whole
-// store, the live primaries' successes kept resetting its count of
-// consecutive failures, and every call to the dead one waited out the
-// timeout (the fault harness's cluster-kill-primary run showed a p99 of
-// the timeout itself), or it opened and sent every key to the policy.
+// Partitioned is a primary whose keys live on servers that fail apart,
+// as a Redis Cluster's primaries do. The failsafe store keeps a circuit
+// breaker per part, so a dead server's keys go to the policy alone.
 //
-// Part names the part that holds req's key now, "" when it is not known
-// (that request then uses the store's breaker, which Probe tests). It is
-// called on every decision and must be cheap. ProbePart reports whether a
-// part answers, within ctx; it returns nil too when the part no longer
-// holds any key (a primary replaced by its replica), so that its breaker
-// closes and is forgotten.
+// Part names the part that holds req's key now, or "" when not known
+// (the store's own breaker then serves). It runs on every decision and
+// must be cheap. ProbePart reports whether a part answers within ctx. It
+// returns nil when the part holds no key any more, so its breaker closes
+// and is forgotten.
 type Partitioned interface {
 	Prober
 	Part(req ratekeeper.Request) string
 	ProbePart(ctx context.Context, part string) error
 }
 
-// Answerer is a primary that says which of its calls its servers answered.
-// The Redis store is one: it decides some requests without a call (its
-// denial cache, and in sync and lease modes from what it synced or leased),
-// and makes calls of its own in the background (syncs, leases). A decision
-// made without a call succeeds whether or not Redis answers; counted as
-// the primary's success, it reset the breaker's count of consecutive
-// failures, and a refused client's requests between the others' kept the
-// breaker closed while Redis was down, each other request waiting out the
-// timeout.
+// Answerer is a primary that says which of its calls its servers
+// answered. For an Answerer, the breaker still counts failed decisions,
+// but only an answered call resets that count: a decision made without a
+// call proves nothing about the server.
 //
-// For an Answerer the breaker counts the failures of decisions, as for any
-// primary, and resets its count on the primary's answered calls instead of
-// on successful decisions: New calls OnAnswer once with a function that the
-// primary then calls after each of its calls its servers answered (a call
-// whose reply was an error is not answered), with the part the call went
-// to, as Partitioned names it ("" when the primary is not Partitioned or
-// the part is not known), until Close calls the stop function it returned.
-// The function is cheap and safe for concurrent use.
+// New calls OnAnswer once. The primary then calls f after each call its
+// servers answered, with the call's part as Partitioned names it ("" when
+// not known). A reply that is an error is not an answer. f is cheap and
+// safe for concurrent use. Close calls stop.
 type Answerer interface {
 	OnAnswer(f func(part string)) (stop func())
 }
