@@ -511,7 +511,7 @@ func (s *Store) entry(req ratekeeper.Request, create bool, mode Mode) (*entry, e
 	if s.nkeys.Load() >= maxKeys {
 		return nil, errFull
 	}
-	e := &entry{key: req.Key, mode: mode}
+	e := &entry{key: req.Key, mode: mode, lastUse: s.localMicros()} // idle from now, not from 1970
 	e.setLimit(req.Limit)
 	if v, loaded := s.entries.LoadOrStore(k, e); loaded {
 		return v.(*entry), nil
