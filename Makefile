@@ -4,7 +4,7 @@ GO ?= go
 STATICCHECK = $(GO) tool -modfile=tools/go.mod staticcheck
 BENCHSTAT = $(GO) tool -modfile=tools/go.mod benchstat
 
-.PHONY: test test-deps lint bench build charts
+.PHONY: test test-deps lint bench build charts stress
 
 test: test-deps
 	$(GO) vet ./...
@@ -27,6 +27,12 @@ lint:
 
 bench:
 	cd bench && ./run.sh
+
+# make stress (on demand, not in CI): the tests that decide on real servers,
+# STRESS_ROUNDS times (default 5) under -race while a core is kept busy,
+# each failure printed, then "N runs, M failures" (scripts/stress.sh).
+stress: test-deps
+	scripts/stress.sh
 
 # make charts: regenerate docs/img: the charts in docs/algorithms.md and
 # docs/redis.md from the simulator itself (a test fails when the committed

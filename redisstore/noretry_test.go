@@ -6,13 +6,16 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/internal/shared"
+	"github.com/redis/go-redis/v9"
 )
 
 // lossyProxy passes TCP connections through to a Redis server. Told to
@@ -26,11 +29,12 @@ type lossyProxy struct {
 	target string
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	conns  map[net.Conn]bool
-	marker []byte // what drop watches for; nil: nothing
-	armed  bool   // the next command holding marker loses its reply
-	sent   int    // commands holding marker sent since drop
+	mu      sync.Mutex
+	conns   map[net.Conn]bool
+	clients []net.Conn // the client's ends, as its dial hook saw them
+	marker  []byte     // what drop watches for; nil: nothing
+	armed   bool       // the next command holding marker loses its reply
+	sent    int        // commands holding marker sent since drop
 }
 
 func newLossyProxy(t *testing.T, target string) *lossyProxy {
@@ -80,6 +84,68 @@ func (p *lossyProxy) cut() {
 	for c := range p.conns {
 		c.Close()
 	}
+}
+
+// cutSeen is cut, and then waits until the client's ends of the
+// connections read their end, as go-redis's pool does before reusing one:
+// on a loaded machine the kernel may not have passed the close on to the
+// client's socket yet, and a command written to it meanwhile is not a
+// command written to a connection found dead.
+func (p *lossyProxy) cutSeen(t *testing.T) {
+	t.Helper()
+	p.cut()
+	p.mu.Lock()
+	clients := slices.Clone(p.clients)
+	p.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, c := range clients {
+		for !peerClosed(c) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the client's end %v never read the proxy's close", c.LocalAddr())
+			}
+			time.Sleep(time.Millisecond) // polling, bounded by the deadline
+		}
+	}
+}
+
+// peerClosed reports whether reading c would end (the peer closed it, or c
+// is closed), without reading anything from it: go-redis's health check.
+func peerClosed(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	closed := false
+	err = raw.Read(func(fd uintptr) bool {
+		var b [1]byte
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		closed = (n == 0 && err == nil) || (err != nil && err != syscall.EAGAIN)
+		return true
+	})
+	return closed || err != nil
+}
+
+// DialHook records the client's connections to the proxy (a redis.Hook).
+func (p *lossyProxy) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err == nil {
+			p.mu.Lock()
+			p.clients = append(p.clients, c)
+			p.mu.Unlock()
+		}
+		return c, err
+	}
+}
+
+func (p *lossyProxy) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (p *lossyProxy) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 func (p *lossyProxy) accept() {
@@ -169,13 +235,22 @@ func lossyStore(t *testing.T) (*Store, *lossyProxy) {
 	t.Helper()
 	in := redistest.Start(t)
 	p := newLossyProxy(t, in.Addr())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := Open(ctx, p.URL(), WithMinTTL(time.Hour))
+	client, err := NewClient(p.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
+	client.AddHook(p) // before the first dial: Open's, without the hook
+	s, err := newStore(client, true, []Option{WithMinTTL(time.Hour)})
+	if err != nil {
+		client.Close()
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { s.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := client.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
 	return s, p
 }
 
@@ -301,7 +376,7 @@ func TestRefundOnConnectionClosedWhileIdle(t *testing.T) {
 	req, d := takeN(t, s, "refund-idle", 3)
 
 	p.watch(s.scripts[algoIndex(lossyLimit.Algorithm)].Hash())
-	p.cut()
+	p.cutSeen(t)
 	if err := s.Refund(context.Background(), req, d); err != nil {
 		t.Fatalf("refund after the connections were closed: %v", err)
 	}

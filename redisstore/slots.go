@@ -39,7 +39,8 @@ func slotArgs(op string, req ratekeeper.SlotRequest) []any {
 
 func (s *Store) slots(ctx context.Context, op string, req ratekeeper.SlotRequest) (allowed bool, n, now int64, err error) {
 	key := s.SlotKey(req.Key)
-	v, err := slotsScript.Run(ctx, s.client, []string{key}, slotArgs(op, req)...).Int64Slice()
+	args := append(slotArgs(op, req), s.leastMS)
+	v, err := slotsScript.Run(ctx, s.client, []string{key}, args...).Int64Slice()
 	if err != nil {
 		return false, 0, 0, fmt.Errorf("redisstore: slots: %w", err)
 	}

@@ -252,6 +252,9 @@ func (s *Store) takeSync(ctx context.Context, e *entry, req ratekeeper.Request) 
 				return ratekeeper.Decision{}, err
 			}
 			e.mu.Lock()
+			if e.dead {
+				return s.retake(ctx, e, req)
+			}
 			if tried || (e.loaded && s.localMicros()-e.syncedAt <= fresh) {
 				continue
 			}
@@ -267,6 +270,9 @@ func (s *Store) takeSync(ctx context.Context, e *entry, req ratekeeper.Request) 
 		e.mu.Unlock()
 		s.syncEntries(ctx, []*entry{e}, s.remoteNow(req))
 		e.mu.Lock()
+		if e.dead {
+			return s.retake(ctx, e, req)
+		}
 	}
 	now := s.nowFor(req)
 	r := e.decide(now, n, req.Now.IsZero())
@@ -286,6 +292,14 @@ func (s *Store) takeSync(ctx context.Context, e *entry, req ratekeeper.Request) 
 		s.syncSoon()
 	}
 	return algo.Decision(r), nil
+}
+
+// retake decides req again on the key's live entry: the loop dropped e
+// while it was unlocked (idle, nothing unsent), and what is counted in a
+// dropped entry is never sent. e is locked.
+func (s *Store) retake(ctx context.Context, e *entry, req ratekeeper.Request) (ratekeeper.Decision, error) {
+	e.mu.Unlock()
+	return s.Take(ctx, req)
 }
 
 // syncSoon asks for a sync before the period ends: the loop's next turn,

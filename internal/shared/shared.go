@@ -185,6 +185,8 @@ type Store struct {
 	entries sync.Map // entryKey → *entry; read without a lock on every decision
 	nkeys   atomic.Int64
 	offset  atomic.Int64 // remote µs minus local µs, learned from answers
+	learned atomic.Bool  // offset was learned from an answer
+	latest  atomic.Int64 // the latest estimate now returned, once learned
 	rtt     atomic.Int64 // the last lease call's round trip, µs
 	// given is the last instant a request carried (a Limiter on a fake
 	// clock): the loop's syncs then run at it, not at the remote's clock.
@@ -313,13 +315,41 @@ func (s *Store) localMicros() int64 {
 	return time.Now().UnixMicro()
 }
 
-// now is the remote's clock as the instance estimates it, in µs.
-func (s *Store) now() int64 { return s.localMicros() + s.offset.Load() }
+// now is the remote's clock as the instance estimates it, in µs. Once an
+// offset is learned, it does not go back by less than a call's bound
+// (maxBack): an offset learned again may be a little lower (a sample with
+// a slower round trip, a failover to a server whose clock is a little
+// behind), and the estimate holds at the latest instant returned until the
+// clock catches up. Decided at an earlier instant, a bucket read the water
+// of requests admitted after it, one unit low. A larger step back is the
+// remote's clock changing: it is followed.
+func (s *Store) now() int64 {
+	learned := s.learned.Load() // before the offset, which learn stores first
+	t := s.localMicros() + s.offset.Load()
+	if !learned {
+		return t
+	}
+	for {
+		last := s.latest.Load()
+		if t <= last && last-t <= s.maxBack() {
+			return last
+		}
+		if s.latest.CompareAndSwap(last, t) {
+			return t
+		}
+	}
+}
+
+// maxBack is the most the estimate of the remote's clock holds back, in
+// µs: a call's bound, max(period, 1s), which bounds a round trip and so
+// the error of an offset learned from it.
+func (s *Store) maxBack() int64 { return max(s.period, time.Second).Microseconds() }
 
 // learn updates the clock offset from an answer sent at local instant sent
 // and received at recv, stamped remote by the remote.
 func (s *Store) learn(sent, recv, remote int64) {
 	s.offset.Store(remote - (sent+recv)/2)
+	s.learned.Store(true)
 }
 
 // roundTrip records an answered call's round trip.
@@ -481,7 +511,7 @@ func (s *Store) entry(req ratekeeper.Request, create bool, mode Mode) (*entry, e
 	if s.nkeys.Load() >= maxKeys {
 		return nil, errFull
 	}
-	e := &entry{key: req.Key, mode: mode}
+	e := &entry{key: req.Key, mode: mode, lastUse: s.localMicros()} // idle from now, not from 1970
 	e.setLimit(req.Limit)
 	if v, loaded := s.entries.LoadOrStore(k, e); loaded {
 		return v.(*entry), nil

@@ -9,6 +9,7 @@
 --   ARGV[3] max, the slots the key may hold
 --   ARGV[4] the lease's TTL in µs
 --   ARGV[5] now in µs, or '' to read the server's TIME
+--   ARGV[6] the least the key lives, in ms (WithMinTTL)
 -- Returns {allowed (0/1), slots held after the call, now}; a refresh
 -- answers allowed 1 when the slot was still held.
 local key, op, id = KEYS[1], ARGV[1], ARGV[2]
@@ -29,7 +30,7 @@ local exp = now + ttl
 -- The key lives as long as its longest lease: the sets of a dead
 -- instance's keys go by themselves.
 local function keep()
-  local ms = math.ceil(ttl / 1000)
+  local ms = math.max(math.ceil(ttl / 1000), tonumber(ARGV[6]) or 0)
   if redis.call('PTTL', key) < ms then
     redis.call('PEXPIRE', key, ms)
   end
