@@ -355,11 +355,14 @@ func TestServeReload(t *testing.T) {
 	}
 	// An invalid file keeps the old configuration serving.
 	writeConfig(t, dir, "e2e.yaml", e2eConfig+"  - key: broken\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
-	waitFor(t, "the failed reload", func() bool {
-		return strings.Contains(p.metrics(), `ratekeeper_config_reloads_total{result="failure"} 1`)
+	// os.WriteFile truncates first: a reload may read the file empty, and
+	// fail on that, before one reads it whole and names the broken field.
+	waitFor(t, "the failed reload naming file, line and field", func() bool {
+		logs := p.Logs()
+		return strings.Contains(logs, "e2e.yaml:") && strings.Contains(logs, "rate_limit.unit")
 	})
-	if !strings.Contains(p.Logs(), "e2e.yaml:") || !strings.Contains(p.Logs(), "rate_limit.unit") {
-		t.Fatalf("the failure does not name file, line and field")
+	if !strings.Contains(p.metrics(), `ratekeeper_config_reloads_total{result="failure"}`) {
+		t.Fatalf("the failed reload is not counted")
 	}
 	if r := p.ask("e2e", 0, rd("fixed", "new")); r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 8 {
 		t.Fatalf("after an invalid reload: %v", r)
