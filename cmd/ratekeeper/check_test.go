@@ -73,7 +73,7 @@ func TestCheckRuleStoreMode(t *testing.T) {
 	}
 	_, errOut, err := run("{url: 'redis://127.0.0.1:6379'}", global+
 		"  - name: again\n    key: [ip]\n    store_mode: sync\n    limit: {algorithm: fixed_window, rate: 1000, period: 1s}\n")
-	if err == nil || !strings.Contains(errOut, "rules[1].store_mode") || !strings.Contains(errOut, `rule "global" has the same limit`) {
+	if err == nil || !strings.Contains(errOut, "rules[1].store_mode") || !strings.Contains(errOut, `rule "global" decides the same limit`) {
 		t.Errorf("two modes for one limit: %v\n%s", err, errOut)
 	}
 	if _, errOut, err := run("{url: 'redis://127.0.0.1:6379'}", strings.Replace(global, "lease", "eventual", 1)); err == nil || !strings.Contains(errOut, "store_mode") {
