@@ -12,6 +12,9 @@
 #                      as make test runs it) bounds latency on a machine with
 #                      a core to spare; beside a busy core it measures the
 #                      machine, so stress checks the rest at a looser bound.
+#   STRESS_SYNC_COUNT=100  how many times each round runs sync mode's
+#                      conformance timelines (part conformance-sync): one run
+#                      in a few hundred caught its last two bugs
 #   STRESS_DIR=dir     where the binaries and each failing run's log go
 #                      (default: a new directory under /tmp, kept)
 #
@@ -31,12 +34,14 @@ mkdir -p "$dir"
 parts=(
   "redisstore . ./redisstore"
   "failsafe . ./failsafe"
+  "conformance-sync . ./redisstore ^TestConformanceSync$"
   "shared . ./internal/shared"
   "gateway-e2e . ./cmd/ratekeeper ^(TestE2E|TestServe)"
   "faults bench ./faults"
 )
 faults_margin=${STRESS_FAULTS_MARGIN:-2s}
-want=${STRESS_PARTS:-redisstore failsafe shared gateway-e2e faults}
+sync_count=${STRESS_SYNC_COUNT:-100}
+want=${STRESS_PARTS:-redisstore conformance-sync failsafe shared gateway-e2e faults}
 
 export CI=true # a test that needs a server fails without one, never skips
 
@@ -115,6 +120,7 @@ for ((round = 1; round <= rounds; round++)); do
     args=(-test.count=1 -test.timeout=20m)
     [ -n "${runs[$i]}" ] && args+=(-test.run "${runs[$i]}")
     [ "$name" = faults ] && args+=(-margin "$faults_margin")
+    [ "$name" = conformance-sync ] && args+=(-test.count="$sync_count")
     t0=$SECONDS
     # A test binary runs in its package's directory, as go test runs it,
     # in a process group of its own: what it started and left behind (the

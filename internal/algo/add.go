@@ -70,6 +70,33 @@ func (b Bucket) Add(lim *Limit, now, at, n int64) (Bucket, bool) {
 	return b.start(at).add(l, n), true
 }
 
+// MergeAdds reports whether adding n1 at instant a1 and then n2 at a2 to
+// any bucket, at any instant, is one add of n1+n2, and at which instant. A
+// sender keeps one record of both then, and sends the same water.
+//
+// Two pours merge when the first would not have drained by a2 even from an
+// empty bucket: no bucket is empty at a2 then, and the second pours on top
+// of the first. A refund merges into a pour it leaves water of, and into
+// another refund; an add of nothing into anything. Otherwise they stay two:
+// counted at the later instant, the first pour's water would not have
+// drained meanwhile, and the remote would hold more than was admitted.
+func MergeAdds(lim *Limit, a1, n1, a2, n2 int64) (int64, bool) {
+	switch {
+	case n2 == 0:
+		return a1, true
+	case n1 == 0:
+		return a2, true
+	case n1 < 0 && n2 < 0:
+		return max(a1, a2), true // a refund's instant does not matter
+	case n1 > 0 && n2 < 0:
+		return a1, n1+n2 > 0
+	case n1 > 0:
+		p := lim.prepared()
+		return a1, Bucket{Tail: a1}.add(&p, n1).Tail >= a2
+	}
+	return 0, false // a refund then a pour: the pour may land on an empty bucket
+}
+
 // WindowEnd is the end of the window holding at: windows are
 // [k·Period+Offset, (k+1)·Period+Offset).
 func WindowEnd(l *Limit, at int64) int64 { return windowEnd(l, at) }

@@ -90,3 +90,48 @@ func TestAddEdges(t *testing.T) {
 		t.Errorf("water poured long ago has not drained: %+v", b2)
 	}
 }
+
+// A record MergeAdds makes of two adds pours the same water on every
+// bucket, at every instant, as the two adds did; and two pours the first of
+// which drained before the second do not merge.
+func TestMergeAddsIsExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	merged := 0
+	for run := range 20000 {
+		l := Limit{Rate: 1 + rng.Int64N(7), Period: 1 + rng.Int64N(second)}
+		l.Burst = l.Rate
+		step := l.Period/l.Rate + 1
+		a1 := rng.Int64N(4 * step)
+		a2 := a1 + rng.Int64N(4*step) - step // sometimes earlier: a clock that stepped back
+		n1, n2 := rng.Int64N(7)-2, rng.Int64N(7)-2
+		at, ok := MergeAdds(&l, a1, n1, a2, n2)
+		if !ok {
+			continue
+		}
+		merged++
+		for range 20 {
+			b := Bucket{Tail: rng.Int64N(8 * step), Frac: rng.Int64N(l.Rate)}
+			now := rng.Int64N(8 * step)
+			two, _ := b.Add(&l, now, a1, n1)
+			two, _ = two.Add(&l, now, a2, n2)
+			one, _ := b.Add(&l, now, at, n1+n2)
+			if two != one {
+				t.Fatalf("run %d: %+v: %d at %d then %d at %d (now %d) on %+v gives %+v; merged at %d, %+v",
+					run, l, n1, a1, n2, a2, now, b, two, at, one)
+			}
+		}
+	}
+	if merged < 5000 {
+		t.Fatalf("only %d of 20000 pairs merged: the test checks too little", merged)
+	}
+	// DESIGN's bucket, 3 per minute: 3 poured at 0 s have drained by 60 s,
+	// and merged at 60 s they counted again (the flake of sync mode's
+	// conformance timelines).
+	l := Limit{Rate: 3, Period: 60 * second, Burst: 3}
+	if _, ok := MergeAdds(&l, 0, 3, 60*second+1, 1); ok {
+		t.Fatal("3 poured at 0 s merged with 1 a microsecond after they drained")
+	}
+	if at, ok := MergeAdds(&l, 0, 3, 60*second, 1); !ok || at != 0 {
+		t.Fatalf("3 poured at 0 s and 1 at 60 s: merged %v at %d, want at 0", ok, at)
+	}
+}

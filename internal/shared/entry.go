@@ -131,24 +131,27 @@ func (e *entry) ended(now, at int64) bool {
 	return false
 }
 
-// addPending records n admitted at at, merged with the last record when it
-// falls in the same window (for a bucket, always: the remote pours it at
-// the latest instant, which never counts less water than there was).
+// addPending records n admitted at at, merged with the last record when
+// the remote counts both as one: in the same window, or for a bucket as
+// algo.MergeAdds says.
 func (e *entry) addPending(at, n int64) {
-	if k := len(e.pend) - 1; k >= 0 && e.sameWindow(e.pend[k].at, at) {
-		e.pend[k].n += n
-		e.pend[k].at = max(e.pend[k].at, at)
-		return
+	if k := len(e.pend) - 1; k >= 0 {
+		if at, ok := e.merge(e.pend[k], at, n); ok {
+			e.pend[k] = delta{at, e.pend[k].n + n}
+			return
+		}
 	}
 	e.pend = append(e.pend, delta{at, n})
 }
 
-func (e *entry) sameWindow(a, b int64) bool {
+// merge reports whether the remote counts d and then n admitted at at as
+// one record, and at which instant.
+func (e *entry) merge(d delta, at, n int64) (int64, bool) {
 	switch e.limit.Algorithm {
 	case ratekeeper.FixedWindow, ratekeeper.SlidingWindow:
-		return algo.WindowEnd(&e.p, a) == algo.WindowEnd(&e.p, b)
+		return max(d.at, at), algo.WindowEnd(&e.p, d.at) == algo.WindowEnd(&e.p, at)
 	}
-	return true
+	return algo.MergeAdds(&e.p, d.at, d.n, at, n)
 }
 
 func (e *entry) pending() (n int64) {
@@ -359,7 +362,14 @@ func (s *Store) syncEntries(ctx context.Context, es []*entry, now int64) {
 			items = append(items, Item{Key: e.key, Limit: e.limit, Now: now})
 		}
 		for _, d := range p.inflight {
-			items = append(items, Item{Key: e.key, Limit: e.limit, N: d.n, At: d.at, Now: now})
+			inst := now
+			if now != 0 {
+				// A count admitted before the given clock stepped back
+				// runs at its own instant: the remote clips a count's
+				// instant to its now, and its water would drain early.
+				inst = max(now, d.at)
+			}
+			items = append(items, Item{Key: e.key, Limit: e.limit, N: d.n, At: d.at, Now: inst})
 		}
 		e.mu.Unlock()
 		parts = append(parts, p)
