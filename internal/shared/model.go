@@ -100,10 +100,10 @@ func AddTo(st State, l ratekeeper.Limit, p *algo.Limit, now, at, n int64) (State
 	return st, ok
 }
 
-// LeaseFrom is the remote's Lease on one state: it grants g units, the
+// LeaseFrom is the remote's Lease on one state. It grants g units: the
 // most of want, what remains and half of what remains (rounded up) that
-// fit, unless that is fewer than least; then nothing, and how long until
-// least would fit.
+// fit. If that is fewer than least, it grants nothing and returns how long
+// until least would fit.
 func LeaseFrom(st State, l ratekeeper.Limit, p *algo.Limit, now, want, least int64) (State, int64, int64) {
 	rolled, peek := Decide(st, l, p, now, 0)
 	rem := peek.Remaining
@@ -195,10 +195,10 @@ func (m *Model) State(key string, l ratekeeper.Limit) State {
 }
 
 // OverBy replays requests admitted at the instants ats (µs, in order)
-// through the algorithm of l with its limit raised by x (the rate for the
-// window counters, the capacity for the buckets), and returns the index of
-// the first it would refuse, or -1: the admissions were within the limit
-// plus x, by the algorithm's own definition.
+// through the algorithm of l with its limit raised by x: the rate for the
+// window counters, the capacity for the buckets. It returns the index of
+// the first it would refuse, or -1 if the admissions were within the
+// limit plus x, by the algorithm's own definition.
 func OverBy(l ratekeeper.Limit, x int, ats []int64) int {
 	switch l.Algorithm {
 	case ratekeeper.FixedWindow, ratekeeper.SlidingWindow:

@@ -1,23 +1,24 @@
-// Package shared decides shared limits at local speed: it sits between the
+// Package shared decides shared limits at local speed. It sits between the
 // callers of one instance and a store that many instances share (Redis),
 // and answers from local memory in one of three modes.
 //
 //   - Exact: every decision is the shared store's. Only refusals are
-//     remembered: a key refused with retry-after R is refused locally, for a
-//     cost no smaller, until R has passed (the denial cache).
+//     remembered (the denial cache): a key refused with retry-after R is
+//     refused locally, for the same cost, until R has passed.
 //   - Sync: the instance decides from the last shared state it read plus what
 //     it admitted since. Every sync period, and sooner once a key's unsent
 //     count passes a share of its limit, it sends each touched key's count
-//     and reads back the shared state, all in one batched call. Over-admission
-//     is bounded (docs/redis.md derives the bound); no admission is lost on
-//     an error (a refund may be: sent again, it could give back twice).
+//     and reads back the shared state, all in one batched call.
+//     Over-admission is bounded (docs/redis.md derives the bound). No
+//     admission is lost on an error; a refund may be, since sent again it
+//     could give back twice.
 //   - Lease: the instance takes a share of the remaining quota from the
 //     shared store atomically and admits locally from it, so it never admits
 //     more than the limit; it may refuse while other instances hold unused
 //     leases.
 //
 // Sync and lease apply to the fixed window, the sliding window counter, the
-// token bucket and the leaky bucket's meter; the sliding log and a
+// token bucket and the leaky bucket's meter. The sliding log and a
 // reservation (the leaky bucket's queue, the token bucket's debt) are always
 // decided by the shared store.
 package shared
@@ -257,7 +258,7 @@ func (s *Store) Mode() Mode { return s.mode }
 
 // SetLimitModes decides the limits in m in their own mode rather than the
 // store's. A key keeps the mode it was first decided in while its entry
-// lives (until it has been idle for ten periods), so a change applies to
+// lives (until it has been idle for ten periods). A change so applies to
 // keys as they go idle; the commands read rules' store modes at start.
 func (s *Store) SetLimitModes(m map[ratekeeper.Limit]Mode) {
 	c := make(map[ratekeeper.Limit]Mode, len(m))
@@ -300,10 +301,10 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Flush does one sync period's work now, as the loop does every period:
-// in sync mode it sends each touched key's unsent count and reads back its
-// shared state; in lease mode it gives back the quota of keys unused for a
-// period; in every mode it forgets keys idle for long. A Store made
+// Flush does one sync period's work now, as the loop does every period.
+// In sync mode it sends each touched key's unsent count and reads back its
+// shared state. In lease mode it gives back the quota of keys unused for a
+// period. In every mode it forgets keys idle for long. A Store made
 // WithoutLoop needs its caller to call it.
 func (s *Store) Flush() { s.flush(false) }
 
@@ -316,12 +317,12 @@ func (s *Store) localMicros() int64 {
 }
 
 // now is the remote's clock as the instance estimates it, in µs. Once an
-// offset is learned, it does not go back by less than a call's bound
-// (maxBack): an offset learned again may be a little lower (a sample with
+// offset is learned, the estimate does not go back by less than a call's
+// bound (maxBack): it holds at the latest instant returned until the clock
+// catches up. An offset learned again may be a little lower (a sample with
 // a slower round trip, a failover to a server whose clock is a little
-// behind), and the estimate holds at the latest instant returned until the
-// clock catches up. Decided at an earlier instant, a bucket read the water
-// of requests admitted after it, one unit low. A larger step back is the
+// behind). Decided at an earlier instant, a bucket would read the water of
+// requests admitted after it, one unit low. A larger step back is the
 // remote's clock changing: it is followed.
 func (s *Store) now() int64 {
 	learned := s.learned.Load() // before the offset, which learn stores first
@@ -364,11 +365,12 @@ func (s *Store) roundTrip(sent, recv int64) {
 }
 
 // ErrTimeout is the cause (context.Cause) of a call's context whose
-// deadline is the store's own bound on the call, not its caller's: the
-// failsafe store's timeout, which the Redis store gives its context in
-// TakeBy, and the loop's. A sync that ran out of it went unanswered; one
-// whose caller's own context ended first (a client that hung up, a gRPC
-// deadline shorter than a round trip) says nothing of the remote.
+// deadline is the store's own bound on the call, not its caller's. That
+// bound is the failsafe store's timeout, which the Redis store gives its
+// context in TakeBy, or the loop's. A sync that ran out of it went
+// unanswered. One whose caller's own context ended first (a client that
+// hung up, a gRPC deadline shorter than a round trip) says nothing of the
+// remote.
 var ErrTimeout = errors.New("shared store: the store's time for the call ran out")
 
 // errStale is returned once the remote has not answered for too long: the
@@ -542,9 +544,9 @@ func (s *Store) locked(req ratekeeper.Request, mode Mode) (*entry, error) {
 	}
 }
 
-// each calls f with every entry and drops those f says to drop. f runs
-// under the entry's lock and marks a dropped entry dead, so that a taker
-// holding it already starts a new one (locked).
+// each calls f with every entry and drops those f says to drop. For that,
+// f locks the entry and marks it dead, so that a taker holding it already
+// starts a new one (locked).
 func (s *Store) each(f func(e *entry) (drop bool)) {
 	s.entries.Range(func(k, v any) bool {
 		if f(v.(*entry)) && s.entries.CompareAndDelete(k, v) {
@@ -565,9 +567,9 @@ func wait(ctx context.Context, ch <-chan struct{}) error {
 }
 
 // Forget drops what the instance holds of key for limit l's algorithm: its
-// local state, its unsent counts (sync), its leased quota (lease, not given
-// back: the caller is about to delete the shared state it came from) and
-// its denial cache. A sync or lease of the key in flight is waited for
+// local state, its unsent counts (sync), its leased quota (lease) and its
+// denial cache. The quota is not given back: the caller is about to delete
+// the shared state it came from. A sync or lease of the key in flight is waited for
 // first (within ctx), so that its answer does not bring the old state back.
 // The key's next request starts from the shared state as it then is.
 func (s *Store) Forget(ctx context.Context, key string, l ratekeeper.Limit) error {
