@@ -4,9 +4,10 @@ import "math"
 
 // The Add methods count requests that were already admitted elsewhere: the
 // deltas an instance deciding locally (sync mode) sends to the shared state.
-// They never refuse; they place the n requests admitted at instant at into
-// the state as of now, and report false when at's window has ended, so the
-// requests no longer count for anything (the sender counts them as dropped).
+// They never refuse. They place the n requests admitted at instant at into
+// the state as of now. They report false when at's window has ended: the
+// requests then no longer count for anything (the sender counts them as
+// dropped).
 // A negative n gives requests back (a local refund sent late). Past the
 // limit, counts keep growing: the shared state must hold every admission,
 // or the instances' over-admission would go unseen.

@@ -4,7 +4,7 @@
 // All times are integer microseconds since the Unix epoch and all arithmetic
 // is on int64. Microseconds are the unit because the Redis store runs the same
 // rules in Lua, whose numbers are doubles that hold integers exactly only up to
-// 2^53: every product computed here stays below that bound for any limit that
+// 2^53. Every product computed here stays below that bound for any limit that
 // passes validation (see MaxUnits), so the memory and Redis stores can agree
 // to the microsecond.
 //

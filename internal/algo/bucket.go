@@ -1,8 +1,9 @@
 package algo
 
 // Bucket is the state of a token bucket and of a leaky bucket: one instant,
-// Tail + Frac/Rate µs, at which the bucket is next full (token bucket) or,
-// which is the same thing seen from the other side, next empty (leaky bucket).
+// Tail + Frac/Rate µs. At that instant the bucket is next full (token bucket)
+// or, which is the same thing seen from the other side, next empty (leaky
+// bucket).
 // Before Tail the bucket holds (Tail-now)·Rate/Period requests' worth of
 // water, that is Capacity minus that many tokens.
 //
@@ -103,13 +104,13 @@ const (
 )
 
 // Apply makes the decision mode says for n requests at now, and changes b
-// in place only if it takes something. n == 0 asks without taking: it is
-// allowed, and RetryAfter is the wait until one request would be (zero for
-// Debited, which never refuses).
+// in place only if it takes something. A call with n == 0 asks without
+// taking: it is allowed, and RetryAfter is the wait until one request would
+// be (zero for Debited, which never refuses).
 //
 // Metering one request, the stores' common case, is decided right here on
-// scalars, with at most one division (when it is allowed) and none when
-// refused, from the figures Params precomputes; every other decision goes
+// scalars, from the figures Params precomputes: with at most one division
+// when it is allowed, and none when refused. Every other decision goes
 // through the bucket's level (meter, debt, queue). The two ways of metering
 // agree exactly: TestApplyMatchesMeter and every fuzzed step check it.
 func (b *Bucket) Apply(l *Limit, mode Mode, now, n int64) Result {
@@ -222,9 +223,9 @@ func (b *Bucket) queue(l *Limit, now, n int64) Result {
 
 // Refund gives back n requests taken by an earlier decision. A token (or
 // meter) refund drains that much water. A queue refund gives the slots back
-// only if no later request queued behind them (slot is the instant, at+delay,
-// the refunded request was to proceed); otherwise the slots stay as a gap, so
-// that the queue never sends two requests in one slot.
+// only if no later request queued behind them; slot is the instant
+// (at+delay) the refunded request was to proceed. Otherwise the slots stay
+// as a gap, so that the queue never sends two requests in one slot.
 func (b Bucket) Refund(l *Limit, n int64, queue bool, slot int64) Bucket {
 	f := b.Frac - n*l.Period
 	back := Bucket{Tail: b.Tail + floorDiv(f, l.Rate)}

@@ -1,8 +1,8 @@
 package algo
 
 // Log is the state of a sliding window log: the timestamps of the requests
-// it counts, oldest first, in a ring that never holds more than Rate entries
-// (only the newest Rate entries can ever decide a request). The zero Log is
+// it counts, oldest first. They are kept in a ring that never holds more
+// than Rate entries (only the newest Rate entries can ever decide a request). The zero Log is
 // empty; it grows as entries arrive.
 type Log struct {
 	buf  []int64
@@ -62,12 +62,12 @@ func (g *Log) push(capacity int, n int64, t int64) {
 // SlidingLog decides n requests against a sliding window log: the request
 // passes iff the entries in the window [t-Period, t) plus n are at most
 // Rate. Admitted requests are logged (n entries stamped t); refused ones too
-// if LogRejected. n == 0 asks without taking: it is allowed, and RetryAfter
-// is the wait until one request would be. t is now, or the newest entry if
-// the clock went back, so
-// entries stay in order; the result's At says which instant was used.
+// if LogRejected. A call with n == 0 asks without taking: it is allowed, and
+// RetryAfter is the wait until one request would be. The instant t is now,
+// or the newest entry if the clock went back, so entries stay in order; the
+// result's At says which instant was used.
 //
-// Only a request that is logged drops expired entries: its stamp then
+// Only a request that is logged drops expired entries. Its stamp then
 // becomes the newest, which later requests are held to, so an entry dropped
 // at t can never be needed by a request stamped before t.
 func (g *Log) SlidingLog(l *Limit, now, n int64) Result {

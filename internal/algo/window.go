@@ -24,8 +24,9 @@ func (w Window) roll(l *Limit, now int64) Window {
 }
 
 // Fixed decides n requests against a fixed window counter: they pass iff the
-// window's count plus n is at most Rate. n == 0 asks without taking: it is
-// allowed, and RetryAfter is the wait until one request would be.
+// window's count plus n is at most Rate. A call with n == 0 asks without
+// taking: it is allowed, and RetryAfter is the wait until one request would
+// be.
 func (w Window) Fixed(l *Limit, now, n int64) (Window, Result) {
 	w = w.roll(l, now)
 	r := Result{Limit: l.Rate, At: now}
@@ -90,11 +91,11 @@ func estimate(prev, cur, e, period int64) int64 {
 	return prev*(period-e)/period + cur
 }
 
-// SlidingWindow decides n requests against a sliding window counter: at
+// SlidingWindow decides n requests against a sliding window counter. At
 // elapsed fraction f of the current window the estimate is
-// floor(prev·(1-f)) + cur, and n pass iff estimate + n <= Rate. n == 0
-// asks without taking: it is allowed, and RetryAfter is the wait until one
-// request would be.
+// floor(prev·(1-f)) + cur, and n pass iff estimate + n <= Rate. A call with
+// n == 0 asks without taking: it is allowed, and RetryAfter is the wait
+// until one request would be.
 func (s Sliding) SlidingWindow(l *Limit, now, n int64) (Sliding, Result) {
 	s = s.roll(l, now)
 	e := s.elapsed(l, now)
@@ -124,9 +125,9 @@ func (s Sliding) SlidingWindow(l *Limit, now, n int64) (Sliding, Result) {
 }
 
 // slidingWait is the least time from elapsed e of the current window until
-// the estimate is at most a (a >= 0): first within this window, as the
-// previous window's weight decays, else in the next one, where this window's
-// count becomes the previous.
+// the estimate is at most a (a >= 0). That is first within this window, as
+// the previous window's weight decays, else in the next one, where this
+// window's count becomes the previous.
 func slidingWait(prev, cur, e, period, a int64) int64 {
 	if cur <= a {
 		b := a - cur
