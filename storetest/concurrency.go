@@ -88,7 +88,7 @@ func SlotTimelines() []SlotTimeline {
 
 // RunConcurrency runs every SlotTimeline against a store from newStore,
 // which must be a ratekeeper.ConcurrencyStore, and fails on the first
-// answer that differs; then checks that many goroutines acquiring and
+// answer that differs. It then checks that many goroutines acquiring and
 // releasing through a ConcurrencyLimiter never hold more than Max.
 func RunConcurrency(t *testing.T, newStore func(t *testing.T) ratekeeper.Store) {
 	t.Helper()
@@ -142,7 +142,7 @@ func RunSlotTimeline(t *testing.T, s ratekeeper.ConcurrencyStore, tl SlotTimelin
 }
 
 // NeverAboveMax runs goroutines that each acquire (waiting) and release a
-// slot of one key rounds times, through a ConcurrencyLimiter on store, and
+// slot of one key rounds times, through a ConcurrencyLimiter on store. It
 // fails if more than limit are ever held at once, or if any round fails.
 func NeverAboveMax(t *testing.T, store ratekeeper.Store, limit, goroutines, rounds int) {
 	t.Helper()

@@ -237,8 +237,8 @@ func Differential(t *testing.T, want, got ratekeeper.Store, seed uint64, steps i
 }
 
 // DifferentialFunc is Differential with its own comparison of two
-// decisions (their At cleared), for a store that may answer some fields
-// differently by design: a denial cache, which reports a refusal's
+// decisions (their At cleared). It is for a store that may answer some
+// fields differently by design: a denial cache, which reports a refusal's
 // Remaining as it was when the refusal was cached.
 func DifferentialFunc(t *testing.T, want, got ratekeeper.Store, seed uint64, steps int, same func(want, got ratekeeper.Decision) bool) {
 	t.Helper()

@@ -14,10 +14,11 @@ const (
 )
 
 // Timelines returns the conformance timelines: every worked example of the
-// algorithms' exact semantics (docs/algorithms.md), exact retry-after and reset-after at
-// the microsecond, rates that do not divide their period, costs above one,
-// clocks that step back, refunds and cancels, peeks (the wait for one
-// request, taking nothing) and resets (one key's, leaving another's alone).
+// algorithms' exact semantics (docs/algorithms.md), with exact retry-after
+// and reset-after at the microsecond. They cover rates that do not divide
+// their period, costs above one, clocks that step back, refunds and
+// cancels, peeks (the wait for one request, taking nothing) and resets
+// (one key's, leaving another's alone).
 func Timelines() []Timeline {
 	allowed := func(rem int, reset time.Duration) Want { return Want{Allowed: true, Remaining: rem, ResetAfter: reset} }
 	refused := func(rem int, retry, reset time.Duration) Want {

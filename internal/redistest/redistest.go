@@ -1,8 +1,8 @@
 // Package redistest starts real redis-server processes for tests: a
 // standalone server (Server, Start), a three-master Redis Cluster (Cluster)
-// and a primary with a replica watched by a sentinel (Sentinel), each on
-// free loopback ports with its own temporary directory, stopped when the
-// test ends. WithTLS makes them speak TLS only, to clients and to each
+// and a primary with a replica watched by a sentinel (Sentinel). Each runs
+// on free loopback ports with its own temporary directory, and stops when
+// the test ends. WithTLS makes them speak TLS only, to clients and to each
 // other.
 //
 // Without redis-server on PATH they skip the test with a loud message, except
@@ -401,9 +401,9 @@ func freePort(cluster bool) (int, error) {
 	return 0, fmt.Errorf("no free port")
 }
 
-// Cluster starts three redis-server processes in cluster mode, joins them
-// into a cluster of three masters with redis-cli --cluster create, waits
-// until every node reports cluster_state:ok, and returns the URL
+// Cluster starts three redis-server processes in cluster mode and joins
+// them into a cluster of three masters with redis-cli --cluster create.
+// It waits until every node reports cluster_state:ok, and returns the URL
 // redis+cluster://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3 (rediss+cluster://
 // WithTLS, where the cluster bus is TLS too). The test's cleanup stops the
 // nodes.
@@ -499,7 +499,7 @@ func startCluster(t testing.TB, tf *tlsFiles) ([]string, error) {
 const MasterName = "mymaster"
 
 // Sentinel starts a primary, a replica of it and a sentinel that watches
-// them (quorum 1), waits until the replica has synced and the sentinel
+// them (quorum 1). It waits until the replica has synced and the sentinel
 // knows the primary, and returns the URL
 // redis+sentinel://127.0.0.1:S/mymaster (rediss+sentinel:// WithTLS, where
 // replication and the sentinel's own connections are TLS too). The
