@@ -8,39 +8,6 @@ import (
 	"github.com/ratekeeper/ratekeeper/internal/algo"
 )
 
-// delta is a count admitted at instant at (remote µs) not yet sent.
-type delta struct{ at, n int64 }
-
-// addPending records n admitted at at, merged with the last record when
-// the remote counts both as one: in the same window, or for a bucket as
-// algo.MergeAdds says.
-func (e *entry) addPending(at, n int64) {
-	if k := len(e.pend) - 1; k >= 0 {
-		if at, ok := e.merge(e.pend[k], at, n); ok {
-			e.pend[k] = delta{at, e.pend[k].n + n}
-			return
-		}
-	}
-	e.pend = append(e.pend, delta{at, n})
-}
-
-// merge reports whether the remote counts d and then n admitted at at as
-// one record, and at which instant.
-func (e *entry) merge(d delta, at, n int64) (int64, bool) {
-	switch e.limit.Algorithm {
-	case ratekeeper.FixedWindow, ratekeeper.SlidingWindow:
-		return max(d.at, at), algo.WindowEnd(&e.p, d.at) == algo.WindowEnd(&e.p, at)
-	}
-	return algo.MergeAdds(&e.p, d.at, d.n, at, n)
-}
-
-func (e *entry) pending() (n int64) {
-	for _, d := range e.pend {
-		n += d.n
-	}
-	return n
-}
-
 // takeSync decides req from the local state, reading the shared state
 // first if the instance has none or what it has is older than two periods.
 // e is locked; takeSync unlocks it.
@@ -145,6 +112,40 @@ func (s *Store) decideSync(e *entry, req ratekeeper.Request) ratekeeper.Decision
 		s.syncSoon()
 	}
 	return algo.Decision(r)
+}
+
+// delta is a count admitted at instant at (remote µs) not yet sent.
+type delta struct{ at, n int64 }
+
+// addPending records n admitted at at, merged with the last record when
+// the remote counts both as one: in the same window, or for a bucket as
+// algo.MergeAdds says.
+func (e *entry) addPending(at, n int64) {
+	if k := len(e.pend) - 1; k >= 0 {
+		if at, ok := e.merge(e.pend[k], at, n); ok {
+			e.pend[k] = delta{at, e.pend[k].n + n}
+			return
+		}
+	}
+	e.pend = append(e.pend, delta{at, n})
+}
+
+// merge reports whether the remote counts d and then n admitted at at as
+// one record, and at which instant.
+func (e *entry) merge(d delta, at, n int64) (int64, bool) {
+	switch e.limit.Algorithm {
+	case ratekeeper.FixedWindow, ratekeeper.SlidingWindow:
+		return max(d.at, at), algo.WindowEnd(&e.p, d.at) == algo.WindowEnd(&e.p, at)
+	}
+	return algo.MergeAdds(&e.p, d.at, d.n, at, n)
+}
+
+// pending is the sum of e's unsent counts.
+func (e *entry) pending() (n int64) {
+	for _, d := range e.pend {
+		n += d.n
+	}
+	return n
 }
 
 // retake decides req again on the key's live entry: the loop dropped e
