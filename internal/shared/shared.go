@@ -166,6 +166,7 @@ type Stats struct {
 	DenialHits     uint64 // refusals answered by the denial cache
 	LocalDecisions uint64 // decisions made without a remote call
 	MaxRoundTrip   int64  // the slowest answered call to the remote, µs
+	MaxLoopGap     int64  // the longest time between two turns of the sync loop, µs
 }
 
 // Store decides through a Remote in one of the modes. It is a
@@ -206,6 +207,7 @@ type Store struct {
 	syncs, syncErrs, leases, leaseErrs, dropped, denials, locals atomic.Uint64
 	givebacks                                                    atomic.Uint64
 	maxRTT                                                       atomic.Int64
+	maxGap                                                       atomic.Int64 // written by the loop alone
 }
 
 type entryKey struct {
@@ -250,7 +252,8 @@ func New(remote Remote, mode Mode, period time.Duration, opts ...Option) *Store 
 // Stats returns the counters.
 func (s *Store) Stats() Stats {
 	return Stats{Syncs: s.syncs.Load(), SyncErrors: s.syncErrs.Load(), Leases: s.leases.Load(), LeaseErrors: s.leaseErrs.Load(), GiveBacks: s.givebacks.Load(),
-		Dropped: s.dropped.Load(), DenialHits: s.denials.Load(), LocalDecisions: s.locals.Load(), MaxRoundTrip: s.maxRTT.Load()}
+		Dropped: s.dropped.Load(), DenialHits: s.denials.Load(), LocalDecisions: s.locals.Load(), MaxRoundTrip: s.maxRTT.Load(),
+		MaxLoopGap: s.maxGap.Load()}
 }
 
 // Mode is the store's mode.
