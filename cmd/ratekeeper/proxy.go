@@ -50,7 +50,7 @@ type proxyFlags struct {
 // their own.
 func registerProxyFlags(fs *flag.FlagSet) *proxyFlags {
 	return &proxyFlags{
-		common:    registerServerFlags(fs, "the config `file` (see docs/gateway.md); required", storeconfig.RegisterOverrideFlags),
+		common:    registerServerFlags(fs, "the config `file` (see docs/reference.md); required", storeconfig.RegisterOverrideFlags),
 		listen:    fs.String("listen", "", "override the file's listen `address`"),
 		admin:     fs.String("admin-listen", "", "override the file's admin_listen `address`"),
 		upstream:  fs.String("upstream", "", "override the file's upstream `URL` (or builtin:demo)"),
