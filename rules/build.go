@@ -42,8 +42,8 @@ func (c *Config) build() (*Set, []*Error) {
 		rl := buildRule(at, i, rc, s.clientIP, fail)
 		modes.claim(at+".store_mode", rl.Limit, rl, fail)
 		for _, a := range rl.Alts {
-			if rl.Mode == Queue && a.Limit.Algorithm != ratekeeper.LeakyBucket {
-				fail(a.field+".algorithm", "queue mode needs the leaky_bucket algorithm (the FIFO queue), not %q", a.Limit.Algorithm)
+			if rl.Mode == Queue {
+				checkQueueAlgorithm(a.field+".algorithm", a.Limit.Algorithm, fail)
 			}
 			modes.claim(a.field, a.Limit, rl, fail)
 		}
@@ -154,13 +154,21 @@ func parseMode(at string, rc RuleConfig, conc bool, fail func(string, string, ..
 	case "shadow":
 		return Shadow
 	case "queue":
-		if a := ratekeeper.Algorithm(rc.Limit.Algorithm); a != ratekeeper.LeakyBucket && !conc {
-			fail(at+".mode", "queue mode needs the leaky_bucket algorithm (the FIFO queue), not %q", a)
+		if !conc {
+			checkQueueAlgorithm(at+".mode", ratekeeper.Algorithm(rc.Limit.Algorithm), fail)
 		}
 		return Queue
 	}
 	fail(at+".mode", "%q is not enforce, shadow or queue", rc.Mode)
 	return Enforce
+}
+
+// checkQueueAlgorithm fails at field unless a is the leaky bucket, the
+// only algorithm that queues (FIFO).
+func checkQueueAlgorithm(field string, a ratekeeper.Algorithm, fail func(string, string, ...any)) {
+	if a != ratekeeper.LeakyBucket {
+		fail(field, "queue mode needs the leaky_bucket algorithm (the FIFO queue), not %q", a)
+	}
 }
 
 // parseMissing reads a rule's on_missing_key.
@@ -401,12 +409,10 @@ func checkRuleHeader(name string) error {
 	switch name {
 	case "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Proxy-Authenticate", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Http2-Settings", "Content-Length":
 		return fmt.Errorf("%s is a hop-by-hop or framing header: the gateway consumes it, so a rule cannot see it as the upstream does", name)
-	case "X-Forwarded-For", "Forwarded":
-		return fmt.Errorf("%s is written by any client and dropped unless a trusted proxy sent it: use key: [ip] with client_ip.trusted_proxies, which believes it only from your proxies", name)
 	case "X-Forwarded-Host", "X-Forwarded-Proto":
 		return fmt.Errorf("%s is written by the gateway for the upstream: the client's is dropped", name)
 	}
-	if slices.Contains(clientAddressHeaders[:], name) {
+	if name == "X-Forwarded-For" || name == "Forwarded" || slices.Contains(clientAddressHeaders[:], name) {
 		return fmt.Errorf("%s is written by any client and dropped unless a trusted proxy sent it: use key: [ip] with client_ip.trusted_proxies, which believes it only from your proxies", name)
 	}
 	if strings.Contains(name, "_") {
@@ -559,12 +565,8 @@ func compileHosts(m MatchConfig) (conds []func(view) bool, errs []matchErr) {
 // conditions.
 func compileHeaders(m MatchConfig) (conds []func(view) bool, errs []matchErr) {
 	for name, want := range m.Headers {
-		if !validHeaderName(name) || name == "" {
-			errs = append(errs, matchErr{"headers." + name, fmt.Errorf("%q is not a header name", name)})
-			continue
-		}
-		name := http.CanonicalHeaderKey(name)
-		if err := checkRuleHeader(name); err != nil {
+		name, err := matchHeaderName(name)
+		if err != nil {
 			errs = append(errs, matchErr{"headers." + name, err})
 			continue
 		}
@@ -584,12 +586,8 @@ func compileHeaders(m MatchConfig) (conds []func(view) bool, errs []matchErr) {
 	}
 	for _, name := range m.AbsentHeaders {
 		field := "absent_headers." + name
-		if !validHeaderName(name) || name == "" {
-			errs = append(errs, matchErr{field, fmt.Errorf("%q is not a header name", name)})
-			continue
-		}
-		name := http.CanonicalHeaderKey(name)
-		if err := checkRuleHeader(name); err != nil {
+		name, err := matchHeaderName(name)
+		if err != nil {
 			errs = append(errs, matchErr{field, err})
 			continue
 		}
@@ -604,6 +602,16 @@ func compileHeaders(m MatchConfig) (conds []func(view) bool, errs []matchErr) {
 		conds = append(conds, func(v view) bool { return v.r.Header.Get(name) == "" })
 	}
 	return conds, errs
+}
+
+// matchHeaderName is the canonical form of a header name a match names,
+// or an error when the name is not one or rules may not read it.
+func matchHeaderName(name string) (string, error) {
+	if !validHeaderName(name) || name == "" {
+		return name, fmt.Errorf("%q is not a header name", name)
+	}
+	name = http.CanonicalHeaderKey(name)
+	return name, checkRuleHeader(name)
 }
 
 // hasHeaderFold reports whether m names the header canonical in any case.
