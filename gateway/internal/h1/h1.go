@@ -99,11 +99,17 @@ func alnumAnd(extra string) (t [256]bool) {
 // HasName reports whether the header line is the field named lower (in
 // lower case), in any case.
 func HasName(line []byte, lower string) bool {
-	return len(line) > len(lower) && line[len(lower)] == ':' && equalFoldASCII(line[:len(lower)], lower)
+	return len(line) > len(lower) && line[len(lower)] == ':' && EqualFoldASCII(line[:len(lower)], lower)
 }
 
-func equalFoldASCII(b []byte, lower string) bool {
-	for i, c := range b {
+// EqualFoldASCII reports whether s is lower (in lower case) in any ASCII
+// case. Other bytes compare as they are: "trailerſ" is no "trailers".
+func EqualFoldASCII[T string | []byte](s T, lower string) bool {
+	if len(s) != len(lower) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
 		}
