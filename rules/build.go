@@ -306,11 +306,11 @@ type keyErr struct {
 type appendKey func(dst []byte, v view, ip netip.Addr) ([]byte, bool)
 
 // compileKey turns key parts into an appendKey. Parts are joined with '|'
-// after each is bounded (appendPart): a part that would contain '|' is
-// hashed, so no two different requests produce one key, and so is one with
-// a brace, so that the store alone places keys on Redis Cluster. The path in a key is the form the
-// rule matches (loose unless strict), and HEAD counts as GET, so that a
-// client cannot spread one resource over many keys.
+// after each is bounded (appendPart). A part that would contain '|' is
+// hashed, so no two different requests produce one key. So is one with a
+// brace, so that the store alone places keys on Redis Cluster. The path in
+// a key is the form the rule matches (loose unless strict). HEAD counts as
+// GET. So a client cannot spread one resource over many keys.
 func compileKey(parts []string, missing Missing, ci ClientIP, strict bool) (appendKey, []keyErr) {
 	var errs []keyErr
 	var fs []appendKey
@@ -401,10 +401,12 @@ var clientAddressHeaders = [...]string{"X-Real-Ip", "True-Client-Ip", "X-Client-
 func ClientAddressHeaders() []string { return clientAddressHeaders[:] }
 
 // checkRuleHeader refuses a header that rules cannot see as the upstream
-// does: a hop-by-hop header, which the gateway consumes (and net/http
-// takes out of the request), and the forwarding headers, which any client
-// can write (key: [ip] with client_ip.trusted_proxies reads them from the
-// proxies that are trusted).
+// does. A hop-by-hop or framing header is consumed by the gateway (and
+// net/http takes it out of the request). Any client can write the
+// forwarding headers and the client address headers: key: [ip] with
+// client_ip.trusted_proxies reads them from trusted proxies. The gateway
+// writes X-Forwarded-Host and X-Forwarded-Proto itself, and drops a name
+// with an underscore.
 func checkRuleHeader(name string) error {
 	switch name {
 	case "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Proxy-Authenticate", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Http2-Settings", "Content-Length":

@@ -185,9 +185,9 @@ func (rl *Rule) appendKey(dst []byte, v view, ip netip.Addr) ([]byte, bool) {
 const maxPart = 64
 
 // BoundKey returns s if it is at most 64 bytes, free of '|', '{' and '}'
-// and not starting with '#'; else "#" and a hash of it, so that a client
-// cannot grow memory with a huge header, forge another key's parts, nor
-// choose its key's Redis Cluster slot with a hash tag.
+// and not starting with '#'. Else it returns "#" and a hash of s. So a
+// client cannot grow memory with a huge header, forge another key's parts,
+// nor choose its key's Redis Cluster slot with a hash tag.
 func BoundKey(s string) string {
 	return string(appendPart(nil, s))
 }
@@ -446,8 +446,8 @@ func (c *Config) Validate() error {
 }
 
 // Problems lists every problem in c, each an *Error with the path of its
-// field and no file or line: for a decoder of a file that holds a rules
-// file's fields among others (the gateway's).
+// field and no file or line. It is for a decoder of a file that holds a
+// rules file's fields among others (the gateway's).
 func (c *Config) Problems() []*Error {
 	_, errs := c.build()
 	return errs
@@ -597,9 +597,9 @@ func checkName(n string) error {
 }
 
 // HeadersRead returns the canonical names of the request headers that
-// matching and keying read: those the rules name and, when proxies are
-// trusted, the forwarding header. all is true when that is not known (a
-// Set built with NewSet, whose key functions may read anything). A server
+// matching and keying read. They are those the rules name, and the
+// forwarding header when proxies are trusted. all is true when that is not
+// known: a Set built with NewSet, whose key functions may read anything. A server
 // that hands the Set a request carrying only these headers gets the same
 // decisions as with the whole request.
 func (s *Set) HeadersRead() (names []string, all bool) {
