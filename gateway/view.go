@@ -190,8 +190,9 @@ func (g *Gateway) view(next http.Handler) http.Handler {
 	})
 }
 
-// checkHead refuses a request whose method or host the upstream cannot
-// be sent as the rules see them, and reports whether r may go on.
+// checkHead refuses a method that is no token, CONNECT, the HTTP/2
+// preface, and a Host that is not one or that differs from :authority.
+// It reports whether r may go on.
 func checkHead(w http.ResponseWriter, r *http.Request) bool {
 	switch {
 	case !h1.IsToken(r.Method):
