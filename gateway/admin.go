@@ -21,10 +21,10 @@ import (
 
 // The admin listener's inspect and reset endpoints (docs/gateway.md):
 //
-//   - GET /v1/rules: the rules loaded and their file, secrets redacted;
+//   - GET /v1/rules: the rules loaded and their file, secrets redacted.
 //   - GET /v1/rules/{rule}/state?ip=&method=&path=&host=&header=Name:value:
-//     the state of the counter that rule keeps for the request described,
-//     taking nothing;
+//     the state of the counter that rule keeps for the request described.
+//     It takes nothing.
 //   - POST /v1/rules/{rule}/reset?...: forget that counter (admin.reset and
 //     the bearer token only).
 //
@@ -268,10 +268,10 @@ func seconds(d time.Duration) float64 {
 	return float64(ms) / 1e3
 }
 
-// adminKey finds the rule the path names and the Match it gives the
-// request the query describes (its key, and the override or tier whose
-// limit applies, as for that request coming through the gateway), or
-// answers the error.
+// adminKey finds the rule the path names, or answers the error. It
+// returns the Match the rule gives the request the query describes, as
+// for that request coming through the gateway. The Match holds its key,
+// and the override or tier whose limit applies.
 func (g *Gateway) adminKey(w http.ResponseWriter, r *http.Request) (m rules.Match, matches, ok bool) {
 	name := r.PathValue("rule")
 	set := g.mw.Rules()
@@ -345,10 +345,10 @@ func viaTrustedProxy(r *http.Request, ci rules.ClientIP) {
 }
 
 // missingParam names the first parameter a rule's key reads that the query
-// q does not give ("" when none is missing): ip for an "ip" part, or for a
-// header part whose header is missing when on_missing_key stands the
-// address in for it; host, method and path for the parts that read them.
-// Defaults would key another request than the one meant.
+// q does not give ("" when none is missing). An "ip" part needs ip. So
+// does a header part whose header is missing, when on_missing_key stands
+// the address in for it. The host, method and path parts need host,
+// method and path. Defaults would key another request than the one meant.
 func missingParam(c rules.RuleConfig, q url.Values, h http.Header) string {
 	var need []string
 	for _, p := range c.Key {

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/ratekeeper/ratekeeper/internal/adminauth"
@@ -28,9 +29,9 @@ type Config struct {
 	// for the small demo API built into the binary.
 	Upstream string `yaml:"upstream"`
 	// UpstreamTransport is how the gateway sends HTTP/1.1 requests to the
-	// upstream (http:// or https://): "direct" (default) on the request's
-	// own goroutine over its own pool of keep-alive connections, or
-	// "standard" through Go's http.Transport for every request. HTTP/2 to
+	// upstream (http:// or https://). "direct" (default) sends them on the
+	// request's own goroutine over its own pool of keep-alive connections.
+	// "standard" sends every request through Go's http.Transport. HTTP/2 to
 	// the upstream (upstream_protocol: h2), upgrades and "Expect:
 	// 100-continue" always take http.Transport.
 	UpstreamTransport string `yaml:"upstream_transport"`
@@ -74,10 +75,10 @@ type Config struct {
 	// that begin with its preface (prior knowledge); HTTP/1.1 as before.
 	// The Upgrade form of h2c is never served. Default false.
 	H2C bool `yaml:"h2c"`
-	// UpstreamProtocol is the protocol spoken to the upstream: "auto" (the
+	// UpstreamProtocol is the protocol spoken to the upstream. "auto" (the
 	// default) and "http1" speak HTTP/1.1, to http:// and https:// alike,
-	// over the gateway's own transport, which measured cheaper than HTTP/2
-	// to the upstream (docs/benchmarks.md); "h2" speaks HTTP/2 only (prior
+	// over the gateway's own transport. It measured cheaper than HTTP/2 to
+	// the upstream (docs/benchmarks.md). "h2" speaks HTTP/2 only (prior
 	// knowledge to http://, h2 by ALPN to https://), which gRPC services
 	// need.
 	UpstreamProtocol string `yaml:"upstream_protocol"`
@@ -86,9 +87,9 @@ type Config struct {
 	UpstreamTLS tlsconfig.Client `yaml:"upstream_tls"`
 
 	// Admin says what the admin listener (admin_listen) lets an operator
-	// do beyond /metrics, /healthz and /readyz: list the rules and peek at
-	// a client's state are always served; resetting a client's counter
-	// needs admin.reset and a bearer token (docs/gateway.md).
+	// do beyond /metrics, /healthz and /readyz. Listing the rules and
+	// peeking at a client's state are always served. Resetting a client's
+	// counter needs admin.reset and a bearer token (docs/gateway.md).
 	Admin AdminConfig `yaml:"admin"`
 
 	rules.Config `yaml:",inline"`
@@ -219,40 +220,70 @@ func (c *Config) serverTLS() tlsconfig.Server   { return c.TLS.Resolve(c.dir) }
 func (c *Config) upstreamTLS() tlsconfig.Client { return c.UpstreamTLS.Resolve(c.dir) }
 
 // problems lists what is wrong with the gateway's fields, then with the
-// rules, each by the path of its field.
+// rules, each by the path of its field. It also reads the admin token.
 func (c *Config) problems() []*rules.Error {
 	var errs []*rules.Error
 	fail := func(field string, format string, args ...any) {
 		errs = append(errs, &rules.Error{Field: field, Err: fmt.Errorf(format, args...)})
 	}
-	if c.Upstream != "" && c.Upstream != "builtin:demo" {
-		u, err := url.Parse(c.Upstream)
-		switch {
-		case !strings.Contains(c.Upstream, "://"):
-			fail("upstream", "has no scheme: add http:// (upstream: %s) or https://", redactedURL("http://"+c.Upstream))
-		case err != nil:
-			// url.Error quotes the whole URL, a password in it too.
-			var ue *url.Error
-			if errors.As(err, &ue) {
-				err = ue.Err
-			}
-			fail("upstream", "not a URL: %v", err)
-		case u.Scheme != "http" && u.Scheme != "https":
-			fail("upstream", "%q: use http://host:port, https://host:port or builtin:demo", u.Redacted())
-		case u.Host == "":
-			fail("upstream", "%q has no host", u.Redacted())
+	c.upstreamProblems(fail)
+	c.choiceProblems(fail)
+	c.addressProblems(fail)
+	c.boundProblems(fail)
+	if err := c.Store.Resolve(c.dir).Validate(); err != nil {
+		fail("store", "%v", err)
+	}
+	c.tlsProblems(fail)
+	c.adminToken = c.loadAdminToken(fail)
+	return append(errs, c.Config.Problems()...)
+}
+
+// failFunc reports a problem with the field at its path.
+type failFunc = func(field string, format string, args ...any)
+
+// upstreamProblems checks that upstream is an http:// or https:// URL with
+// a host, or the demo.
+func (c *Config) upstreamProblems(fail failFunc) {
+	if c.Upstream == "" || c.Upstream == "builtin:demo" {
+		return
+	}
+	u, err := url.Parse(c.Upstream)
+	switch {
+	case !strings.Contains(c.Upstream, "://"):
+		fail("upstream", "has no scheme: add http:// (upstream: %s) or https://", redactedURL("http://"+c.Upstream))
+	case err != nil:
+		// url.Error quotes the whole URL, a password in it too.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		fail("upstream", "not a URL: %v", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		fail("upstream", "%q: use http://host:port, https://host:port or builtin:demo", u.Redacted())
+	case u.Host == "":
+		fail("upstream", "%q has no host", u.Redacted())
+	}
+}
+
+// choiceProblems checks the fields that take one of a few words.
+func (c *Config) choiceProblems(fail failFunc) {
+	for _, f := range []struct {
+		field, value, use string
+		valid             []string
+	}{
+		{"upstream_transport", c.UpstreamTransport, "direct or standard", []string{"", "direct", "standard"}},
+		{"client_transport", c.ClientTransport, "fast or standard", []string{"", "fast", "standard"}},
+		{"upstream_protocol", c.UpstreamProtocol, "auto, http1 or h2", []string{"", ProtocolAuto, ProtocolHTTP1, ProtocolH2}},
+		{"access_log", c.AccessLog, "off, all or refused", []string{"", AccessLogOff, AccessLogAll, AccessLogRefused}},
+	} {
+		if !slices.Contains(f.valid, f.value) {
+			fail(f.field, "%q: use %s", f.value, f.use)
 		}
 	}
-	switch c.UpstreamTransport {
-	case "", "direct", "standard":
-	default:
-		fail("upstream_transport", "%q: use direct or standard", c.UpstreamTransport)
-	}
-	switch c.ClientTransport {
-	case "", "fast", "standard":
-	default:
-		fail("client_transport", "%q: use fast or standard", c.ClientTransport)
-	}
+}
+
+// addressProblems checks that the listeners' addresses are host:port.
+func (c *Config) addressProblems(fail failFunc) {
 	for _, f := range []struct{ name, addr string }{{"listen", c.Listen}, {"admin_listen", c.AdminListen}} {
 		if f.addr != "" {
 			if _, _, err := net.SplitHostPort(f.addr); err != nil {
@@ -260,6 +291,11 @@ func (c *Config) problems() []*rules.Error {
 			}
 		}
 	}
+}
+
+// boundProblems checks the timeouts and sizes: no negative duration, and
+// no size below -1 (which turns the bound off).
+func (c *Config) boundProblems(fail failFunc) {
 	for _, d := range []struct {
 		field string
 		d     rules.Duration
@@ -284,36 +320,32 @@ func (c *Config) problems() []*rules.Error {
 	if c.Client.MaxConnsPerIP < -1 {
 		fail("client.max_conns_per_ip", "%d: use a count, 0 for the default or -1 for no cap", c.Client.MaxConnsPerIP)
 	}
-	if err := c.Store.Resolve(c.dir).Validate(); err != nil {
-		fail("store", "%v", err)
-	}
+}
+
+// tlsProblems checks the listener's and the upstream's TLS sections.
+func (c *Config) tlsProblems(fail failFunc) {
 	for _, e := range c.serverTLS().Problems() {
 		fail("tls."+e.Field, "%v", e.Err)
 	}
 	if c.TLS.Enabled() && c.H2C {
 		fail("h2c", "is for a clear-text listener: over tls, HTTP/2 is offered by ALPN")
 	}
-	https := strings.HasPrefix(c.Upstream, "https:")
-	if !c.UpstreamTLS.IsZero() {
-		if !https {
-			fail("upstream_tls", "is set but the upstream %q is not https://", c.Upstream)
-		} else {
-			for _, e := range c.upstreamTLS().Problems() {
-				fail("upstream_tls."+e.Field, "%v", e.Err)
-			}
-		}
+	if c.UpstreamTLS.IsZero() {
+		return
 	}
-	switch c.UpstreamProtocol {
-	case "", ProtocolAuto, ProtocolHTTP1, ProtocolH2:
-	default:
-		fail("upstream_protocol", "%q: use auto, http1 or h2", c.UpstreamProtocol)
+	if !strings.HasPrefix(c.Upstream, "https:") {
+		fail("upstream_tls", "is set but the upstream %q is not https://", c.Upstream)
+		return
 	}
-	switch c.AccessLog {
-	case "", AccessLogOff, AccessLogAll, AccessLogRefused:
-	default:
-		fail("access_log", "%q: use off, all or refused", c.AccessLog)
+	for _, e := range c.upstreamTLS().Problems() {
+		fail("upstream_tls."+e.Field, "%v", e.Err)
 	}
-	c.adminToken = ""
+}
+
+// loadAdminToken reads the admin token from admin.token_file or
+// admin.token_env. It fails when the token is given twice, or when a
+// setting that needs it has none. It returns "" when there is no token.
+func (c *Config) loadAdminToken(fail failFunc) string {
 	switch a := c.Admin; {
 	case a.TokenFile != "" && a.TokenEnv != "":
 		fail("admin.token_env", "the token is given twice, by admin.token_file and admin.token_env: keep one")
@@ -329,11 +361,11 @@ func (c *Config) problems() []*rules.Error {
 		if err != nil {
 			fail(field, "%v", err)
 		}
-		c.adminToken = tok
+		return tok
 	case a.Reset:
 		fail("admin.reset", "needs a bearer token: set admin.token_file (or admin.token_env) to where the token is, never the token itself")
 	case a.ProtectReads:
 		fail("admin.protect_reads", "needs a bearer token: set admin.token_file (or admin.token_env)")
 	}
-	return append(errs, c.Config.Problems()...)
+	return ""
 }

@@ -273,62 +273,17 @@ func (g *Gateway) proxyTo(s string, direct bool) (*httputil.ReverseProxy, error)
 	if err != nil {
 		return nil, fmt.Errorf("upstream: %w", err)
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = 1024
-	tr.MaxIdleConnsPerHost = 1024
-	tr.IdleConnTimeout = g.settings.upstreamIdle
-	tr.ResponseHeaderTimeout = g.settings.responseHeader
-	tr.DialContext = (&net.Dialer{Timeout: g.settings.dial, KeepAlive: 30 * time.Second}).DialContext
-	// A proxy passes bodies as they are: no Accept-Encoding of its own, no
-	// transparent decompression.
-	tr.DisableCompression = true
-	cfg := g.cfg.Load()
-	if target.Scheme == "https" && !cfg.UpstreamTLS.IsZero() {
-		if tr.TLSClientConfig, err = cfg.upstreamTLS().Config(tlsconfig.Options{Logger: g.logger}); err != nil {
-			return nil, &rules.Error{File: g.path, Field: "upstream_tls", Err: err}
-		}
+	tr, err := g.httpTransport(target)
+	if err != nil {
+		return nil, err
 	}
-	protocol := cfg.UpstreamProtocol
-	var p http.Protocols
-	switch {
-	case protocol == ProtocolH2 && target.Scheme == "http":
-		p.SetUnencryptedHTTP2(true) // prior knowledge
-	case protocol == ProtocolH2:
-		p.SetHTTP2(true)
-	default: // auto and http1: HTTP/1.1, over the direct transport
-		p.SetHTTP1(true)
-	}
-	tr.Protocols = &p
 	var rt http.RoundTripper = tr
-	if dt := upstream.New(target, tr); dt != nil && direct && p.HTTP1() {
+	if dt := upstream.New(target, tr); dt != nil && direct && tr.Protocols.HTTP1() {
 		rt = dt
 		g.direct, g.target = dt, target
 	}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			// X-Forwarded-For from a trusted proxy is passed on with the
-			// peer appended; from anyone else it is dropped, so the upstream
-			// is not fooled either.
-			set := g.mw.Rules()
-			if set.ClientIP().Trusts(pr.In) {
-				pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
-			} else {
-				for _, h := range clientIPHeaders {
-					delete(pr.Out.Header, h) // X-Real-IP and its kin, as X-Forwarded-For
-				}
-				for _, h := range set.TierHeaders() {
-					delete(pr.Out.Header, h) // a plan the rules did not believe
-				}
-			}
-			pr.SetURL(target)
-			pr.SetXForwarded()
-			if pr.Out.Method == http.MethodHead {
-				// The connection ends with the answer: an upstream that
-				// writes the body it declared anyway cannot answer
-				// another request with it.
-				pr.Out.Close = true
-			}
-		},
+	return &httputil.ReverseProxy{
+		Rewrite:    g.rewriteTo(target),
 		Transport:  rt,
 		BufferPool: newBufferPool(),
 		// A status outside 100-999 ("HTTP/1.1 000 OK", which Go's client
@@ -341,20 +296,84 @@ func (g *Gateway) proxyTo(s string, direct bool) (*httputil.ReverseProxy, error)
 			}
 			return nil
 		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if r.Context().Err() != nil {
-				return // the client left: no one to answer
-			}
-			if bodyStalled(r) {
-				problem.Write(w, http.StatusRequestTimeout, "Request Timeout", "the request body did not arrive in time: "+err.Error())
-				return
-			}
-			g.logger.WarnContext(r.Context(), "upstream unreachable", "upstream", target.Redacted(), "method", r.Method, "path", r.URL.Path, "err", err)
-			problem.BadGateway(w, target.Redacted(), err)
-		},
-		ErrorLog: slog.NewLogLogger(g.logger.Handler(), slog.LevelWarn),
+		ErrorHandler: g.proxyErrorHandler(target),
+		ErrorLog:     slog.NewLogLogger(g.logger.Handler(), slog.LevelWarn),
+	}, nil
+}
+
+// httpTransport is the http.Transport to target: the upstream timeouts,
+// upstream_tls, and the protocols upstream_protocol names.
+func (g *Gateway) httpTransport(target *url.URL) (*http.Transport, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 1024
+	tr.MaxIdleConnsPerHost = 1024
+	tr.IdleConnTimeout = g.settings.upstreamIdle
+	tr.ResponseHeaderTimeout = g.settings.responseHeader
+	tr.DialContext = (&net.Dialer{Timeout: g.settings.dial, KeepAlive: 30 * time.Second}).DialContext
+	// A proxy passes bodies as they are: no Accept-Encoding of its own, no
+	// transparent decompression.
+	tr.DisableCompression = true
+	cfg := g.cfg.Load()
+	if target.Scheme == "https" && !cfg.UpstreamTLS.IsZero() {
+		var err error
+		if tr.TLSClientConfig, err = cfg.upstreamTLS().Config(tlsconfig.Options{Logger: g.logger}); err != nil {
+			return nil, &rules.Error{File: g.path, Field: "upstream_tls", Err: err}
+		}
 	}
-	return rp, nil
+	var p http.Protocols
+	switch {
+	case cfg.UpstreamProtocol == ProtocolH2 && target.Scheme == "http":
+		p.SetUnencryptedHTTP2(true) // prior knowledge
+	case cfg.UpstreamProtocol == ProtocolH2:
+		p.SetHTTP2(true)
+	default: // auto and http1: HTTP/1.1, over the direct transport
+		p.SetHTTP1(true)
+	}
+	tr.Protocols = &p
+	return tr, nil
+}
+
+// rewriteTo is the proxy's Rewrite to target. It passes X-Forwarded-For
+// on, with the peer appended, from a trusted proxy only. From anyone else
+// it drops it, the other client address headers, and the tier headers.
+func (g *Gateway) rewriteTo(target *url.URL) func(*httputil.ProxyRequest) {
+	return func(pr *httputil.ProxyRequest) {
+		set := g.mw.Rules()
+		if set.ClientIP().Trusts(pr.In) {
+			pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
+		} else {
+			for _, h := range clientIPHeaders {
+				delete(pr.Out.Header, h) // X-Real-IP and its kin, as X-Forwarded-For
+			}
+			for _, h := range set.TierHeaders() {
+				delete(pr.Out.Header, h) // a plan the rules did not believe
+			}
+		}
+		pr.SetURL(target)
+		pr.SetXForwarded()
+		if pr.Out.Method == http.MethodHead {
+			// The connection ends with the answer: an upstream that
+			// writes the body it declared anyway cannot answer
+			// another request with it.
+			pr.Out.Close = true
+		}
+	}
+}
+
+// proxyErrorHandler answers a request the proxy could not get an answer
+// to: 408 when its body stalled, else 502; nothing when the client left.
+func (g *Gateway) proxyErrorHandler(target *url.URL) func(http.ResponseWriter, *http.Request, error) {
+	return func(w http.ResponseWriter, r *http.Request, err error) {
+		if r.Context().Err() != nil {
+			return // the client left: no one to answer
+		}
+		if bodyStalled(r) {
+			problem.Write(w, http.StatusRequestTimeout, "Request Timeout", "the request body did not arrive in time: "+err.Error())
+			return
+		}
+		g.logger.WarnContext(r.Context(), "upstream unreachable", "upstream", target.Redacted(), "method", r.Method, "path", r.URL.Path, "err", err)
+		problem.BadGateway(w, target.Redacted(), err)
+	}
 }
 
 // Run serves until ctx is done, then shuts down gracefully: it stops
@@ -367,47 +386,84 @@ func (g *Gateway) Run(ctx context.Context) error {
 		}
 	}
 	cfg := g.cfg.Load()
-	listen := cfg.Listen
-	if listen == "" {
-		listen = DefaultListen
-	}
-	ln, err := server.Listen(listen, "gateway")
+	ln, aln, err := g.listen(cfg)
 	if err != nil {
 		g.proc.Close()
 		return err
 	}
-	a := ln.Addr()
-	g.addr.Set(a)
-	var aln net.Listener
+	g.logger.Info("gateway listening", "addr", g.addr.String(), "tls", cfg.TLS.Enabled(), "h2c", cfg.H2C, "admin", g.adminAddr.String(), "upstream", redactedURL(cfg.Upstream), "store", cfg.Store.String(), "rules", len(g.mw.Rules().Rules))
+	return g.proc.Run(ctx, server.Run{
+		Name:            "gateway",
+		Servers:         g.servers(cfg, ln),
+		Admin:           aln,
+		AdminRoutes:     g.adminHandler(),
+		Watch:           time.Duration(cfg.Watch),
+		Reload:          g.Reload,
+		ShutdownTimeout: time.Duration(cfg.ShutdownTimeout),
+	})
+}
+
+// listen opens the gateway's listener, capped per client address and
+// over TLS when cfg says so, and the admin listener (nil when none). It
+// records their addresses. On an error it closes what it opened.
+func (g *Gateway) listen(cfg *Config) (ln, aln net.Listener, err error) {
+	listen := cmp.Or(cfg.Listen, DefaultListen)
+	if ln, err = server.Listen(listen, "gateway"); err != nil {
+		return nil, nil, err
+	}
+	g.addr.Set(ln.Addr())
 	if cfg.AdminListen != "" {
 		if aln, err = server.Listen(cfg.AdminListen, "admin"); err != nil {
 			ln.Close()
-			g.proc.Close()
-			return err
+			return nil, nil, err
 		}
 		g.adminAddr.Set(aln.Addr())
 	}
 	if n := g.settings.maxConnsPerIP; n > 0 {
 		ln = newCapListener(ln, n, g.mw.Rules, g.metrics.ConnectionsRefused())
 	}
+	if !cfg.TLS.Enabled() {
+		return ln, aln, nil
+	}
+	tc, err := cfg.serverTLS().Config(tlsconfig.Options{Logger: g.logger, NextProtos: []string{"h2", "http/1.1"}})
+	if err != nil {
+		ln.Close()
+		if aln != nil {
+			aln.Close()
+		}
+		return nil, nil, &rules.Error{File: g.path, Field: "tls", Err: err}
+	}
+	// Connections are counted against max_conns_per_ip before their
+	// handshake, which is the costly part.
+	return tls.NewListener(ln, tc), aln, nil
+}
+
+// servers are what serve ln: the fast path in front of net/http when it
+// can take the config, else net/http alone.
+func (g *Gateway) servers(cfg *Config, ln net.Listener) []server.Server {
+	srv := g.httpServer(cfg)
+	var fast *fastpath.Server
+	if cfg.ClientTransport != "standard" && g.direct != nil && newAccessLog(cfg.AccessLog, nil) == nil {
+		// nil when the upstream URL has what the fast path does not
+		// forward (a query, an escaped path): net/http serves all then.
+		fast = fastpath.New(g.mw, g.direct, g.target, g.settings.fastPath(), g.logger, g.addr.Get())
+	}
+	if fast == nil {
+		return []server.Server{server.HTTP(srv, ln)}
+	}
+	fast.OnPanic, fast.OnHandOff = g.onPanic, g.onHandOff
+	fast.Accepted = g.metrics.ConnectionCounter("fast")
+	// Connections the fast path hands off are served by srv.
+	return []server.Server{fastServer{fast, ln}, server.HTTP(srv, fast.HandOff())}
+}
+
+// httpServer is the net/http server of the gateway's listener: HTTP/1.1,
+// HTTP/2 over TLS, and h2c when cfg turns it on.
+func (g *Gateway) httpServer(cfg *Config) *http.Server {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetHTTP2(true) // over TLS, by ALPN
 	protocols.SetUnencryptedHTTP2(cfg.H2C)
-	if cfg.TLS.Enabled() {
-		tc, err := cfg.serverTLS().Config(tlsconfig.Options{Logger: g.logger, NextProtos: []string{"h2", "http/1.1"}})
-		if err != nil {
-			ln.Close()
-			if aln != nil {
-				aln.Close()
-			}
-			g.proc.Close()
-			return &rules.Error{File: g.path, Field: "tls", Err: err}
-		}
-		// Connections are counted against max_conns_per_ip before their
-		// handshake, which is the costly part.
-		ln = tls.NewListener(ln, tc)
-	}
 	srv := &http.Server{
 		Handler:           g.handler,
 		ReadHeaderTimeout: g.settings.readHeader,
@@ -425,31 +481,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 			}
 		}
 	}
-	var servers []server.Server
-	var fast *fastpath.Server
-	if cfg.ClientTransport != "standard" && g.direct != nil && newAccessLog(cfg.AccessLog, nil) == nil {
-		// nil when the upstream URL has what the fast path does not
-		// forward (a query, an escaped path): net/http serves all then.
-		fast = fastpath.New(g.mw, g.direct, g.target, g.settings.fastPath(), g.logger, a)
-	}
-	if fast != nil {
-		fast.OnPanic, fast.OnHandOff = g.onPanic, g.onHandOff
-		fast.Accepted = g.metrics.ConnectionCounter("fast")
-		// Connections the fast path hands off are served by srv.
-		servers = []server.Server{fastServer{fast, ln}, server.HTTP(srv, fast.HandOff())}
-	} else {
-		servers = []server.Server{server.HTTP(srv, ln)}
-	}
-	g.logger.Info("gateway listening", "addr", a.String(), "tls", cfg.TLS.Enabled(), "h2c", cfg.H2C, "admin", g.adminAddr.String(), "upstream", redactedURL(cfg.Upstream), "store", cfg.Store.String(), "rules", len(g.mw.Rules().Rules))
-	return g.proc.Run(ctx, server.Run{
-		Name:            "gateway",
-		Servers:         servers,
-		Admin:           aln,
-		AdminRoutes:     g.adminHandler(),
-		Watch:           time.Duration(cfg.Watch),
-		Reload:          g.Reload,
-		ShutdownTimeout: time.Duration(cfg.ShutdownTimeout),
-	})
+	return srv
 }
 
 // withTLSState keeps the TLS state of a connection that is not a

@@ -29,7 +29,7 @@ func (g *Gateway) streamGRPC(next http.Handler, w http.ResponseWriter, r *http.R
 
 // grpcBody is the body of a gRPC call streaming to the upstream. A read
 // that waits for the first whole message, or for the rest of a message
-// begun, must complete within timeout, as any body's read must: a client
+// begun, must complete within timeout, as any body's read must. A client
 // never pauses inside a message of its own accord. A read at a boundary
 // between later messages may wait until nothing has flowed either way for
 // idle (a bidirectional stream rests there). Deadlines are lifted between

@@ -21,39 +21,41 @@ import (
 
 // The request view: what the rules see of a request is what the upstream
 // acts on, on every client path. The fast path (internal/fastpath) serves
-// only requests whose view it builds the same way, with the same rule for
-// a path (fastpath.NormalizeTarget) and a Host (h1.ValidHost); it hands
-// every other one to net/http, where view below builds it before the
-// middleware decides.
+// only requests whose view it builds the same way. It shares the rule for
+// a path (fastpath.NormalizeTarget) and for a Host (h1.ValidHost). It
+// hands every other request to net/http, where view below builds it
+// before the middleware decides.
 //
-//   - The path is normalized (rules.NormalizePath) and the normalized path
-//     is what the upstream receives; an ambiguous one is refused with 400.
-//   - Methods, hosts and path forms are compared by the rules themselves
-//     (rules/path.go), the same for any server that hands them a request.
-//   - A header the rules read may appear once: which of two would the
-//     upstream believe? (400.) The forwarding header, which proxies append
-//     to, is the exception: ClientIP reads it whole. Nor may a value the
-//     rules read begin or end with white space, which HTTP/2 carries and
-//     an HTTP/1.1 upstream trims (400).
-//   - The method is a token and the target has no space (400): HTTP/2
-//     can carry either, and the upstream's request line cannot.
-//   - CONNECT and an HTTP/2 preface that net/http does not serve (no h2c)
-//     are refused: the gateway is no tunnel. HTTP/2 requests (over TLS,
-//     or h2c) take this same view: :authority is the Host, and a Host
-//     header naming another is refused.
-//   - Hop-by-hop headers are removed before any rule reads them, as
-//     httputil.ReverseProxy removes them (dropHopByHop): those Connection
-//     names, Keep-Alive, TE (but trailers), Proxy-* and their kin. A
-//     header a client names in Connection never reaches the upstream, so
-//     no rule may count it.
-//   - An Upgrade to anything but WebSocket (h2c above all, inside which no
-//     request would be counted) is dropped, and the request served as it
-//     is without it.
-//   - A request with Transfer-Encoding closes its connection after the
-//     answer: net/http drops a Content-Length sent beside it, and RFC 9112
-//     requires closing a connection whose request had both.
-//   - Headers that name the client's address (X-Real-IP and its kin) reach
-//     the upstream only from a trusted proxy, as X-Forwarded-For does.
+// Paths: the path is normalized (rules.NormalizePath), and the normalized
+// path is what the upstream receives. An ambiguous one is refused with
+// 400. Methods, hosts and path forms are compared by the rules themselves
+// (rules/path.go), the same for any server that hands them a request.
+//
+// Headers the rules read: each may appear once (400), for which of two
+// would the upstream believe? The forwarding header, which proxies append
+// to, is the exception: ClientIP reads it whole. A value may not begin or
+// end with white space (400). HTTP/2 carries it, and an HTTP/1.1 upstream
+// trims it.
+//
+// The request line: the method is a token and the target has no space
+// (400). HTTP/2 can carry either, and the upstream's request line cannot.
+// CONNECT and an HTTP/2 preface that net/http does not serve (no h2c) are
+// refused: the gateway is no tunnel. HTTP/2 requests (over TLS, or h2c)
+// take this same view. Their :authority is the Host, and a Host header
+// naming another is refused.
+//
+// Hop by hop: these headers are removed before any rule reads them, as
+// httputil.ReverseProxy removes them (dropHopByHop). They are the headers
+// Connection names, Keep-Alive, TE (but trailers), Proxy-* and their kin.
+// A header a client names in Connection never reaches the upstream, so no
+// rule may count it. An Upgrade to anything but WebSocket is dropped, and
+// the request served without it. Inside h2c above all, no request would
+// be counted. A request with Transfer-Encoding closes its connection after
+// the answer. net/http drops a Content-Length sent beside it, and RFC 9112
+// requires closing a connection whose request had both.
+//
+// Client addresses: headers that name one (X-Real-IP and its kin) reach
+// the upstream only from a trusted proxy, as X-Forwarded-For does.
 
 // settings are the gateway's bounds on clients and the upstream, with
 // their defaults filled in.
@@ -161,88 +163,122 @@ func (g *Gateway) ruleHeaders() []string {
 // to next, or refuses it.
 func (g *Gateway) view(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case !h1.IsToken(r.Method):
-			// HTTP/2's :method may be any string. "GET " puts two
-			// spaces in the upstream's request line, which nginx
-			// reads as a GET that no rule on GET counted.
-			problem.Write(w, http.StatusBadRequest, "Bad Request", "the method is not a token")
+		if !checkHead(w, r) {
 			return
-		case r.Method == http.MethodConnect:
-			w.Header().Set("Connection", "close")
-			problem.Write(w, http.StatusMethodNotAllowed, "Method Not Allowed", "the gateway does not tunnel: CONNECT is not forwarded")
-			return
-		case r.Method == "PRI" || r.ProtoMajor > 2:
-			// "PRI * HTTP/2.0", the HTTP/2 preface, which net/http hands
-			// on when it does not serve h2c itself.
-			w.Header().Set("Connection", "close")
-			problem.Write(w, http.StatusHTTPVersionNotSupported, "HTTP Version Not Supported", "this listener speaks HTTP/2 only over TLS, or with h2c: true")
-			return
-		}
-		if !h1.ValidHost(r.Host) {
-			problem.Write(w, http.StatusBadRequest, "Bad Request", "the Host is not a host name or address with an optional port")
-			return
-		}
-		if r.ProtoMajor == 2 {
-			// :authority is the Host; a Host header beside it that names
-			// another would be believed by some upstream (RFC 9113 8.3.1).
-			if hs := r.Header["Host"]; len(hs) > 1 || len(hs) == 1 && !strings.EqualFold(hs[0], r.Host) {
-				problem.Write(w, http.StatusBadRequest, "Bad Request", "the Host header differs from :authority")
-				return
-			}
 		}
 		if r.TLS == nil {
 			if st, ok := r.Context().Value(tlsStateKey{}).(*tls.ConnectionState); ok {
 				r.TLS = st
 			}
 		}
-		for k := range r.Header {
-			if strings.IndexByte(k, '_') >= 0 {
-				// Dropped, as nginx drops it: CGI-style servers read
-				// X_User_ID as X-User-ID, which the rules never saw.
-				delete(r.Header, k)
-			}
-		}
-		if strings.IndexByte(r.RequestURI, ' ') >= 0 {
-			// Only HTTP/2's :path can hold a space; the query goes
-			// upstream as it came, and a space would split its
-			// request line.
-			problem.Write(w, http.StatusBadRequest, "Bad Request", "the request target has a space")
+		dropUnderscored(r.Header)
+		if !g.normalizeTarget(w, r) {
 			return
-		}
-		path, raw, err := fastpath.NormalizeTarget(r.URL.EscapedPath(), g.settings.allowEncodedSlash)
-		if err != nil {
-			problem.Write(w, http.StatusBadRequest, "Bad Request", "the request target is refused: "+err.Error())
-			return
-		}
-		if path != r.URL.Path || raw != r.URL.EscapedPath() {
-			u := *r.URL
-			u.Path, u.RawPath = path, raw
-			r.URL = &u
 		}
 		if up := r.Header["Upgrade"]; len(up) > 0 && !isWebSocket(up) {
 			r.Header.Del("Upgrade")
 		}
 		r.Header.Del("Http2-Settings")
 		dropHopByHop(r.Header)
-		for _, name := range g.ruleHeaders() {
-			switch vs := r.Header[name]; {
-			case len(vs) > 1:
-				problem.Write(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("the %s header appears more than once, and rate limits read it", name))
-				return
-			case len(vs) == 1 && strings.Trim(vs[0], " \t") != vs[0]:
-				// Only HTTP/2 keeps it (RFC 9113, 8.2.1, calls it
-				// malformed): the rules would count "alice " apart from
-				// the "alice" an HTTP/1.1 upstream reads.
-				problem.Write(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("the %s header's value begins or ends with white space, and rate limits read it", name))
-				return
-			}
+		if !g.checkRuleHeaders(w, r) {
+			return
 		}
 		if len(r.TransferEncoding) > 0 {
 			w.Header().Set("Connection", "close")
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// checkHead refuses a method that is no token, CONNECT, the HTTP/2
+// preface, and a Host that is not one or that differs from :authority.
+// It reports whether r may go on.
+func checkHead(w http.ResponseWriter, r *http.Request) bool {
+	switch {
+	case !h1.IsToken(r.Method):
+		// HTTP/2's :method may be any string. "GET " puts two
+		// spaces in the upstream's request line, which nginx
+		// reads as a GET that no rule on GET counted.
+		problem.Write(w, http.StatusBadRequest, "Bad Request", "the method is not a token")
+		return false
+	case r.Method == http.MethodConnect:
+		w.Header().Set("Connection", "close")
+		problem.Write(w, http.StatusMethodNotAllowed, "Method Not Allowed", "the gateway does not tunnel: CONNECT is not forwarded")
+		return false
+	case r.Method == "PRI" || r.ProtoMajor > 2:
+		// "PRI * HTTP/2.0", the HTTP/2 preface, which net/http hands
+		// on when it does not serve h2c itself.
+		w.Header().Set("Connection", "close")
+		problem.Write(w, http.StatusHTTPVersionNotSupported, "HTTP Version Not Supported", "this listener speaks HTTP/2 only over TLS, or with h2c: true")
+		return false
+	case !h1.ValidHost(r.Host):
+		problem.Write(w, http.StatusBadRequest, "Bad Request", "the Host is not a host name or address with an optional port")
+		return false
+	}
+	if r.ProtoMajor == 2 {
+		// :authority is the Host; a Host header beside it that names
+		// another would be believed by some upstream (RFC 9113 8.3.1).
+		if hs := r.Header["Host"]; len(hs) > 1 || len(hs) == 1 && !strings.EqualFold(hs[0], r.Host) {
+			problem.Write(w, http.StatusBadRequest, "Bad Request", "the Host header differs from :authority")
+			return false
+		}
+	}
+	return true
+}
+
+// dropUnderscored removes the headers whose name has an underscore, as
+// nginx does: CGI-style servers read X_User_ID as X-User-ID, which the
+// rules never saw.
+func dropUnderscored(h http.Header) {
+	for k := range h {
+		if strings.IndexByte(k, '_') >= 0 {
+			delete(h, k)
+		}
+	}
+}
+
+// normalizeTarget puts the normalized path in r.URL, which is what the
+// rules read and the upstream receives. It refuses a target with a space
+// or an ambiguous path, and reports whether r may go on.
+func (g *Gateway) normalizeTarget(w http.ResponseWriter, r *http.Request) bool {
+	if strings.IndexByte(r.RequestURI, ' ') >= 0 {
+		// Only HTTP/2's :path can hold a space; the query goes
+		// upstream as it came, and a space would split its
+		// request line.
+		problem.Write(w, http.StatusBadRequest, "Bad Request", "the request target has a space")
+		return false
+	}
+	path, raw, err := fastpath.NormalizeTarget(r.URL.EscapedPath(), g.settings.allowEncodedSlash)
+	if err != nil {
+		problem.Write(w, http.StatusBadRequest, "Bad Request", "the request target is refused: "+err.Error())
+		return false
+	}
+	if path != r.URL.Path || raw != r.URL.EscapedPath() {
+		u := *r.URL
+		u.Path, u.RawPath = path, raw
+		r.URL = &u
+	}
+	return true
+}
+
+// checkRuleHeaders refuses a request that gives a header the rules read
+// twice, or with white space around its value, and reports whether r may
+// go on.
+func (g *Gateway) checkRuleHeaders(w http.ResponseWriter, r *http.Request) bool {
+	for _, name := range g.ruleHeaders() {
+		switch vs := r.Header[name]; {
+		case len(vs) > 1:
+			problem.Write(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("the %s header appears more than once, and rate limits read it", name))
+			return false
+		case len(vs) == 1 && strings.Trim(vs[0], " \t") != vs[0]:
+			// Only HTTP/2 keeps it (RFC 9113, 8.2.1, calls it
+			// malformed): the rules would count "alice " apart from
+			// the "alice" an HTTP/1.1 upstream reads.
+			problem.Write(w, http.StatusBadRequest, "Bad Request", fmt.Sprintf("the %s header's value begins or ends with white space, and rate limits read it", name))
+			return false
+		}
+	}
+	return true
 }
 
 // buffer reads the body of an admitted request (bufferBody) before next
@@ -292,10 +328,10 @@ func (g *Gateway) buffer(next http.Handler) http.Handler {
 // stops reading fails the write after timeout, and the proxy then gives
 // the upstream connection up.
 //
-// Over HTTP/2 a stream's write deadline resets the stream when it passes,
-// written to or not, so it is lifted after each write: a stream that
-// pauses between writes (events, a gRPC stream) lives on, as it does on an
-// HTTP/1.1 connection, whose deadline only fails a write.
+// Over HTTP/2 the write deadline is lifted after each write. A stream's
+// deadline resets the stream when it passes, written to or not. Lifted, a
+// stream that pauses between writes (events, a gRPC stream) lives on. So
+// does an HTTP/1.1 connection, whose deadline only fails a write.
 type timedWriter struct {
 	http.ResponseWriter
 	rc      *http.ResponseController
@@ -332,11 +368,11 @@ var hopHeaders = []string{
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
-// dropHopByHop leaves in h the headers the upstream receives: it removes
-// what httputil.ReverseProxy removes (the headers Connection names, and
-// hopHeaders) and keeps what it writes again (TE: trailers, and the
-// Connection and Upgrade of a protocol upgrade). ReverseProxy then finds
-// nothing more to remove.
+// dropHopByHop leaves in h the headers the upstream receives. It removes
+// what httputil.ReverseProxy removes: the headers Connection names, and
+// hopHeaders. It keeps what ReverseProxy writes again: TE: trailers, and
+// the Connection and Upgrade of a protocol upgrade. ReverseProxy then
+// finds nothing more to remove.
 func dropHopByHop(h http.Header) {
 	upgrade := ""
 	if hasToken(h["Connection"], "upgrade") {
@@ -368,25 +404,12 @@ func dropHopByHop(h http.Header) {
 func hasToken(values []string, token string) bool {
 	for _, v := range values {
 		for t := range strings.SplitSeq(v, ",") {
-			if t = strings.Trim(t, " \t"); len(t) == len(token) && equalFoldASCII(t, token) {
+			if t = strings.Trim(t, " \t"); h1.EqualFoldASCII(t, token) {
 				return true
 			}
 		}
 	}
 	return false
-}
-
-func equalFoldASCII(s, lower string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != lower[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func isWebSocket(upgrade []string) bool {

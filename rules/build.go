@@ -42,8 +42,8 @@ func (c *Config) build() (*Set, []*Error) {
 		rl := buildRule(at, i, rc, s.clientIP, fail)
 		modes.claim(at+".store_mode", rl.Limit, rl, fail)
 		for _, a := range rl.Alts {
-			if rl.Mode == Queue && a.Limit.Algorithm != ratekeeper.LeakyBucket {
-				fail(a.field+".algorithm", "queue mode needs the leaky_bucket algorithm (the FIFO queue), not %q", a.Limit.Algorithm)
+			if rl.Mode == Queue {
+				checkQueueAlgorithm(a.field+".algorithm", a.Limit.Algorithm, fail)
 			}
 			modes.claim(a.field, a.Limit, rl, fail)
 		}
@@ -154,13 +154,21 @@ func parseMode(at string, rc RuleConfig, conc bool, fail func(string, string, ..
 	case "shadow":
 		return Shadow
 	case "queue":
-		if a := ratekeeper.Algorithm(rc.Limit.Algorithm); a != ratekeeper.LeakyBucket && !conc {
-			fail(at+".mode", "queue mode needs the leaky_bucket algorithm (the FIFO queue), not %q", a)
+		if !conc {
+			checkQueueAlgorithm(at+".mode", ratekeeper.Algorithm(rc.Limit.Algorithm), fail)
 		}
 		return Queue
 	}
 	fail(at+".mode", "%q is not enforce, shadow or queue", rc.Mode)
 	return Enforce
+}
+
+// checkQueueAlgorithm fails at field unless a is the leaky bucket, the
+// only algorithm that queues (FIFO).
+func checkQueueAlgorithm(field string, a ratekeeper.Algorithm, fail func(string, string, ...any)) {
+	if a != ratekeeper.LeakyBucket {
+		fail(field, "queue mode needs the leaky_bucket algorithm (the FIFO queue), not %q", a)
+	}
 }
 
 // parseMissing reads a rule's on_missing_key.
@@ -298,11 +306,11 @@ type keyErr struct {
 type appendKey func(dst []byte, v view, ip netip.Addr) ([]byte, bool)
 
 // compileKey turns key parts into an appendKey. Parts are joined with '|'
-// after each is bounded (appendPart): a part that would contain '|' is
-// hashed, so no two different requests produce one key, and so is one with
-// a brace, so that the store alone places keys on Redis Cluster. The path in a key is the form the
-// rule matches (loose unless strict), and HEAD counts as GET, so that a
-// client cannot spread one resource over many keys.
+// after each is bounded (appendPart). A part that would contain '|' is
+// hashed, so no two different requests produce one key. So is one with a
+// brace, so that the store alone places keys on Redis Cluster. The path in
+// a key is the form the rule matches (loose unless strict). HEAD counts as
+// GET. So a client cannot spread one resource over many keys.
 func compileKey(parts []string, missing Missing, ci ClientIP, strict bool) (appendKey, []keyErr) {
 	var errs []keyErr
 	var fs []appendKey
@@ -393,20 +401,20 @@ var clientAddressHeaders = [...]string{"X-Real-Ip", "True-Client-Ip", "X-Client-
 func ClientAddressHeaders() []string { return clientAddressHeaders[:] }
 
 // checkRuleHeader refuses a header that rules cannot see as the upstream
-// does: a hop-by-hop header, which the gateway consumes (and net/http
-// takes out of the request), and the forwarding headers, which any client
-// can write (key: [ip] with client_ip.trusted_proxies reads them from the
-// proxies that are trusted).
+// does. A hop-by-hop or framing header is consumed by the gateway (and
+// net/http takes it out of the request). Any client can write the
+// forwarding headers and the client address headers: key: [ip] with
+// client_ip.trusted_proxies reads them from trusted proxies. The gateway
+// writes X-Forwarded-Host and X-Forwarded-Proto itself, and drops a name
+// with an underscore.
 func checkRuleHeader(name string) error {
 	switch name {
 	case "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Proxy-Authenticate", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Http2-Settings", "Content-Length":
 		return fmt.Errorf("%s is a hop-by-hop or framing header: the gateway consumes it, so a rule cannot see it as the upstream does", name)
-	case "X-Forwarded-For", "Forwarded":
-		return fmt.Errorf("%s is written by any client and dropped unless a trusted proxy sent it: use key: [ip] with client_ip.trusted_proxies, which believes it only from your proxies", name)
 	case "X-Forwarded-Host", "X-Forwarded-Proto":
 		return fmt.Errorf("%s is written by the gateway for the upstream: the client's is dropped", name)
 	}
-	if slices.Contains(clientAddressHeaders[:], name) {
+	if name == "X-Forwarded-For" || name == "Forwarded" || slices.Contains(clientAddressHeaders[:], name) {
 		return fmt.Errorf("%s is written by any client and dropped unless a trusted proxy sent it: use key: [ip] with client_ip.trusted_proxies, which believes it only from your proxies", name)
 	}
 	if strings.Contains(name, "_") {
@@ -559,12 +567,8 @@ func compileHosts(m MatchConfig) (conds []func(view) bool, errs []matchErr) {
 // conditions.
 func compileHeaders(m MatchConfig) (conds []func(view) bool, errs []matchErr) {
 	for name, want := range m.Headers {
-		if !validHeaderName(name) || name == "" {
-			errs = append(errs, matchErr{"headers." + name, fmt.Errorf("%q is not a header name", name)})
-			continue
-		}
-		name := http.CanonicalHeaderKey(name)
-		if err := checkRuleHeader(name); err != nil {
+		name, err := matchHeaderName(name)
+		if err != nil {
 			errs = append(errs, matchErr{"headers." + name, err})
 			continue
 		}
@@ -584,12 +588,8 @@ func compileHeaders(m MatchConfig) (conds []func(view) bool, errs []matchErr) {
 	}
 	for _, name := range m.AbsentHeaders {
 		field := "absent_headers." + name
-		if !validHeaderName(name) || name == "" {
-			errs = append(errs, matchErr{field, fmt.Errorf("%q is not a header name", name)})
-			continue
-		}
-		name := http.CanonicalHeaderKey(name)
-		if err := checkRuleHeader(name); err != nil {
+		name, err := matchHeaderName(name)
+		if err != nil {
 			errs = append(errs, matchErr{field, err})
 			continue
 		}
@@ -604,6 +604,16 @@ func compileHeaders(m MatchConfig) (conds []func(view) bool, errs []matchErr) {
 		conds = append(conds, func(v view) bool { return v.r.Header.Get(name) == "" })
 	}
 	return conds, errs
+}
+
+// matchHeaderName is the canonical form of a header name a match names,
+// or an error when the name is not one or rules may not read it.
+func matchHeaderName(name string) (string, error) {
+	if !validHeaderName(name) || name == "" {
+		return name, fmt.Errorf("%q is not a header name", name)
+	}
+	name = http.CanonicalHeaderKey(name)
+	return name, checkRuleHeader(name)
 }
 
 // hasHeaderFold reports whether m names the header canonical in any case.

@@ -34,18 +34,24 @@ func (c ClientIP) TrustsAddr(a netip.Addr) bool { return c.trusted(a.Unmap()) }
 // address that stands for one client.
 func (c ClientIP) Prefix(a netip.Addr) netip.Addr {
 	a = a.Unmap().WithZone("")
+	if p, ok := c.mask(a); ok {
+		return p.Addr()
+	}
+	return a
+}
+
+// mask returns a's prefix of ipv4_prefix or ipv6_prefix bits. It reports
+// false when those bits cover the whole address, or a cannot be masked.
+func (c ClientIP) mask(a netip.Addr) (netip.Prefix, bool) {
 	bits := c.IPv6Prefix
 	if a.Is4() {
 		bits = c.IPv4Prefix
 	}
 	if bits <= 0 || bits >= a.BitLen() {
-		return a
+		return netip.Prefix{}, false
 	}
 	p, err := a.Prefix(bits)
-	if err != nil {
-		return a
-	}
-	return p.Addr()
+	return p, err == nil
 }
 
 // trusted reports whether a is one of the trusted proxies.
@@ -101,18 +107,10 @@ func (c ClientIP) AppendKey(dst []byte, a netip.Addr) []byte {
 	if !a.IsValid() {
 		return append(dst, "unknown"...)
 	}
-	bits := c.IPv6Prefix
-	if a.Is4() {
-		bits = c.IPv4Prefix
+	if p, ok := c.mask(a); ok {
+		return p.AppendTo(dst)
 	}
-	if bits <= 0 || bits >= a.BitLen() {
-		return a.AppendTo(dst)
-	}
-	p, err := a.Prefix(bits)
-	if err != nil {
-		return a.AppendTo(dst)
-	}
-	return p.AppendTo(dst)
+	return a.AppendTo(dst)
 }
 
 // parseHostPort reads a RemoteAddr ("ip:port", or a bare ip).

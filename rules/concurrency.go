@@ -24,9 +24,9 @@ type ConcurrencyConfig struct {
 const concurrencyRetryAfter = time.Second
 
 // buildConcurrency fills rl from rc's concurrency block, reporting through
-// fail what is wrong: a concurrency rule has no limit block, no store_mode
-// and no mode but enforce (it holds no queue, and a shadow slot would be a
-// slot taken from the requests it does not limit).
+// fail what is wrong. A concurrency rule has no limit block, no store_mode
+// and no mode but enforce. It holds no queue, and a shadow slot would be a
+// slot taken from the requests it does not limit.
 func buildConcurrency(at string, rc RuleConfig, rl *Rule, fail func(field, format string, args ...any)) {
 	cc := *rc.Concurrency
 	if rc.Limit != (LimitConfig{}) {

@@ -67,9 +67,9 @@ type RuleConfig struct {
 	// all; also what an empty list means). Parts combine.
 	Key List `yaml:"key"`
 	// OnMissingKey says what happens when a header the key needs is
-	// missing or empty: "ip" (default: the client IP stands in its place),
-	// "skip" (the rule does not apply) or "shared" (all such requests share
-	// one counter).
+	// missing or empty. With "ip" (default) the client IP stands in its
+	// place. With "skip" the rule does not apply. With "shared" all such
+	// requests share one counter.
 	OnMissingKey string `yaml:"on_missing_key"`
 	// Limit is the limit applied to each key.
 	Limit LimitConfig `yaml:"limit"`

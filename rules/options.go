@@ -75,10 +75,11 @@ func (c *Cost) Request(h http.Header) (int, error) {
 	return int(n), nil
 }
 
-// FromResponse is the cost a response with header h says it had: the
-// value of Response when it is one whole number in 0..Max, a larger one
-// as Max; else (missing, repeated, not a number, negative) Default, and ok
-// is false when the header was there but unreadable.
+// FromResponse is the cost a response with header h says it had. It is
+// the value of Response when that is one whole number in 0..Max, and Max
+// for a larger one. It is Default when the header is missing, repeated,
+// not a number or negative. ok is false when the header was there but
+// unreadable.
 func (c *Cost) FromResponse(h http.Header) (n int, ok bool) {
 	vs := h[c.Response]
 	if len(vs) == 0 {
@@ -144,9 +145,9 @@ func (m *Match) Limit() ratekeeper.Limit {
 }
 
 // pickAlt returns 1 + the index in rl.Alts of the limit for the request
-// whose key (rl.prefix and parts) is key, or 0 for the rule's own: the
-// key's override, else the tier named by the tier header when the TCP
-// peer is a trusted proxy.
+// whose key (rl.prefix and parts) is key, or 0 for the rule's own. That
+// limit is the key's override, else the tier the tier header names when
+// the TCP peer is a trusted proxy.
 func (rl *Rule) pickAlt(key []byte, v view) int {
 	if rl.overrides != nil {
 		if i, ok := rl.overrides[string(key[len(rl.prefix):])]; ok {
@@ -434,10 +435,10 @@ func splitDetail(s string) ([]string, error) {
 }
 
 // refusalStatuses are the codes a refusal may have: the client errors and
-// server errors that say "not now" or "not this", without the framing,
-// authentication or method semantics of the others (401 wants
-// WWW-Authenticate, 405 Allow, 407, 408, 411, 413, 416, 417, 426 and 431
-// describe the request's form).
+// server errors that say "not now" or "not this". The others carry
+// framing, authentication or method semantics. 401 wants
+// WWW-Authenticate and 405 Allow. 407, 408, 411, 413, 416, 417, 426 and
+// 431 describe the request's form.
 var refusalStatuses = []int{400, 402, 403, 404, 409, 410, 418, 420, 422, 423, 425, 429, 500, 502, 503, 504, 507, 509, 529}
 
 // buildRefusal compiles a rule's refused answer.

@@ -8,19 +8,22 @@ import (
 )
 
 // What rules see of a request's path, method and host. A rule must count
-// every request the API behind it acts on as its resource, so it matches a
-// canonical form of each, the same whatever form the client chose:
+// every request the API behind it acts on as its resource. So it matches a
+// canonical form of each, the same whatever form the client chose.
 //
-//   - the path with slashes merged and dot segments resolved (NormalizePath
-//     is what the gateway forwards, so the upstream acts on the very path
-//     the rules saw);
-//   - unless a rule asks for strict_path, the path as common frameworks
-//     route it: ;params dropped from every segment (servlet containers), a
-//     trailing slash dropped (Express, Rails, Django's APPEND_SLASH), and
-//     letters in lower case (Express, ASP.NET);
-//   - the method in upper case, and HEAD where GET is named (Flask, Go's
-//     ServeMux, Express and Django run the GET handler for HEAD);
-//   - the host in lower case, without a port or a trailing dot.
+// The path has slashes merged and dot segments resolved. NormalizePath is
+// what the gateway forwards, so the upstream acts on the very path the
+// rules saw.
+//
+// Unless a rule asks for strict_path, the path is also taken as common
+// frameworks route it. ;params are dropped from every segment (servlet
+// containers). A trailing slash is dropped (Express, Rails, Django's
+// APPEND_SLASH). Letters are in lower case (Express, ASP.NET).
+//
+// The method is in upper case, and HEAD counts where GET is named. Flask,
+// Go's ServeMux, Express and Django run the GET handler for HEAD.
+//
+// The host is in lower case, without a port or a trailing dot.
 
 // Errors NormalizePath reports: the target is ambiguous, read one way by
 // the rules and another by some upstream, so the gateway refuses it (400).
@@ -34,17 +37,17 @@ var (
 	ErrAmbiguous    = errors.New("the path decodes to empty or dot segments")
 )
 
-// NormalizePath returns the canonical form of an escaped request path:
-// percent-escapes of unreserved characters decoded and the others in upper
-// case, runs of slashes merged into one, and dot segments (. and .., also
-// escaped) resolved; a trailing slash stays. It returns p itself when p is
-// canonical already.
+// NormalizePath returns the canonical form of an escaped request path.
+// Percent-escapes of unreserved characters are decoded, and the others put
+// in upper case. Runs of slashes are merged into one. Dot segments (. and
+// .., also escaped) are resolved. A trailing slash stays. It returns p
+// itself when p is canonical already.
 //
-// It refuses what upstreams read in different ways: an encoded slash or
-// backslash (unless allowEncodedSlash, for APIs with identifiers that hold
-// one: they stay encoded, and the path they decode to must then be
-// canonical too), a bad escape, NUL or a control character, a dot segment
-// with ;params, and a .. above the root.
+// It refuses what upstreams read in different ways: a bad escape, NUL or a
+// control character, a dot segment with ;params, and a .. above the root.
+// It refuses an encoded slash or backslash too, unless allowEncodedSlash
+// (for APIs with identifiers that hold one). Those then stay encoded, and
+// the path they decode to must be canonical too.
 func NormalizePath(p string, allowEncodedSlash bool) (string, error) {
 	if p == "" || p[0] != '/' {
 		return "", ErrNotOrigin
@@ -196,7 +199,7 @@ func plainDecoded(p string) bool {
 
 // loosePath is the path as common frameworks route it: ;params dropped
 // from every segment, a trailing slash dropped, ASCII letters in lower
-// case. p is a cleaned path; the result is p itself when nothing changes.
+// case. p is a cleaned path. The result is p itself when nothing changes.
 func loosePath(p string) string {
 	plain := true
 	for i := 0; i < len(p); i++ {

@@ -185,9 +185,9 @@ func (rl *Rule) appendKey(dst []byte, v view, ip netip.Addr) ([]byte, bool) {
 const maxPart = 64
 
 // BoundKey returns s if it is at most 64 bytes, free of '|', '{' and '}'
-// and not starting with '#'; else "#" and a hash of it, so that a client
-// cannot grow memory with a huge header, forge another key's parts, nor
-// choose its key's Redis Cluster slot with a hash tag.
+// and not starting with '#'. Else it returns "#" and a hash of s. So a
+// client cannot grow memory with a huge header, forge another key's parts,
+// nor choose its key's Redis Cluster slot with a hash tag.
 func BoundKey(s string) string {
 	return string(appendPart(nil, s))
 }
@@ -208,39 +208,7 @@ func (rl *Rule) Describe() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: ", rl.Name)
 	c := rl.Config
-	var conds []string
-	if len(c.Match.Methods) > 0 {
-		conds = append(conds, strings.Join(upper(c.Match.Methods), "|"))
-	}
-	if c.Match.Path != "" {
-		conds = append(conds, "path = "+c.Match.Path)
-	}
-	if c.Match.PathPrefix != "" {
-		conds = append(conds, "path under "+c.Match.PathPrefix)
-	}
-	if (c.Match.Path != "" || c.Match.PathPrefix != "") && c.Match.StrictPath {
-		conds = append(conds, "strictly")
-	}
-	if len(c.Match.Hosts) > 0 {
-		conds = append(conds, "host in "+strings.Join(c.Match.Hosts, ", "))
-	}
-	for _, h := range slices.Sorted(mapKeys(c.Match.Headers)) {
-		switch v := c.Match.Headers[h]; v {
-		case "*":
-			conds = append(conds, "header "+h+" present")
-		case "":
-			conds = append(conds, "header "+h+" absent")
-		default:
-			conds = append(conds, fmt.Sprintf("header %s = %q", h, v))
-		}
-	}
-	for _, h := range c.Match.AbsentHeaders {
-		conds = append(conds, "header "+h+" absent")
-	}
-	if len(conds) == 0 {
-		conds = append(conds, "every request")
-	}
-	b.WriteString(strings.Join(conds, ", "))
+	b.WriteString(strings.Join(describeMatch(c.Match), ", "))
 	key := "one global key"
 	if len(c.Key) > 0 && !(len(c.Key) == 1 && c.Key[0] == "global") {
 		key = "per " + strings.Join(c.Key, " + ")
@@ -250,26 +218,8 @@ func (rl *Rule) Describe() string {
 	} else {
 		fmt.Fprintf(&b, "; %s; %s", key, describeLimit(rl.Limit))
 	}
-	switch rl.Mode {
-	case Shadow:
-		b.WriteString("; shadow: counted and reported, never refused")
-	case Queue:
-		if rl.MaxDelay > 0 {
-			fmt.Fprintf(&b, "; queue: held FIFO up to %v, refused beyond", rl.MaxDelay)
-		} else {
-			fmt.Fprintf(&b, "; queue: held FIFO up to %d waiting, refused beyond", rl.Limit.Capacity())
-		}
-	default:
-		fmt.Fprintf(&b, "; %d beyond", rl.Refused.Status)
-	}
-	switch c := rl.Cost; {
-	case c.Header != "":
-		fmt.Fprintf(&b, "; a request costs its %s header (1..%d; %d without it)", c.Header, c.Max, c.Default)
-	case c.Response != "":
-		fmt.Fprintf(&b, "; a request needs 1 unit, then costs the upstream's %s response header (0..%d; %d without it)", c.Response, c.Max, c.Default)
-	case c.Fixed != 1:
-		fmt.Fprintf(&b, "; a request costs %d", c.Fixed)
-	}
+	rl.describeRefusal(&b)
+	rl.describeCost(&b)
 	for _, a := range rl.Alts {
 		if a.Tier {
 			fmt.Fprintf(&b, "; tier %q (%s from a trusted proxy): %s", a.Name, rl.tierHeader, describeLimit(a.Limit))
@@ -284,16 +234,85 @@ func (rl *Rule) Describe() string {
 		fmt.Fprintf(&b, "; Retry-After plus up to %v at random", rl.Refused.Jitter)
 	}
 	if hasHeaderKey(c.Key) {
-		switch c.OnMissingKey {
-		case "skip":
-			b.WriteString("; requests without the header are not limited by this rule")
-		case "shared":
-			b.WriteString("; requests without the header share one counter")
-		default:
-			b.WriteString("; requests without the header are keyed by client IP")
-		}
+		b.WriteString(describeMissing(c.OnMissingKey))
 	}
 	return b.String()
+}
+
+// describeMatch lists the conditions of m, or "every request".
+func describeMatch(m MatchConfig) []string {
+	var conds []string
+	if len(m.Methods) > 0 {
+		conds = append(conds, strings.Join(upper(m.Methods), "|"))
+	}
+	if m.Path != "" {
+		conds = append(conds, "path = "+m.Path)
+	}
+	if m.PathPrefix != "" {
+		conds = append(conds, "path under "+m.PathPrefix)
+	}
+	if (m.Path != "" || m.PathPrefix != "") && m.StrictPath {
+		conds = append(conds, "strictly")
+	}
+	if len(m.Hosts) > 0 {
+		conds = append(conds, "host in "+strings.Join(m.Hosts, ", "))
+	}
+	for _, h := range slices.Sorted(mapKeys(m.Headers)) {
+		switch v := m.Headers[h]; v {
+		case "*":
+			conds = append(conds, "header "+h+" present")
+		case "":
+			conds = append(conds, "header "+h+" absent")
+		default:
+			conds = append(conds, fmt.Sprintf("header %s = %q", h, v))
+		}
+	}
+	for _, h := range m.AbsentHeaders {
+		conds = append(conds, "header "+h+" absent")
+	}
+	if len(conds) == 0 {
+		conds = append(conds, "every request")
+	}
+	return conds
+}
+
+// describeRefusal writes what the rule's mode does beyond the limit.
+func (rl *Rule) describeRefusal(b *strings.Builder) {
+	switch rl.Mode {
+	case Shadow:
+		b.WriteString("; shadow: counted and reported, never refused")
+	case Queue:
+		if rl.MaxDelay > 0 {
+			fmt.Fprintf(b, "; queue: held FIFO up to %v, refused beyond", rl.MaxDelay)
+		} else {
+			fmt.Fprintf(b, "; queue: held FIFO up to %d waiting, refused beyond", rl.Limit.Capacity())
+		}
+	default:
+		fmt.Fprintf(b, "; %d beyond", rl.Refused.Status)
+	}
+}
+
+// describeCost writes what a request costs, when it is not 1.
+func (rl *Rule) describeCost(b *strings.Builder) {
+	switch c := rl.Cost; {
+	case c.Header != "":
+		fmt.Fprintf(b, "; a request costs its %s header (1..%d; %d without it)", c.Header, c.Max, c.Default)
+	case c.Response != "":
+		fmt.Fprintf(b, "; a request needs 1 unit, then costs the upstream's %s response header (0..%d; %d without it)", c.Response, c.Max, c.Default)
+	case c.Fixed != 1:
+		fmt.Fprintf(b, "; a request costs %d", c.Fixed)
+	}
+}
+
+// describeMissing says how requests without the key's header are counted.
+func describeMissing(onMissingKey string) string {
+	switch onMissingKey {
+	case "skip":
+		return "; requests without the header are not limited by this rule"
+	case "shared":
+		return "; requests without the header share one counter"
+	}
+	return "; requests without the header are keyed by client IP"
 }
 
 func describeLimit(l ratekeeper.Limit) string {
@@ -427,8 +446,8 @@ func (c *Config) Validate() error {
 }
 
 // Problems lists every problem in c, each an *Error with the path of its
-// field and no file or line: for a decoder of a file that holds a rules
-// file's fields among others (the gateway's).
+// field and no file or line. It is for a decoder of a file that holds a
+// rules file's fields among others (the gateway's).
 func (c *Config) Problems() []*Error {
 	_, errs := c.build()
 	return errs
@@ -578,9 +597,9 @@ func checkName(n string) error {
 }
 
 // HeadersRead returns the canonical names of the request headers that
-// matching and keying read: those the rules name and, when proxies are
-// trusted, the forwarding header. all is true when that is not known (a
-// Set built with NewSet, whose key functions may read anything). A server
+// matching and keying read. They are those the rules name, and the
+// forwarding header when proxies are trusted. all is true when that is not
+// known: a Set built with NewSet, whose key functions may read anything. A server
 // that hands the Set a request carrying only these headers gets the same
 // decisions as with the whole request.
 func (s *Set) HeadersRead() (names []string, all bool) {

@@ -134,10 +134,10 @@ func (s Server) Resolve(dir string) Server {
 }
 
 // Config returns the tls.Config s describes, or the first of its
-// problems. The config follows the files: on a handshake at least
-// o.Interval after the last look, it looks whether any file changed and
-// if so loads them all again; files that fail to load (a renewal half
-// written) are logged and the previous ones kept. Connections already
+// problems. The config follows the files. On a handshake at least
+// o.Interval after the last look, it looks whether any file changed, and
+// if so loads them all again. Files that fail to load (a renewal half
+// written) are logged, and the previous ones kept. Connections already
 // open are not touched.
 func (s Server) Config(o Options) (*tls.Config, error) {
 	if !s.Enabled() {

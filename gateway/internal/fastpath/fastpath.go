@@ -39,23 +39,25 @@ type Settings struct {
 }
 
 // Server is the gateway's fast path (client_transport: fast). It reads
-// client connections itself and serves the plain requests that make most
-// of an API's traffic (HTTP/1.1, origin-form target, a Host, no body or a
-// small one with Content-Length) straight to the upstream over the direct
-// transport's connections, with the same decisions, headers, answers and
-// forwarded request that the middleware and httputil.ReverseProxy give,
-// and the same request view (the gateway's view.go). Anything else
-// (HTTP/1.0, upgrades, chunked or large bodies, Expect, a queue rule, a
-// head that is not plain, a target or header the view refuses) hands the
-// connection, unread, to the net/http server that serves HandOff: its
-// bytes are read again there, from the start of that request. A connection
-// handed off stays with net/http.
+// client connections itself. It serves the plain requests that make most
+// of an API's traffic straight to the upstream, over the direct
+// transport's connections. Plain is HTTP/1.1, an origin-form target, a
+// Host, and no body or a small one with Content-Length. The decisions,
+// headers, answers and forwarded request are those the middleware and
+// httputil.ReverseProxy give. The request view is the same (the gateway's
+// view.go).
 //
-// What it saves per request is net/http's per-request machinery: the
-// header maps, the request and response objects, the background read that
-// watches for a client that leaves (the fast path starts one only for an
-// upstream slower than watchAfter), ReverseProxy's copies of both headers.
-// It does not speak HTTP/2.
+// Anything else hands the connection, unread, to the net/http server that
+// serves HandOff. That is HTTP/1.0, upgrades, chunked or large bodies,
+// Expect, a queue rule, a head that is not plain, or a target or header
+// the view refuses. Its bytes are read again there, from the start of that
+// request. A connection handed off stays with net/http.
+//
+// What it saves per request is net/http's per-request machinery. That is
+// the header maps, the request and response objects, and ReverseProxy's
+// copies of both headers. It is also the background read that watches for
+// a client that leaves: the fast path starts one only for an upstream
+// slower than watchAfter. It does not speak HTTP/2.
 //
 // Create a Server with New and set its exported fields before Serve.
 type Server struct {
@@ -84,9 +86,9 @@ type Server struct {
 	inFlight sync.WaitGroup
 }
 
-// New returns the fast path to target over up, deciding with mw, or nil
-// when the target cannot take it (a query in the upstream URL, which
-// net/http merges). addr is the address it serves, which HandOff's
+// New returns the fast path to target over up, deciding with mw. It
+// returns nil when the target cannot take it: a query in the upstream URL,
+// which net/http merges. addr is the address it serves, which HandOff's
 // listener reports.
 func New(mw *httplimit.Middleware, up *upstream.Transport, target *url.URL, s Settings, logger *slog.Logger, addr net.Addr) *Server {
 	if up == nil || target.RawQuery != "" || target.RawPath != "" {
@@ -218,11 +220,12 @@ const watchAfter = 50 * time.Millisecond
 // watchClient starts the watch over a request sent upstream. Most answers
 // come within watchAfter and cost nothing more. Past it, a goroutine
 // bounds the wait for the answer's head by response_header (a read
-// deadline on the upstream connection) and waits for the client's
+// deadline on the upstream connection). It also waits for the client's
 // connection to say something, as net/http's server does with a read in
-// the background: end of file or an error means the client left, and the
-// upstream request is cancelled (its connection closed), so that it holds
-// no upstream connection for nobody. Bytes mean the client is still there.
+// the background. End of file or an error means the client left. The
+// upstream request is then cancelled (its connection closed), so that it
+// holds no upstream connection for nobody. Bytes mean the client is still
+// there.
 func (c *conn) watchClient() {
 	c.gone.Store(false)
 	c.fired.Store(false)
@@ -639,13 +642,38 @@ func hasAnyName(line []byte, lower []string) bool {
 	return false
 }
 
-// writeUpstream writes the request as httputil.ReverseProxy would send it:
-// the target joined to the upstream's path, the upstream's Host, the
-// client's end-to-end headers, and X-Forwarded-For (the peer, after what a
-// trusted proxy said), X-Forwarded-Host and X-Forwarded-Proto.
+// writeUpstream writes the request as httputil.ReverseProxy would send it.
+// That is the target joined to the upstream's path, the upstream's Host,
+// and the client's end-to-end headers. Then come X-Forwarded-For (the
+// peer, after what a trusted proxy said), X-Forwarded-Host and
+// X-Forwarded-Proto.
 func (c *conn) writeUpstream(u *upstream.Conn, buf []byte) error {
 	h := &c.head
 	w := u.W
+	c.writeRequestLine(w)
+	if h.Method == http.MethodHead {
+		// The connection ends with the answer: an upstream that writes
+		// the body it declared anyway cannot answer another request.
+		w.WriteString("Connection: close\r\n")
+	}
+	c.writeClientHeaders(w, buf)
+	c.writeForwarded(w, buf)
+	// Content-Length as net/http writes it: in decimal, and for an empty
+	// body too with the methods that usually have one.
+	if h.ContentLength > 0 || h.Method == http.MethodPost || h.Method == http.MethodPut || h.Method == http.MethodPatch {
+		w.WriteString("Content-Length: ")
+		w.WriteString(strconv.Itoa(h.ContentLength))
+		w.WriteString("\r\n")
+	}
+	w.WriteString("\r\n")
+	w.Write(buf[h.N : h.N+h.ContentLength])
+	return w.Flush()
+}
+
+// writeRequestLine writes the request line, with the path the rules saw,
+// and the upstream's Host.
+func (c *conn) writeRequestLine(w *bufio.Writer) {
+	h := &c.head
 	w.WriteString(h.Method)
 	w.WriteByte(' ')
 	w.WriteString(c.f.prefix)
@@ -658,20 +686,21 @@ func (c *conn) writeUpstream(u *upstream.Conn, buf []byte) error {
 	w.WriteString(" HTTP/1.1\r\nHost: ")
 	w.WriteString(c.f.host)
 	w.WriteString("\r\n")
-	if h.Method == http.MethodHead {
-		// The connection ends with the answer: an upstream that writes
-		// the body it declared anyway cannot answer another request.
-		w.WriteString("Connection: close\r\n")
-	}
+}
+
+// writeClientHeaders writes the client's end-to-end header lines as
+// net/http would pass them on. It leaves out Content-Length, which
+// writeUpstream writes itself. It writes the first User-Agent only, and
+// none when empty. It drops a tier header from a client the rules do not
+// trust.
+func (c *conn) writeClientHeaders(w *bufio.Writer, buf []byte) {
 	agent := false
-	// A tier header from a client the rules do not trust is not passed
-	// on, as net/http's path drops it: the upstream would believe the
-	// plan the rules did not.
+	// The upstream would believe a plan the rules did not.
 	var drop []string
 	if set := c.f.mw.Rules(); len(set.TierHeaders()) > 0 && !set.ClientIP().Trusts(&c.req) {
 		drop = c.f.lowerTiers(set)
 	}
-	for _, s := range h.Lines {
+	for _, s := range c.head.Lines {
 		line := buf[s.Start:s.End]
 		if drop != nil && hasAnyName(line, drop) {
 			continue
@@ -679,12 +708,10 @@ func (c *conn) writeUpstream(u *upstream.Conn, buf []byte) error {
 		switch line[0] | 0x20 {
 		case 'c':
 			if h1.HasName(line, "content-length") {
-				continue // written below, as net/http writes it
+				continue
 			}
 		case 'u':
 			if h1.HasName(line, "user-agent") {
-				// net/http sends the first User-Agent alone, and none
-				// when it is empty.
 				first := !agent
 				agent = true
 				if !first || len(bytesTrimSpace(line[len("user-agent:"):])) == 0 {
@@ -694,6 +721,13 @@ func (c *conn) writeUpstream(u *upstream.Conn, buf []byte) error {
 		}
 		w.Write(line)
 	}
+}
+
+// writeForwarded writes the forwarding headers: the client address
+// headers and X-Forwarded-For from a trusted proxy only, the peer after
+// them, then X-Forwarded-Host and X-Forwarded-Proto.
+func (c *conn) writeForwarded(w *bufio.Writer, buf []byte) {
+	h := &c.head
 	trusted := (len(h.XFF) > 0 || len(h.IPLines) > 0) && c.f.mw.Rules().ClientIP().Trusts(&c.req)
 	if trusted {
 		for _, s := range h.IPLines {
@@ -715,16 +749,6 @@ func (c *conn) writeUpstream(u *upstream.Conn, buf []byte) error {
 	} else {
 		w.WriteString("\r\nX-Forwarded-Proto: http\r\n")
 	}
-	// Content-Length as net/http writes it: in decimal, and for an empty
-	// body too with the methods that usually have one.
-	if h.ContentLength > 0 || h.Method == http.MethodPost || h.Method == http.MethodPut || h.Method == http.MethodPatch {
-		w.WriteString("Content-Length: ")
-		w.WriteString(strconv.Itoa(h.ContentLength))
-		w.WriteString("\r\n")
-	}
-	w.WriteString("\r\n")
-	w.Write(buf[h.N : h.N+h.ContentLength])
-	return w.Flush()
 }
 
 // readHead reads the upstream's response head into c.resp, passing 1xx
@@ -753,12 +777,12 @@ func (c *conn) readHead(u *upstream.Conn) error {
 	}
 }
 
-// responseHead builds the head the client gets for the upstream head b:
-// HTTP/1.1 and net/http's status text, the upstream's end-to-end headers,
-// the rate limit headers, Date if the upstream gave none, and the framing
-// of the body the client will get: Content-Length clen (-1: none), or
-// chunked (a body the upstream ends by closing too, as net/http's server
-// sends it).
+// responseHead builds the head the client gets for the upstream head b.
+// It holds HTTP/1.1 and net/http's status text, the upstream's end-to-end
+// headers, the rate limit headers, and Date if the upstream gave none.
+// Last comes the framing of the body the client will get: Content-Length
+// clen (none when -1), or chunked. A body the upstream ends by closing is
+// sent chunked too, as net/http's server sends it.
 func (c *conn) responseHead(b []byte, clen int64, closing bool) []byte {
 	r := &c.resp
 	out := h1.AppendStatus(c.out[:0], r.Code)
@@ -802,8 +826,8 @@ func (c *conn) responseHead(b []byte, clen int64, closing bool) []byte {
 }
 
 // relay sends the response whose head c.resp holds to the client, then its
-// body, and gives u back to the pool when it can serve again. keep reports
-// whether the client connection stays open; an error means the response
+// body. It gives u back to the pool when it can serve again. keep reports
+// whether the client connection stays open. An error means the response
 // was cut short and both connections must close.
 func (c *conn) relay(u *upstream.Conn) (keep bool, err error) {
 	r := &c.resp

@@ -5,11 +5,12 @@ import (
 	"math"
 )
 
-// ChunkSize reads a chunk-size line as net/http's client does: it ends
-// with CRLF and has no other CR (a bare LF there is refused: RFC 9112
-// errata 7633), trailing white space is trimmed, any extension (from ';')
-// ignored, and one to sixteen hex digits remain, which it returns for the
-// line passed on (without the extension, as ReverseProxy passes it).
+// ChunkSize reads a chunk-size line as net/http's client does. The line
+// ends with CRLF and has no other CR; a bare LF there is refused (RFC 9112
+// errata 7633). Trailing white space is trimmed and any extension (from
+// ';') ignored. One to sixteen hex digits must remain. It returns their
+// value, and the line to pass on: the digits without the extension, as
+// ReverseProxy passes it.
 func ChunkSize(line []byte) (int64, []byte, error) {
 	if len(line) < 2 || bytes.IndexByte(line, '\r') != len(line)-2 || line[len(line)-1] != '\n' {
 		return 0, nil, ErrBadChunk

@@ -9,16 +9,16 @@ import (
 )
 
 // The request side is deliberately narrow. ParseRequest accepts a head only
-// when every byte of it is in a form that net/http reads the same way, and
-// says "hand off" for anything else: other versions, absolute or odd
-// targets, bare LF, folded or invalid lines, Transfer-Encoding, Upgrade,
-// Expect, TE, Trailer, a Connection header naming anything but close or
-// keep-alive, repeated or odd Host and Content-Length. Handing off is always
-// safe: net/http then reads the very same bytes. So the two readers can
-// never disagree on where a request ends (request smuggling needs exactly
-// that), and FuzzParseRequest checks that every head the fast path takes,
-// net/http takes too, with the same method, target, host, length and
-// header values.
+// when every byte of it is in a form that net/http reads the same way. It
+// says "hand off" for anything else. That is other versions, absolute or
+// odd targets, bare LF, folded or invalid lines, Transfer-Encoding,
+// Upgrade, Expect, TE, and Trailer. So is a Connection header naming
+// anything but close or keep-alive, and a repeated or odd Host or
+// Content-Length. Handing off is always safe: net/http then reads the very
+// same bytes. So the two readers can never disagree on where a request
+// ends, which request smuggling needs. FuzzParseRequest checks that every
+// head the fast path takes, net/http takes too. It checks they read the
+// same method, target, host, length and header values.
 
 // ParseResult is what ParseRequest made of the bytes it was given.
 type ParseResult int
@@ -99,11 +99,17 @@ func alnumAnd(extra string) (t [256]bool) {
 // HasName reports whether the header line is the field named lower (in
 // lower case), in any case.
 func HasName(line []byte, lower string) bool {
-	return len(line) > len(lower) && line[len(lower)] == ':' && equalFoldASCII(line[:len(lower)], lower)
+	return len(line) > len(lower) && line[len(lower)] == ':' && EqualFoldASCII(line[:len(lower)], lower)
 }
 
-func equalFoldASCII(b []byte, lower string) bool {
-	for i, c := range b {
+// EqualFoldASCII reports whether s is lower (in lower case) in any ASCII
+// case. Other bytes compare as they are: "trailerſ" is no "trailers".
+func EqualFoldASCII[T string | []byte](s T, lower string) bool {
+	if len(s) != len(lower) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
 		}
@@ -142,8 +148,8 @@ func lowerName(buf *[24]byte, name []byte) ([]byte, bool) {
 
 // isClientIPHeader reports whether the lower-case name is one of the
 // headers that name the client's address (rules.ClientAddressHeaders),
-// which ParseRequest sets apart: a switch, where a loop would cost every
-// header line; TestClientIPHeadersAgree holds the two to one list.
+// which ParseRequest sets apart. It is a switch, where a loop would cost
+// every header line. TestClientIPHeadersAgree holds the two to one list.
 func isClientIPHeader(lower string) bool {
 	switch lower {
 	case "x-real-ip", "true-client-ip", "x-client-ip", "client-ip", "x-cluster-client-ip", "cf-connecting-ip", "fastly-client-ip":

@@ -14,8 +14,8 @@ import (
 // response either. It keeps what it needs, so a check allocates nothing.
 //
 // Over TLS the socket holds records, and crypto/tls may have read some of
-// them from the socket already: a read of the TLS connection that must
-// return at once (readTLS) takes what it holds first, then the socket is
+// them from the socket already. So a read of the TLS connection that must
+// return at once (readTLS) takes what it holds first. Then the socket is
 // peeked as for clear text.
 type peeker struct {
 	tls   *tls.Conn

@@ -23,11 +23,11 @@ import (
 )
 
 // Transport sends HTTP/1.1 requests to one upstream on the calling
-// goroutine: it writes the request and reads the response headers itself,
-// over a pool of keep-alive connections, where http.Transport hands each
+// goroutine. It writes the request and reads the response headers itself,
+// over a pool of keep-alive connections. http.Transport instead hands each
 // request to a writer goroutine and takes the response from a reader
-// goroutine (two goroutine switches each way, a measurable part of the
-// proxy's CPU on a small machine). It uses net/http's own Request.Write and
+// goroutine. Those two goroutine switches each way are a measurable part
+// of the proxy's CPU on a small machine. It uses net/http's own Request.Write and
 // ReadResponse, so what goes on the wire is what http.Transport would send.
 //
 // An https:// upstream is spoken to over TLS (ALPN http/1.1), with the
@@ -35,12 +35,13 @@ import (
 //
 // Everything else goes to the fallback transport unchanged: another
 // scheme or host, protocol upgrades (WebSocket), "Expect: 100-continue",
-// bodies of unknown length or over 32 KiB, and every request when the
-// fallback would send it through a proxy.
+// and bodies of unknown length or over 32 KiB. So does every request when
+// the fallback would send it through a proxy.
 //
 // A connection goes back to the pool when its response body has been read
-// to the end; a body closed before its end, a "Connection: close", an error,
-// or bytes the upstream sent beyond the response discard it. Requests are
+// to the end. It is discarded after a body closed before its end, a
+// "Connection: close", an error, or bytes the upstream sent beyond the
+// response. Requests are
 // retried once, on a new connection, only when nothing of a response came
 // back on a pooled connection (the upstream closed it while idle) and the
 // request is idempotent and has no body. Every pooled connection is checked
@@ -144,8 +145,8 @@ func (t *Transport) serves(req *http.Request) bool {
 		}
 	}
 	// The direct path writes the whole body before it reads the answer. An
-	// upstream that answers early (413, 401) and neither reads the rest nor
-	// closes would leave a large body's write blocked, so bodies that may
+	// upstream may answer early (413, 401) and neither read the rest nor
+	// close, which leaves a large body's write blocked. So bodies that may
 	// not fit in the sockets' buffers go to http.Transport, which reads the
 	// answer while it writes.
 	if req.ContentLength < 0 || req.ContentLength > maxBody {
@@ -223,9 +224,9 @@ func (t *Transport) CloseIdleConnections() {
 
 // Get returns a pooled connection (if pooled is true and one is there) or
 // a new one. A pooled connection is first checked with a non-blocking peek
-// at the socket: one the upstream closed, or wrote to while no request was
-// outstanding (a stray response, a late body, a 408 before closing), is
-// closed, never read as the next request's answer.
+// at the socket. One the upstream closed is closed. So is one it wrote to
+// while no request was outstanding (a stray response, a late body, a 408
+// before closing): that is never read as the next request's answer.
 func (t *Transport) Get(ctx context.Context, pooled bool) (*Conn, error) {
 	if pooled {
 		now := time.Now()
@@ -333,10 +334,10 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// BoundHead starts a request on c: the response heads that come back, 1xx
-// included, are bounded by the transport's header bound (which a reused
-// connection's buffered bytes do not count against), and Stale counts
-// from here.
+// BoundHead starts a request on c, and Stale counts from here. The
+// response heads that come back, 1xx included, are bounded by the
+// transport's header bound. A reused connection's buffered bytes do not
+// count against it.
 func (c *Conn) BoundHead() {
 	c.got = 0
 	c.limit = c.t.maxHeader
@@ -364,10 +365,10 @@ func (c *Conn) Cancel() {
 // Close closes the connection: it is never pooled again.
 func (c *Conn) Close() error { return c.nc.Close() }
 
-// Release ends c's use for a request: c goes back to the pool when
-// reusable (its response ended where its framing said, and the upstream
-// keeps it open) and nothing else stands in the way (bytes the upstream
-// sent beyond the response, a buffer PeekHead grew); else it is closed.
+// Release ends c's use for a request. c goes back to the pool when
+// reusable: its response ended where its framing said, and the upstream
+// keeps it open. Else it is closed, and so it is when the upstream sent
+// bytes beyond the response, or PeekHead grew its buffer.
 func (c *Conn) Release(reusable bool) {
 	if reusable && !c.grown && c.R.Buffered() == 0 {
 		c.t.put(c)

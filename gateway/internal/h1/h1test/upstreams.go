@@ -31,8 +31,8 @@ func NewUpstream(t testing.TB, h http.Handler) *Upstream {
 }
 
 // RawServer accepts connections on a loopback port and hands each to serve
-// on its own goroutine, with a reader over it; it returns the server's
-// URL, and stops (waiting for serve to return) when the test ends.
+// on its own goroutine, with a reader over it. It returns the server's
+// URL. It stops when the test ends, and waits for serve to return.
 func RawServer(t testing.TB, serve func(c net.Conn, br *bufio.Reader)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

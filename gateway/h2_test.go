@@ -27,13 +27,13 @@ import (
 	"github.com/ratekeeper/ratekeeper/gateway/internal/h1/h1test"
 )
 
-// The adversarial suite over HTTP/2 (issue #16): the path, method and
-// Host forms of safety_test.go sent over h2c and over TLS, mixed with
-// HTTP/1.1 from the same client; then HTTP/2's own ways of saying a
-// request, written frame by frame, against an upstream that reads what it
-// is sent as leniently as nginx; then a fuzzer writing header blocks. In
-// every one, no request may reach a limited resource more often than its
-// limit allows, and the upstream must be sent only what the rules saw.
+// The request view over HTTP/2. The path, method and Host forms of
+// view_test.go are sent over h2c and over TLS, mixed with HTTP/1.1 from
+// the same client. Then come HTTP/2's own ways of saying a request,
+// written frame by frame, against an upstream that reads what it is sent
+// as leniently as nginx. Then a fuzzer writes header blocks. In every one,
+// no request may reach a limited resource more often than its limit
+// allows, and the upstream must be sent only what the rules saw.
 
 // h2Edges are the two ways to speak HTTP/2 to the gateway.
 var h2Edges = []string{"h2c", "tls"}
@@ -110,7 +110,7 @@ func (g *h2Gateway) h2Sender(t testing.TB) sendFunc {
 	}
 }
 
-// Findings 2, 3 and 4 over HTTP/2: every form of a limited path and
+// Over HTTP/2 too, every form of a limited path and
 // method (HEAD as GET, any letter case) counts against the limit it counts
 // against over HTTP/1.1, over h2c and over TLS, on every transport; and
 // one client's requests count together whichever protocol each took.
@@ -130,7 +130,7 @@ func TestH2RulesCountEveryFormOfAPath(t *testing.T) {
 	}
 }
 
-// Finding 5 over HTTP/2: a rule on the Host counts :authority, a Host
+// Over HTTP/2 too, a rule on the Host counts :authority, a Host
 // header without it, and every form of either, together with the same
 // client's HTTP/1.1 requests.
 func TestH2HostRulesCount(t *testing.T) {
@@ -1051,5 +1051,58 @@ func (c *h2conn) handle(f http2.Frame) {
 		if n := len(f.Data()); n > 0 {
 			c.write(c.fr.WriteWindowUpdate(0, uint32(n)))
 		}
+	}
+}
+
+// With h2c: true a clear-text listener serves HTTP/2 with prior knowledge
+// beside HTTP/1.1; without it, the preface is refused.
+func TestH2C(t *testing.T) {
+	up := newRecUpstream(t, echoProto)
+	for _, transport := range []string{"fast", "standard"} {
+		t.Run(transport, func(t *testing.T) {
+			g := runGateway(t, transport, up.URL, "h2c: true\n"+perMinute3)
+			base := "http://" + g.Addr().String()
+			resp, body := fetch(t, h2cClient(), base+"/limited")
+			if resp.StatusCode != 200 || resp.Proto != "HTTP/2.0" || body != "HTTP/1.1 http /limited" {
+				t.Fatalf("h2c: %d over %s, upstream saw %q", resp.StatusCode, resp.Proto, body)
+			}
+			resp, _ = fetch(t, http.DefaultClient, base+"/limited")
+			if resp.StatusCode != 200 || resp.Proto != "HTTP/1.1" || resp.Header.Get("X-RateLimit-Remaining") != "1" {
+				t.Fatalf("HTTP/1.1 beside h2c: %d over %s, remaining %q", resp.StatusCode, resp.Proto, resp.Header.Get("X-RateLimit-Remaining"))
+			}
+			// The Upgrade form is not served: the request is answered
+			// over HTTP/1.1, and counted.
+			resp, _ = rawExchange(t, g.Addr().String(), "GET /limited HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n")
+			if resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Remaining") != "0" {
+				t.Errorf("Upgrade: h2c: %d, remaining %q", resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"))
+			}
+			off := runGateway(t, transport, up.URL, perMinute3)
+			if _, err := h2cClient().Get("http://" + off.Addr().String() + "/limited"); err == nil {
+				t.Error("h2c was served without h2c: true")
+			}
+			resp, _ = rawExchange(t, off.Addr().String(), "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+			if resp.StatusCode != http.StatusHTTPVersionNotSupported {
+				t.Errorf("the preface without h2c: %d", resp.StatusCode)
+			}
+		})
+	}
+}
+
+// An HTTP/2 body that ends before its content-length is a 400, on a
+// client that is still there to read it; it was taken for a client that
+// left: an empty 200, and the whole connection closed.
+func TestH2ShortBody(t *testing.T) {
+	up := newRecUpstream(t, echoProto)
+	g := runGateway(t, "standard", up.URL, "h2c: true\nrules: []\n")
+	c := dialH2C(t, g.Addr().String())
+	a := withBody(h2get("/x", "content-length", "10"), []byte("01234"))(c)
+	if a.status != http.StatusBadRequest || !strings.Contains(a.body.String(), "Content-Length") {
+		t.Errorf("status %d, body %q; want 400 naming the Content-Length", a.status, a.body.String())
+	}
+	if got := up.take(); len(got) != 0 {
+		t.Errorf("the upstream was sent %d requests", len(got))
+	}
+	if a2 := c.get(h2get("/y")...); a2.status != 200 {
+		t.Errorf("the next request on the connection: %d (lost %v)", a2.status, a2.lost)
 	}
 }
