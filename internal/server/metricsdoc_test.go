@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratekeeper/ratekeeper/internal/metrics"
+	"github.com/ratekeeper/ratekeeper/internal/server/metrics"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
 )
 
