@@ -23,7 +23,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/server/metrics"
-	"github.com/ratekeeper/ratekeeper/internal/watch"
+	"github.com/ratekeeper/ratekeeper/internal/server/watch"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
 )
 
