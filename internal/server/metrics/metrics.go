@@ -9,7 +9,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/failsafe"
-	"github.com/ratekeeper/ratekeeper/internal/buildinfo"
+	"github.com/ratekeeper/ratekeeper/internal/server/buildinfo"
 	"github.com/ratekeeper/ratekeeper/promlimit"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
