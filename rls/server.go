@@ -19,8 +19,8 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/ratekeeper/ratekeeper"
-	"github.com/ratekeeper/ratekeeper/internal/adminauth"
 	"github.com/ratekeeper/ratekeeper/internal/server"
+	"github.com/ratekeeper/ratekeeper/internal/server/adminauth"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
 	"github.com/ratekeeper/ratekeeper/tlsconfig"
 )
