@@ -15,7 +15,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/gateway/internal/fastpath"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/problem"
-	"github.com/ratekeeper/ratekeeper/internal/adminauth"
+	"github.com/ratekeeper/ratekeeper/internal/server/adminauth"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
 

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ratekeeper/ratekeeper/internal/adminauth"
+	"github.com/ratekeeper/ratekeeper/internal/server/adminauth"
 	"github.com/ratekeeper/ratekeeper/internal/yamlconf"
 	"github.com/ratekeeper/ratekeeper/rules"
 	"github.com/ratekeeper/ratekeeper/storeconfig"

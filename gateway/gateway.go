@@ -24,8 +24,9 @@ import (
 	"github.com/ratekeeper/ratekeeper/gateway/internal/problem"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/upstream"
 	"github.com/ratekeeper/ratekeeper/httplimit"
-	"github.com/ratekeeper/ratekeeper/internal/metrics"
 	"github.com/ratekeeper/ratekeeper/internal/server"
+	"github.com/ratekeeper/ratekeeper/internal/server/metrics"
+	"github.com/ratekeeper/ratekeeper/internal/server/serverstore"
 	"github.com/ratekeeper/ratekeeper/rules"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
 	"github.com/ratekeeper/ratekeeper/tlsconfig"
@@ -107,11 +108,11 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 	}
 	g := &Gateway{path: path, proc: proc, logger: proc.Logger, metrics: proc.Metrics, file: file, settings: settingsOf(cfg)}
 	g.cfg.Store(cfg)
-	store, err := proc.OpenStore(ctx, cfg.Store)
+	store, err := proc.OpenStore(ctx, serverstore.Opener(cfg.Store))
 	if err != nil {
 		return nil, err
 	}
-	if err := proc.SetLimitModes(set.StoreModes()); err != nil {
+	if err := storeconfig.SetLimitModes(proc.Store(), set.StoreModes()); err != nil {
 		proc.Close()
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/failsafe"
-	"github.com/ratekeeper/ratekeeper/internal/metrics"
+	"github.com/ratekeeper/ratekeeper/internal/server/metrics"
 )
 
 // twoRulesYAML puts each POST /v1/posts under two rules: 2 per second per

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ratekeeper/ratekeeper/failsafe"
-	"github.com/ratekeeper/ratekeeper/internal/metrics"
+	"github.com/ratekeeper/ratekeeper/internal/server/metrics"
 )
 
 // fallbackYAML has a limit of 2 per minute on k, and none at all on z

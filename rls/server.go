@@ -19,8 +19,9 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/ratekeeper/ratekeeper"
-	"github.com/ratekeeper/ratekeeper/internal/adminauth"
 	"github.com/ratekeeper/ratekeeper/internal/server"
+	"github.com/ratekeeper/ratekeeper/internal/server/adminauth"
+	"github.com/ratekeeper/ratekeeper/internal/server/serverstore"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
 	"github.com/ratekeeper/ratekeeper/tlsconfig"
 )
@@ -124,7 +125,7 @@ func NewServer(ctx context.Context, path string, o ServerOptions) (*Server, erro
 	if s.httpTLS, err = listenerTLS("http", o.HTTPTLS, proc.Logger, "h2", "http/1.1"); err != nil {
 		return nil, err
 	}
-	store, err := proc.OpenStore(ctx, o.Store)
+	store, err := proc.OpenStore(ctx, serverstore.Opener(o.Store))
 	if err != nil {
 		return nil, err
 	}

@@ -20,8 +20,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratekeeper/ratekeeper"
-	"github.com/ratekeeper/ratekeeper/internal/metrics"
 	"github.com/ratekeeper/ratekeeper/internal/ratefields"
+	"github.com/ratekeeper/ratekeeper/internal/server/metrics"
 	"github.com/ratekeeper/ratekeeper/promlimit"
 )
 

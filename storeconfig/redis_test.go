@@ -11,18 +11,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/failsafe"
-	"github.com/ratekeeper/ratekeeper/internal/metrics"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/redisstore"
 )
 
 // TestOpenRedis opens a real redis-server through the config, decides on
-// it, and reads the failsafe counters through the metrics collector.
+// it, and reads the failsafe counters once Redis is gone.
 func TestOpenRedis(t *testing.T) {
 	in := redistest.Start(t)
 	s, closer, err := Open(context.Background(), Config{URL: in.URL(), Timeout: 200 * time.Millisecond, OnError: "deny"}, nil)
@@ -41,16 +39,10 @@ func TestOpenRedis(t *testing.T) {
 	if !ok {
 		t.Fatal("a Redis store is not failsafe-wrapped")
 	}
-	reg := prometheus.NewRegistry()
-	m := metrics.New(reg)
-	m.CollectStoreFallback(s)
-	// With Redis gone, on_error: deny refuses, and the collector counts it.
+	// With Redis gone, on_error: deny refuses, and the counters show it.
 	in.Kill()
 	if d, err := s.Take(context.Background(), ratekeeper.Request{Key: "storeconfig-other", Limit: lim, N: 1}); err != nil || d.Allowed {
 		t.Fatalf("with Redis down and on_error deny: %+v %v", d, err)
-	}
-	if n, err := testutil.GatherAndCount(reg, "ratekeeper_store_fallback_decisions_total"); err != nil || n != 3 {
-		t.Fatalf("fallback series %d %v", n, err)
 	}
 	if st := fs.Stats(); st.FallbackDenied < 1 || st.Errors < 1 {
 		t.Fatalf("stats %+v", st)
@@ -100,7 +92,7 @@ func TestOpenRedisDown(t *testing.T) {
 }
 
 // A store opened in exact mode decides a limit given lease mode locally,
-// the others in Redis, and the metrics count both.
+// the others in Redis, and the store's counters show it.
 func TestSetLimitModes(t *testing.T) {
 	in := redistest.Start(t)
 	s, closer, err := Open(context.Background(), Config{URL: in.URL(), Timeout: time.Second}, nil)
@@ -121,29 +113,10 @@ func TestSetLimitModes(t *testing.T) {
 		s.Take(ctx, ratekeeper.Request{Key: "all", Limit: global, N: 1})
 		s.Take(ctx, ratekeeper.Request{Key: "client", Limit: perClient, N: 1})
 	}
-	reg := prometheus.NewRegistry()
-	metrics.New(reg).CollectStoreFallback(s)
-	local := testutil.ToFloat64(collectorOf(t, reg, "ratekeeper_store_local_decisions_total"))
+	local := s.(*failsafe.Store).Primary().(*redisstore.Store).SharedStats().LocalDecisions
 	if local < 40 || local > 50 {
 		t.Errorf("%v local decisions, want the global limit's (nearly 50) and none of the per-client one's", local)
 	}
-}
-
-// collectorOf gathers reg and returns the named counter as a collector
-// that testutil can read.
-func collectorOf(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: "x"}, func() float64 { return mf.GetMetric()[0].GetCounter().GetValue() })
-		}
-	}
-	t.Fatalf("no %s", name)
-	return nil
 }
 
 // TestPassword: Redis's password from password_file or from Password (the

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper/internal/adminauth"
+	"github.com/ratekeeper/ratekeeper/internal/server/adminauth"
 )
 
 const limitsUsage = `usage: ratekeeper limits list|show|reset [flags] [RULE]

@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/ratekeeper/ratekeeper/internal/adminauth"
+	"github.com/ratekeeper/ratekeeper/internal/server/adminauth"
 	"github.com/ratekeeper/ratekeeper/rls"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
 	"github.com/ratekeeper/ratekeeper/tlsconfig"

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/ratekeeper/ratekeeper/internal/buildinfo"
+	"github.com/ratekeeper/ratekeeper/internal/server/buildinfo"
 )
 
 // runVersion is `ratekeeper version` (and `ratekeeper --version`): the

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratekeeper/ratekeeper/internal/buildinfo"
+	"github.com/ratekeeper/ratekeeper/internal/server/buildinfo"
 )
 
 // version and --version print the build info's line.

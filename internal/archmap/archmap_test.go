@@ -78,13 +78,22 @@ func load(t *testing.T, root string) []pkg {
 		if err := dec.Decode(&p); err != nil {
 			t.Fatal(err)
 		}
-		name := short(p.ImportPath)
-		if strings.HasPrefix(name, "examples/") || name == "internal/redistest" || name == "internal/tlstest" || name == "gateway/internal/h1/h1test" || name == "internal/archmap" || name == "storetest" {
+		if excluded(short(p.ImportPath)) {
 			continue
 		}
 		pkgs = append(pkgs, p)
 	}
 	return pkgs
+}
+
+// excluded reports whether the package named is left out of the map: the
+// examples, the test helpers and this package.
+func excluded(name string) bool {
+	switch name {
+	case "internal/redistest", "internal/tlstest", "gateway/internal/h1/h1test", "internal/archmap", "storetest":
+		return true
+	}
+	return strings.HasPrefix(name, "examples/")
 }
 
 func short(path string) string {

@@ -1,10 +1,10 @@
-// Package server is the process that ratekeeper's two servers, the gateway
-// (ratekeeper proxy) and the decision service (ratekeeper serve), both are:
-// a store opened from its settings, instrumented and reporting its
-// fallback decisions; an admin listener serving /metrics, /healthz and
-// /readyz; a configuration watched and reloaded, each reload logged and
-// counted; and one graceful shutdown with one default timeout. What each
-// server answers is its own; how it starts, reloads and stops is here.
+// Package server is the process that both of ratekeeper's servers are,
+// the gateway (ratekeeper proxy) and the decision service (ratekeeper
+// serve). It holds a store, opened by the Opener it is given, instrumented
+// and reporting its health. An admin listener serves /metrics, /healthz
+// and /readyz. The configuration is watched and reloaded, each reload
+// logged and counted. One graceful shutdown has one default timeout. What
+// each server answers is its own; how it starts, reloads and stops is here.
 package server
 
 import (
@@ -22,9 +22,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratekeeper/ratekeeper"
-	"github.com/ratekeeper/ratekeeper/internal/metrics"
-	"github.com/ratekeeper/ratekeeper/internal/watch"
-	"github.com/ratekeeper/ratekeeper/storeconfig"
+	"github.com/ratekeeper/ratekeeper/internal/server/metrics"
+	"github.com/ratekeeper/ratekeeper/internal/server/watch"
 )
 
 // Defaults of both servers.
@@ -68,29 +67,36 @@ func New(path string, logger *slog.Logger) *Process {
 	return &Process{Logger: logger, Registry: reg, Metrics: metrics.New(reg), path: path, watcher: watch.New(path)}
 }
 
-// OpenStore opens the store c describes. The store it returns records each
-// call's latency and errors, and the process reports the store's fallback
-// decisions; Run closes it.
-func (p *Process) OpenStore(ctx context.Context, c storeconfig.Config) (ratekeeper.Store, error) {
-	store, closer, err := storeconfig.Open(ctx, c, p.Logger)
+// Opened is a store as an Opener opened it.
+type Opened struct {
+	// Store decides.
+	Store ratekeeper.Store
+	// Closer releases the store; the process closes it once.
+	Closer io.Closer
+	// Health reads the store's health for the metrics.
+	Health metrics.StoreHealth
+}
+
+// An Opener opens a process's store, logging to logger.
+type Opener func(ctx context.Context, logger *slog.Logger) (Opened, error)
+
+// OpenStore opens the process's store with open. The store it returns
+// records each call's latency and errors, and the process reports the
+// store's health; Run closes it.
+func (p *Process) OpenStore(ctx context.Context, open Opener) (ratekeeper.Store, error) {
+	o, err := open(ctx, p.Logger)
 	if err != nil {
 		return nil, err
 	}
-	p.store, p.raw = closer, store
-	p.Metrics.CollectStoreFallback(store)
-	return p.Metrics.InstrumentStore(store), nil
+	p.store, p.raw = o.Closer, o.Store
+	p.Metrics.CollectStore(o.Health)
+	return p.Metrics.InstrumentStore(o.Store), nil
 }
 
 // Store is the store OpenStore opened, as it decides, without the
 // instrumentation: what an admin's peek or reset goes through, so that
 // neither counts as a decision.
 func (p *Process) Store() ratekeeper.Store { return p.raw }
-
-// SetLimitModes gives the limits in modes a store mode of their own (see
-// storeconfig.SetLimitModes).
-func (p *Process) SetLimitModes(modes map[ratekeeper.Limit]string) error {
-	return storeconfig.SetLimitModes(p.raw, modes)
-}
 
 // Close closes the store, for a server that fails before Run; a second
 // Close does nothing.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -13,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper/storeconfig"
+	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
 func newProcess(t *testing.T) (*Process, string) {
@@ -23,7 +24,11 @@ func newProcess(t *testing.T) (*Process, string) {
 		t.Fatal(err)
 	}
 	p := New(path, nil)
-	if _, err := p.OpenStore(context.Background(), storeconfig.Config{}); err != nil {
+	open := func(context.Context, *slog.Logger) (Opened, error) {
+		s := memstore.New()
+		return Opened{Store: s, Closer: s}, nil
+	}
+	if _, err := p.OpenStore(context.Background(), open); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })

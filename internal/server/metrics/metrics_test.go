@@ -15,8 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ratekeeper/ratekeeper"
-	"github.com/ratekeeper/ratekeeper/failsafe"
-	"github.com/ratekeeper/ratekeeper/internal/buildinfo"
+	"github.com/ratekeeper/ratekeeper/internal/server/buildinfo"
 	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
@@ -103,7 +102,7 @@ func TestInstrumentStore(t *testing.T) {
 func TestAdminHandler(t *testing.T) {
 	reg := NewRegistry()
 	m := New(reg)
-	m.CollectFallback(func() FallbackStats { return FallbackStats{Errors: 4, Allowed: 3, Local: 1} })
+	m.CollectStore(StoreHealth{Fallback: func() FallbackStats { return FallbackStats{Errors: 4, Allowed: 3, Local: 1} }})
 	m.Decision("posts", Allowed)
 	ready := errors.New("store unreachable")
 	h := AdminHandler(reg, func() error { return ready })
@@ -138,27 +137,21 @@ func TestAdminHandler(t *testing.T) {
 	}
 }
 
-// hanging is a primary that answers nothing until its context ends.
-type hanging struct{}
-
-func (hanging) Take(ctx context.Context, _ ratekeeper.Request) (ratekeeper.Decision, error) {
-	<-ctx.Done()
-	return ratekeeper.Decision{}, ctx.Err()
-}
-func (hanging) Refund(context.Context, ratekeeper.Request, ratekeeper.Decision) error { return nil }
-
-// TestBreakerMetrics: a failsafe store's breaker is on /metrics: its state
-// as a gauge per state, its openings, short-circuits, timeouts and probes.
-func TestBreakerMetrics(t *testing.T) {
+// TestStoreHealthMetrics: a store's breaker is on /metrics, its state as a
+// gauge per state, its openings, short-circuits, timeouts and probes; and
+// so are a shared store's local decisions, syncs and leases by result.
+func TestStoreHealthMetrics(t *testing.T) {
 	reg := NewRegistry()
 	m := New(reg)
-	fs := failsafe.New(hanging{}, failsafe.WithTimeout(time.Millisecond), failsafe.WithBreaker(2, time.Hour))
-	defer fs.Close()
-	m.CollectStoreFallback(fs)
-	lim := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1, Period: time.Second}
-	for range 5 {
-		fs.Take(context.Background(), ratekeeper.Request{Key: "k", Limit: lim, N: 1})
-	}
+	m.CollectStore(StoreHealth{
+		Fallback: func() FallbackStats { return FallbackStats{Errors: 2, Allowed: 5} },
+		Breaker: func() BreakerStats {
+			return BreakerStats{State: BreakerOpen, Opens: 1, ShortCircuits: 3, Timeouts: 2}
+		},
+		Shared: func() SharedStats {
+			return SharedStats{LocalDecisions: 7, DenialHits: 1, Syncs: 4, SyncErrors: 1, Leases: 2, Dropped: 3}
+		},
+	})
 	rec := httptest.NewRecorder()
 	AdminHandler(reg, nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	body := rec.Body.String()
@@ -173,6 +166,12 @@ func TestBreakerMetrics(t *testing.T) {
 		`ratekeeper_store_breaker_probes_total{result="failure"} 0`,
 		`ratekeeper_store_fallback_errors_total 2`,
 		`ratekeeper_store_fallback_decisions_total{action="allow"} 5`,
+		`ratekeeper_store_local_decisions_total 7`,
+		`ratekeeper_store_denial_cache_hits_total 1`,
+		`ratekeeper_store_syncs_total{result="success"} 3`,
+		`ratekeeper_store_syncs_total{result="failure"} 1`,
+		`ratekeeper_store_leases_total{result="success"} 2`,
+		`ratekeeper_store_sync_dropped_total 3`,
 	} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("/metrics lacks %q", want)

@@ -1,4 +1,4 @@
-package server
+package serverstore
 
 import (
 	"context"
@@ -11,7 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ratekeeper/ratekeeper/internal/metrics"
+	"github.com/ratekeeper/ratekeeper/internal/server"
+	"github.com/ratekeeper/ratekeeper/internal/server/metrics"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
 )
 
@@ -27,9 +28,9 @@ func TestDocumentedStoreMetrics(t *testing.T) {
 	if err := os.WriteFile(path, []byte("a: 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := New(path, nil)
+	p := server.New(path, nil)
 	t.Cleanup(func() { p.Close() })
-	if _, err := p.OpenStore(context.Background(), storeconfig.Config{URL: "redis://127.0.0.1:1/0"}); err != nil {
+	if _, err := p.OpenStore(context.Background(), Opener(storeconfig.Config{URL: "redis://127.0.0.1:1/0"})); err != nil {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
@@ -41,8 +42,8 @@ func TestDocumentedStoreMetrics(t *testing.T) {
 		}
 	}
 	name := regexp.MustCompile(`ratekeeper_[a-z0-9_]*[a-z0-9]`)
-	docs, _ := filepath.Glob("../../docs/*.md")
-	docs = append(docs, "../../README.md")
+	docs, _ := filepath.Glob("../../../docs/*.md")
+	docs = append(docs, "../../../README.md")
 	var inRedis []string
 	for _, doc := range docs {
 		b, err := os.ReadFile(doc)

@@ -2,10 +2,10 @@
 // of a client's counter) with a bearer token, read from a file or an
 // environment variable and never from a configuration file's YAML.
 //
-// The token is compared in constant time (both sides hashed first, so that
-// not even its length leaks); a request without it, or with another, gets
-// 401, is counted through a hook and is logged at most once per interval
-// with the number of refusals not logged since.
+// The token is compared in constant time, both sides hashed first so that
+// not even its length leaks. A request without it, or with another, gets
+// 401 and is counted through a hook. Refusals are logged at most once per
+// interval, with the number not logged since.
 package adminauth
 
 import (
