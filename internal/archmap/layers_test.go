@@ -18,14 +18,14 @@ var layers = []struct {
 	pkgs []string
 }{
 	{"the contract", []string{"ratekeeper"}},
-	{"the algorithms", []string{"internal/algo"}},
+	{"the algorithms", []string{"internal/algo", "internal/topk"}},
 	{"the stores", []string{"memstore", "redisstore", "internal/shared", "failsafe"}},
 	{"the configuration files", []string{"internal/configerr", "internal/yamlconf", "tlsconfig"}},
 	{"the rules", []string{"rules"}},
 	{"the rate limit fields", []string{"internal/ratefields"}},
 	{"the middleware", []string{"httplimit", "promlimit", "grpclimit"}},
 	{"the gateway's layers", []string{"gateway/internal/h1", "gateway/internal/upstream", "gateway/internal/fastpath", "gateway/internal/problem"}},
-	{"the servers' process", []string{"internal/server", "internal/server/metrics", "internal/server/watch", "internal/server/adminauth", "internal/server/buildinfo"}},
+	{"the servers' process", []string{"internal/server", "internal/server/metrics", "internal/server/watch", "internal/server/adminauth", "internal/server/buildinfo", "internal/server/tracing"}},
 	{"the store a server opens", []string{"storeconfig", "internal/server/serverstore"}},
 	{"the entry points", []string{"gateway", "rls", "sim", "cmd/ratekeeper"}},
 }

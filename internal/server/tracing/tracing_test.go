@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratekeeper/ratekeeper/internal/tracing"
-	"github.com/ratekeeper/ratekeeper/internal/tracing/tracetest"
+	"github.com/ratekeeper/ratekeeper/internal/server/tracing"
+	"github.com/ratekeeper/ratekeeper/internal/server/tracing/tracetest"
 )
 
 // Off unless OTEL_TRACES_EXPORTER asks, and then nil: every method a no-op.
