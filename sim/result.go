@@ -2,7 +2,6 @@ package sim
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -14,12 +13,13 @@ import (
 	"github.com/ratekeeper/ratekeeper"
 )
 
-// Result is what a simulation measured, one Outcome per algorithm in the
-// Config's order.
+// Result is what Run measured of the workers and traffic kinds: one
+// Outcome per algorithm, in the Config's order.
 type Result struct {
 	Config   Config
 	Ticks    int // bars per algorithm: Ticks × Config.Tick covers the run
 	Outcomes []Outcome
+	figure
 }
 
 // Outcome is what one algorithm let through.
@@ -197,11 +197,7 @@ func (r *Result) WriteCSV(w io.Writer) error {
 }
 
 // WriteJSON writes the summaries as a JSON array, one object per algorithm.
-func (r *Result) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r.Summaries())
-}
+func (r *Result) WriteJSON(w io.Writer) error { return writeJSON(w, r.Summaries()) }
 
 // WriteTable writes the summary table people read in a terminal.
 func (r *Result) WriteTable(w io.Writer) error {

@@ -78,7 +78,7 @@ func run(c config) error {
 			return fmt.Errorf("%s: %w", c.in, err)
 		}
 	}
-	ch, err := newChart(t, c)
+	ch, err := newFigure(t, c)
 	if err != nil {
 		return err
 	}
