@@ -163,7 +163,6 @@ func (ch *figure) drawHeader(c draw.Canvas) {
 
 // plot builds the bars, their values and the axes for the canvas c.
 func (ch *figure) plot(c draw.Canvas) (*plot.Plot, error) {
-	t := ch.t
 	p := plot.New()
 	chart.StyleAxes(p, chart.Ticks{}, false)
 	p.Y.Label.Text = ch.c.ylabel
@@ -171,29 +170,60 @@ func (ch *figure) plot(c draw.Canvas) (*plot.Plot, error) {
 		p.Y.Label.Text = label(ch.c.metric)
 	}
 	p.X.Label.Text = ch.c.xlabel
+	ticks, perSlot := ch.slots()
+	p.NominalX(ticks...)
+	p.X.Min, p.X.Max = -0.5, float64(len(ticks))-0.5
+	lo, top := ch.yRange()
+	p.Y.Min, p.Y.Max = lo, top
 
-	slots, perSlot := len(t.groups), len(t.series)
-	var ticks []string
+	// Bar widths from the data area's width: bars fill 80% of a group's
+	// slot (60% of a lone bar's), with a point between neighbours.
+	da := p.DataCanvas(c)
+	slotW := da.Rectangle.Size().X / vg.Length(len(ticks))
+	barW := slotW * 0.8 / vg.Length(perSlot)
 	if ch.single() {
-		slots, perSlot = len(t.series), 1
+		barW = slotW * 0.6
+	}
+	bs, ls := ch.bars(barW, perSlot)
+	// Room above the tallest bar for its value: e points of the data
+	// area's height da.Y.
+	e := ls.extent() + 6
+	if h := da.Rectangle.Size().Y; e < h/2 {
+		p.Y.Max = (top - float64(e/h)*lo) / (1 - float64(e/h))
+	}
+
+	if ch.c.target != 0 {
+		p.Add(&chart.HLine{Y: ch.c.target, Style: targetStyle})
+	}
+	p.Add(bs, ls)
+	return p, nil
+}
+
+// slots are the x axis's slots, as the names under them, and the bars in
+// each: a group's series, or one series alone.
+func (ch *figure) slots() (ticks []string, perSlot int) {
+	t := ch.t
+	if ch.single() {
 		for _, s := range t.series {
 			ticks = append(ticks, ch.name(s))
 		}
-	} else {
-		for _, g := range t.groups {
-			if ch.c.xlabel == "" {
-				ticks = append(ticks, ch.c.group+"="+ch.name(g))
-			} else {
-				ticks = append(ticks, ch.name(g))
-			}
+		return ticks, 1
+	}
+	for _, g := range t.groups {
+		if ch.c.xlabel == "" {
+			ticks = append(ticks, ch.c.group+"="+ch.name(g))
+		} else {
+			ticks = append(ticks, ch.name(g))
 		}
 	}
-	p.NominalX(ticks...)
-	p.X.Min, p.X.Max = -0.5, float64(slots)-0.5
+	return ticks, len(t.series)
+}
 
-	lo, top := 0.0, 0.0
-	for _, g := range t.groups {
-		for _, v := range t.values[g] {
+// yRange is the y axis's span: from the lowest value (or 0) to the highest
+// (or the target), never empty.
+func (ch *figure) yRange() (lo, top float64) {
+	for _, g := range ch.t.groups {
+		for _, v := range ch.t.values[g] {
 			lo, top = min(lo, v), max(top, v)
 		}
 	}
@@ -201,20 +231,14 @@ func (ch *figure) plot(c draw.Canvas) (*plot.Plot, error) {
 	if top == lo {
 		top = lo + 1
 	}
-	p.Y.Min, p.Y.Max = lo, top
+	return lo, top
+}
 
-	// Bar widths from the data area's width: bars fill 80% of a group's
-	// slot (60% of a lone bar's), with a point between neighbours.
-	da := p.DataCanvas(c)
-	slotW := da.Rectangle.Size().X / vg.Length(slots)
-	barW := slotW * 0.8 / vg.Length(perSlot)
-	if ch.single() {
-		barW = slotW * 0.6
-	}
-
+// bars are the bars barW wide, perSlot to a slot, and their values.
+func (ch *figure) bars(barW vg.Length, perSlot int) (bars, *valueLabels) {
+	t := ch.t
 	var bs bars
-	var ls valueLabels
-	st := chart.Sans(valueSize, false)
+	ls := &valueLabels{}
 	for i, s := range t.series {
 		for j, g := range t.groups {
 			v, ok := t.values[g][s]
@@ -229,19 +253,8 @@ func (ch *figure) plot(c draw.Canvas) (*plot.Plot, error) {
 			ls.add(b.x, b.dx, v, format(v))
 		}
 	}
-	ls.style = valueStyle(st, ls.texts, barW)
-	// Room above the tallest bar for its value: e points of the data
-	// area's height da.Y.
-	e := ls.extent() + 6
-	if h := da.Rectangle.Size().Y; e < h/2 {
-		p.Y.Max = (top - float64(e/h)*lo) / (1 - float64(e/h))
-	}
-
-	if ch.c.target != 0 {
-		p.Add(&chart.HLine{Y: ch.c.target, Style: targetStyle})
-	}
-	p.Add(bs, &ls)
-	return p, nil
+	ls.style = valueStyle(chart.Sans(valueSize, false), ls.texts, barW)
+	return bs, ls
 }
 
 // valueStyle writes the values level above their bars when the widest

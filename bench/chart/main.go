@@ -116,22 +116,8 @@ func read(r io.Reader, c config) (*table, error) {
 		if !ok {
 			continue
 		}
-		_, subs := res.Name.Parts()
-		key := [2]string{"", ""}
-		for _, s := range subs {
-			k, val, _ := strings.Cut(strings.TrimPrefix(string(s), "/"), "=")
-			val = trimProcs(val)
-			switch k {
-			case c.group:
-				key[0] = val
-			case c.series:
-				key[1] = val
-			}
-		}
-		if c.group != "" && key[0] == "" || key[1] == "" {
-			continue
-		}
-		if want != nil && !slices.Contains(want, key[1]) {
+		key, ok := keyOf(res, c)
+		if !ok || want != nil && !slices.Contains(want, key[1]) {
 			continue
 		}
 		if !slices.Contains(t.groups, key[0]) {
@@ -158,6 +144,24 @@ func read(r io.Reader, c config) (*table, error) {
 		t.values[k[0]][k[1]] = median(vs)
 	}
 	return t, nil
+}
+
+// keyOf is res's group and series, from its sub-benchmark names; false
+// when it lacks one the chart needs.
+func keyOf(res *benchfmt.Result, c config) ([2]string, bool) {
+	_, subs := res.Name.Parts()
+	var key [2]string
+	for _, s := range subs {
+		k, val, _ := strings.Cut(strings.TrimPrefix(string(s), "/"), "=")
+		val = trimProcs(val)
+		switch k {
+		case c.group:
+			key[0] = val
+		case c.series:
+			key[1] = val
+		}
+	}
+	return key, (c.group == "" || key[0] != "") && key[1] != ""
 }
 
 // subtract takes base's median from every other series' in each group
