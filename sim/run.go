@@ -224,13 +224,7 @@ func (e *engine) afterPauses(t time.Duration) time.Duration {
 func (e *engine) workers(ctx context.Context) error {
 	c := e.c
 	key := e.prefix + "workers"
-	left := make([]int, c.Clients)
-	for i := range left {
-		left[i] = c.Items / c.Clients
-		if i < c.Items%c.Clients {
-			left[i]++
-		}
-	}
+	left := shares(c.Items, c.Clients)
 	e.trace.items = c.Items
 	e.trace.done = make([]time.Duration, 0, c.Items)
 	// However slow an algorithm is, the limit lets Rate through per Period:
@@ -256,39 +250,58 @@ func (e *engine) workers(ctx context.Context) error {
 		if err := e.check(ctx); err != nil {
 			return err
 		}
-		e.clock.set(t)
-		e.trace.decisions++
-		var d ratekeeper.Decision
-		var err error
-		if c.Behaviour == WaitPacing {
-			d, err = e.lim.Reserve(ctx, key)
-		} else {
-			d, err = e.lim.Allow(ctx, key)
-		}
+		next, done, err := e.work(ctx, key, t)
 		if err != nil {
 			return err
 		}
-		if !d.Allowed {
-			q.push(t+max(d.RetryAfter, time.Microsecond), ev.client)
-			continue
-		}
-		// Allowed: the item is done now, or, reserved, once its delay is
-		// waited out. A worker whose wait would end during a pause gives
-		// its place back and reserves again when the pause is over.
-		doneAt := t + d.Delay
-		if after := e.afterPauses(doneAt); after != doneAt {
-			if err := e.lim.Cancel(ctx, key, 1, d); err != nil {
-				return err
+		if done {
+			if left[ev.client]--; left[ev.client] == 0 {
+				continue
 			}
-			q.push(after, ev.client)
-			continue
 		}
-		e.trace.done = append(e.trace.done, doneAt)
-		if left[ev.client]--; left[ev.client] > 0 {
-			q.push(doneAt, ev.client)
-		}
+		q.push(next, ev.client)
 	}
 	return nil
+}
+
+// shares splits items between clients as evenly as whole items go.
+func shares(items, clients int) []int {
+	left := make([]int, clients)
+	for i := range left {
+		left[i] = items / clients
+		if i < items%clients {
+			left[i]++
+		}
+	}
+	return left
+}
+
+// work is a worker's call to the limiter for key at t. It returns when the
+// worker calls again, and whether it did an item, which it did then.
+func (e *engine) work(ctx context.Context, key string, t time.Duration) (next time.Duration, done bool, err error) {
+	e.clock.set(t)
+	e.trace.decisions++
+	var d ratekeeper.Decision
+	if e.c.Behaviour == WaitPacing {
+		d, err = e.lim.Reserve(ctx, key)
+	} else {
+		d, err = e.lim.Allow(ctx, key)
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if !d.Allowed {
+		return t + max(d.RetryAfter, time.Microsecond), false, nil
+	}
+	// Allowed: the item is done now, or, reserved, once its delay is
+	// waited out. A worker whose wait would end during a pause gives its
+	// place back and reserves again when the pause is over.
+	doneAt := t + d.Delay
+	if after := e.afterPauses(doneAt); after != doneAt {
+		return after, false, e.lim.Cancel(ctx, key, 1, d)
+	}
+	e.trace.done = append(e.trace.done, doneAt)
+	return doneAt, true, nil
 }
 
 // traffic runs c.Clients traffic clients, each with its own key, and judges
