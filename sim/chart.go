@@ -256,7 +256,7 @@ func (r *Result) wrongPanel() (*plot.Plot, error) {
 	p := plot.New()
 	styleAxes(p)
 	p.Title.Text = fmt.Sprintf("wrong decisions, %% of all %s requests (the exact log allows at most %s in any %v)", chart.Thousands(r.Outcomes[0].Summary.Items), chart.Thousands(cfg.Rate), cfg.Period)
-	p.Title.TextStyle.Font.Size = chart.TitleSize + 1
+	p.Title.TextStyle.Font.Size = chart.PlotTitleSize + 1
 	p.Y.Label.Text = "% of requests"
 	w := vg.Points(barWidth)
 	for _, side := range []struct {
@@ -298,7 +298,7 @@ func (r *Result) busiestPanel() (*plot.Plot, error) {
 	p := plot.New()
 	styleAxes(p)
 	p.Title.Text = fmt.Sprintf("busiest %v for one client, %% of the limit (%s)", cfg.Period, chart.Thousands(cfg.Rate))
-	p.Title.TextStyle.Font.Size = chart.TitleSize + 1
+	p.Title.TextStyle.Font.Size = chart.PlotTitleSize + 1
 	p.Y.Label.Text = "% of the limit"
 	w := vg.Points(barWidth)
 	for i, o := range r.Outcomes {

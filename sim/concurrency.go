@@ -17,13 +17,6 @@ import (
 	"github.com/ratekeeper/ratekeeper/sim/chart"
 )
 
-// The concurrency kind runs a concurrency limit: requests for one key
-// arrive evenly for Duration, each in flight for Hold, against Max slots.
-// With Jitter, holds are drawn from an exponential distribution of mean
-// Hold, from Seed. Max slots each held Hold serve Max/Hold requests per
-// second: Load is the requests offered as a multiple of that. By Little's
-// law (L = λW), Load × Max would be in flight without the limit.
-
 // offered is the requests offered per second: Load × Max/Hold.
 func (c Config) offered() float64 {
 	return c.Load * c.capacity()

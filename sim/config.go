@@ -22,11 +22,28 @@ const (
 	// key (quiet, steady and bursty), judged against an exact sliding
 	// window log.
 	KindTraffic Kind = "traffic"
-	// KindShared is one limit that instances behind a load balancer share
-	// through one store, decided in each of the store's modes.
+	// KindShared is one limit (a fixed window of Rate per Period) that
+	// instances behind a load balancer share through a shared store. It
+	// runs in each of the store's modes (docs/redis.md): exact, then sync
+	// and lease at each of SyncPeriods.
+	//
+	// Requests arrive evenly, at Load times the limit in all. The balancer
+	// deals them to the instances by Split, as a smooth weighted
+	// round-robin (equal weights take turns). Each instance decides through
+	// its own engine over one in-memory store that behaves as the Redis
+	// scripts do (shared.Model), on the virtual clock. The engines run
+	// without their loop: the simulator syncs instance i every sync period
+	// T of virtual time, starting i·T/N after instance 0. A call to the
+	// store takes no time (δ = 0). At the rates pictured, a round trip of a
+	// millisecond would let the other instances admit less than one request
+	// more (Σ r_j·2δ).
 	KindShared Kind = "shared"
-	// KindConcurrency is a concurrency limit under requests that arrive
-	// evenly and are each held a while.
+	// KindConcurrency is a concurrency limit of Max slots. Requests for one
+	// key arrive evenly for Duration, each in flight for Hold; with Jitter,
+	// holds are drawn from an exponential distribution of mean Hold, from
+	// Seed. Max slots each held Hold serve Max/Hold requests per second, and
+	// Load is the requests offered as a multiple of that. By Little's law
+	// (L = λW), Load × Max would be in flight without the limit.
 	KindConcurrency Kind = "concurrency"
 )
 

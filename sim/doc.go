@@ -7,24 +7,11 @@
 // Report. A Report writes the summary as a table or JSON, the counts per
 // tick as CSV, and the chart as SVG and PNG.
 //
-// KindWorkers is workers that have items to do and pace themselves on the
-// limiter. They either ask until allowed (Allow, then wait out RetryAfter)
-// or reserve their slot (Reserve, then wait out Delay, as Limiter.Wait
-// does). They may pause.
-//
-// KindTraffic is one-shot requests from many seeded clients (quiet, steady
-// and bursty). Each decision is judged against an exact sliding window log.
-//
-// KindShared is one limit that instances behind a load balancer share
-// through one store. It runs in exact mode, then in sync and lease modes
-// at each sync period. The engines are internal/shared's, over its
-// in-memory model of the Redis scripts. They run without their loop, and
-// the simulator syncs them every period of virtual time.
-//
-// KindConcurrency is a concurrency limit (ratekeeper.Concurrency's Max) on
-// the memory store's slots, under requests that arrive evenly and are each
-// held a while. Its report states Little's law (L = λW) for what was
-// offered and for what was admitted.
+// Four simulators share the Config. Workers pace themselves on the limiter
+// (KindWorkers). Traffic from many clients is judged against an exact
+// sliding window log (KindTraffic). Instances share one limit through a
+// store, in each of its modes (KindShared). A concurrency limit holds
+// requests on the memory store's slots (KindConcurrency).
 //
 // The workers and traffic kinds run every algorithm through ratekeeper.New
 // over a Store. It is a fresh memory store by default, or any Store, such

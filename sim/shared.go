@@ -16,19 +16,6 @@ import (
 	"github.com/ratekeeper/ratekeeper/internal/shared"
 )
 
-// The shared kind runs one limit that instances behind a load balancer
-// share through a shared store, in each of the store's modes
-// (docs/redis.md): exact, then sync and lease at each sync period.
-//
-// Requests arrive evenly, at Load times the limit in all. The balancer
-// deals them to the instances by Split, as a smooth weighted round-robin
-// (equal weights take turns). Each instance decides through its own engine
-// over one in-memory store that behaves as the Redis scripts do
-// (shared.Model), on the virtual clock. Instance i syncs every sync period
-// T, starting i·T/N after instance 0. A call to the store takes no time
-// (δ = 0): at the rates pictured, a round trip of a millisecond would let
-// the other instances admit less than one request more (Σ r_j·2δ).
-
 // Bounds of a shared simulation.
 const (
 	maxInstances   = 64

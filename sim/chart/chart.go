@@ -4,6 +4,7 @@
 //
 // A figure is Width across and drawn at DPI in PNG. Its text is Liberation
 // Sans; an SVG names Arial and Helvetica after it, for viewers without it.
+// The package serves the project's own figures, and grows with them.
 package chart
 
 import (
@@ -29,11 +30,11 @@ import (
 // Geometry and type. 8.5 in × 120 dpi is 1020 pixels across, sharp on a
 // documentation page.
 const (
-	Width     = 8.5 * vg.Inch
-	DPI       = 120
-	LabelSize = 10 // an axis's label
-	TickSize  = 9  // an axis's ticks, and the labels on lines
-	TitleSize = 9.5
+	Width         = 8.5 * vg.Inch
+	DPI           = 120
+	LabelSize     = 10  // an axis's label
+	TickSize      = 9   // an axis's ticks, and the labels on lines
+	PlotTitleSize = 9.5 // a plot's title, above its data area
 )
 
 // The colours. Palette gives series their colours in order; the named
@@ -112,7 +113,7 @@ func StyleAxes(p *plot.Plot, ticks plot.Ticker, vertical bool) {
 		a.Padding = 0
 		a.Tick.Marker = ticks
 	}
-	p.Title.TextStyle = Align(Sans(TitleSize, true), draw.XCenter, draw.YTop)
+	p.Title.TextStyle = Align(Sans(PlotTitleSize, true), draw.XCenter, draw.YTop)
 	g := plotter.NewGrid()
 	g.Vertical.Color = nil
 	if vertical {
