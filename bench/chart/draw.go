@@ -32,11 +32,11 @@ var legend = chart.Legend{Size: 9.5, Swatch: 0.25 * vg.Inch, Box: 5, Gap: 0.3 * 
 // targetStyle is the target line's.
 var targetStyle = draw.LineStyle{Color: chart.Red, Width: 1.6, Dashes: []vg.Length{6, 3}}
 
-// colours gives each series a colour of its own: the one at its place in
-// order (-order) when there is one, so that a contender keeps its colour
-// across the charts drawn with the same order, even where some are left
-// out (-minus); else at its place in series. More series than colours is
-// an error rather than two series in one colour.
+// colours gives each series a colour of its own. It is the colour at the
+// series' place in order (-order) when there is one, else at its place in
+// series. So a contender keeps its colour across the charts drawn with the
+// same order, even where some are left out (-minus). More series than
+// colours is an error rather than two series in one colour.
 func colours(series, order []string) ([]color.Color, error) {
 	cs := make([]color.Color, len(series))
 	for i, s := range series {
@@ -321,10 +321,10 @@ func (l *valueLabels) Plot(c draw.Canvas, p *plot.Plot) {
 	}
 }
 
-// format writes a bar's value to three significant digits, in thousands
-// (41.2k) or millions (2.65M) when it is that large, without trailing
-// zeros; from 1,000 to 9,999 whole, as the docs' tables write them (1.3k
-// would hide what 1,301 says in four characters).
+// format writes a bar's value to three significant digits, without
+// trailing zeros: in thousands (41.2k) or millions (2.65M) when it is that
+// large. From 1,000 to 9,999 it is whole, as the docs' tables write them:
+// 1.3k would hide what 1,301 says in four characters.
 func format(v float64) string {
 	a := round3(math.Abs(v))
 	switch {

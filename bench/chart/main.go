@@ -1,11 +1,11 @@
-// Command chart draws a grouped bar chart from a Go benchmark results file
-// (the raw output that benchstat reads): for one metric, the median over
-// the file's rounds of every benchmark matching a filter, with one bar per
-// series (a sub-benchmark key such as lib or impl) in each group (another
-// key, such as mode or callers). The title and the legend sit above the
-// plot, never over the bars; each series has a colour of its own and
-// every value is written on its bar. docs/benchmarks.md shows the charts
-// it draws from bench/results; bench/charts.sh redraws them all.
+// Command chart draws a grouped bar chart from a Go benchmark results file,
+// the raw output that benchstat reads. It draws one metric: the median over
+// the file's rounds of every benchmark matching a filter. Each group (a
+// sub-benchmark key, such as mode or callers) has one bar per series
+// (another key, such as lib or impl). The title and the legend sit above
+// the plot, never over the bars. Each series has a colour of its own, and
+// every value is written on its bar. The charts in docs/benchmarks.md are
+// drawn from bench/results; bench/charts.sh redraws them all.
 //
 //	go run ./chart -in results/memory.txt -match MemoryManyKeys -metric sec/op \
 //		-series lib -title "1M keys" -out ../docs/img/bench-memory.png
