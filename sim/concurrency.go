@@ -4,102 +4,38 @@ import (
 	"bufio"
 	"container/heap"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/memstore"
+	"github.com/ratekeeper/ratekeeper/sim/chart"
 )
 
-// ConcurrencyConfig is a concurrency limit under a workload: requests for
-// one key arrive evenly for Duration, each in flight for Hold (drawn from an
-// exponential distribution of mean Hold, from Seed, when Jitter), against
-// Max slots. Max slots each held Hold serve Max/Hold requests per second:
-// Load is the requests offered as a multiple of that. By Little's law
-// (L = λW), Load × Max would be in flight without the limit.
-// ConcurrencyScenario returns the named ones.
-type ConcurrencyConfig struct {
-	// Name names the output files (NAME.csv, NAME.svg, NAME.png) and titles
-	// the chart.
-	Name string
-	// Max is how many requests may be in flight at once.
-	Max int
-	// Load is the requests offered, as a multiple of Max/Hold per second.
-	Load float64
-	// Hold is how long an admitted request stays in flight: every one of
-	// them, or their mean when Jitter.
-	Hold   time.Duration
-	Jitter bool
-	Seed   uint64
-	// Duration is how long requests arrive.
-	Duration time.Duration
-	// Tick is the width of a sample and of a bar of the chart.
-	Tick time.Duration
+// offered is the requests offered per second: Load × Max/Hold.
+func (c Config) offered() float64 {
+	return c.Load * c.capacity()
 }
 
-// ConcurrencyScenarios lists the named scenarios ConcurrencyScenario
-// knows.
-var ConcurrencyScenarios = []string{"concurrency"}
-
-// ConcurrencyScenario returns the named concurrency scenario, changed by
-// set if not nil. There is one, concurrency: 10 slots, requests held 100 ms
-// on average (exponentially distributed, seed 1), offered at 1.5 times the
-// 100 per second the slots serve, for 10 s, counted per 250 ms. Without the
-// limit 15 would be in flight; with it, about a third are refused.
-func ConcurrencyScenario(name string, set func(*ConcurrencyConfig)) (ConcurrencyConfig, error) {
-	if name != "concurrency" {
-		return ConcurrencyConfig{}, fmt.Errorf("unknown concurrency scenario %q (%s)", name, strings.Join(ConcurrencyScenarios, ", "))
-	}
-	c := ConcurrencyConfig{
-		Name:     name,
-		Max:      10,
-		Load:     1.5,
-		Hold:     100 * time.Millisecond,
-		Jitter:   true,
-		Seed:     1,
-		Duration: 10 * time.Second,
-		Tick:     250 * time.Millisecond,
-	}
-	if set != nil {
-		set(&c)
-	}
-	return c, nil
-}
-
-// Rate is the requests offered per second: Load × Max/Hold.
-func (c ConcurrencyConfig) Rate() float64 {
-	return c.Load * c.Capacity()
-}
-
-// Capacity is the requests per second Max slots each held Hold serve.
-func (c ConcurrencyConfig) Capacity() float64 {
+// capacity is the requests per second Max slots each held Hold serve.
+func (c Config) capacity() float64 {
 	return float64(c.Max) / c.Hold.Seconds()
 }
 
-// arrival is the instant request n (from 0) arrives: requests come evenly,
-// each instant computed afresh and rounded to the nanosecond, so that
-// errors do not add up and a rate such as 1.1 × 50/s offers 550 in 10 s,
-// not 551.
-func (c ConcurrencyConfig) arrival(n int) time.Duration {
-	return time.Duration(math.Round(float64(n) * float64(time.Second) / c.Rate()))
+// arrival is the instant request n (from 0) arrives. Requests come evenly,
+// each instant computed afresh and rounded to the nanosecond. So errors do
+// not add up: 1.1 × 50/s offers 550 in 10 s, not 551.
+func (c Config) arrival(n int) time.Duration {
+	return time.Duration(math.Round(float64(n) * float64(time.Second) / c.offered()))
 }
 
-// Validate reports what is wrong with c, naming the field, or nil.
-func (c ConcurrencyConfig) Validate() error {
-	if c.Name == "" {
-		return errors.New("name is missing")
-	}
-	if strings.ContainsAny(c.Name, `/\`) {
-		return fmt.Errorf("name %q must not contain a path separator", c.Name)
-	}
+// validateConcurrency is Validate for the concurrency kind.
+func (c Config) validateConcurrency() error {
 	if err := (ratekeeper.Concurrency{Max: c.Max}).Validate(); err != nil {
 		return err
 	}
@@ -121,20 +57,20 @@ func (c ConcurrencyConfig) Validate() error {
 	if n := (c.Duration + c.Tick - 1) / c.Tick; n > maxTicks {
 		return fmt.Errorf("tick: %v makes %d bars over %v; at most %d", c.Tick, n, c.Duration, maxTicks)
 	}
-	if n := c.Duration.Seconds() * c.Rate(); n > maxItems {
+	if n := c.Duration.Seconds() * c.offered(); n > maxItems {
 		return fmt.Errorf("load: %.0f requests in %v; at most %d", n, c.Duration, maxItems)
 	}
 	return nil
 }
 
-// String describes c in one line, for the table and the chart's title.
-func (c ConcurrencyConfig) String() string {
+// concurrencyString is String for the concurrency kind.
+func (c Config) concurrencyString() string {
 	hold := "hold " + c.Hold.String()
 	if c.Jitter {
 		hold += " (exponential)"
 	}
 	return fmt.Sprintf("max %s, %s, %s/s offered: %s× what the slots serve",
-		thousands(c.Max), hold, trimFloat(round(c.Rate(), 1)), trimFloat(c.Load))
+		chart.Thousands(c.Max), hold, trimFloat(round(c.offered(), 1)), trimFloat(c.Load))
 }
 
 // ConcurrencySample is one tick of a concurrency simulation: the most and
@@ -147,11 +83,12 @@ type ConcurrencySample struct {
 	Admitted, Refused int
 }
 
-// ConcurrencyResult is what RunConcurrency measured.
+// ConcurrencyResult is what Run measured of a concurrency limit.
 type ConcurrencyResult struct {
-	Config  ConcurrencyConfig
+	Config  Config
 	Samples []ConcurrencySample
 	Summary ConcurrencySummary
+	figure
 }
 
 // ConcurrencySummary sums up a ConcurrencyResult. Its JSON form is part of
@@ -203,98 +140,127 @@ func (h *ends) Pop() any {
 	return x
 }
 
-// RunConcurrency runs c on the memory store's slots on a virtual clock
+// runConcurrency runs c on the memory store's slots on a virtual clock
 // (every call gives its instant), releasing each admitted request when it
-// ends; nothing sleeps. It returns an error for a bad ConcurrencyConfig; a
-// refused request is not an error.
-func RunConcurrency(ctx context.Context, c ConcurrencyConfig) (*ConcurrencyResult, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
+// ends; nothing sleeps.
+func runConcurrency(ctx context.Context, c Config) (*ConcurrencyResult, error) {
 	store := memstore.New(memstore.WithJanitorInterval(0))
 	defer store.Close()
-	rng := rand.New(rand.NewPCG(c.Seed, 0x5eed))
 	res := &ConcurrencyResult{Config: c, Samples: make([]ConcurrencySample, (c.Duration+c.Tick-1)/c.Tick)}
 	for i := range res.Samples {
 		res.Samples[i].At = time.Duration(i) * c.Tick
 	}
+	sl := &slots{c: c, store: store, samples: res.Samples, area: make([]float64, len(res.Samples)),
+		rng: rand.New(rand.NewPCG(c.Seed, 0x5eed)), s: &res.Summary}
+	if err := sl.offer(ctx); err != nil {
+		return nil, err
+	}
+	sl.sum()
+	res.figure = newFigure(c.Name, res.chartHeight(), res.draw, res.WriteCSV)
+	return res, nil
+}
+
+// slots runs a concurrency workload on a store's slots, tick by tick.
+type slots struct {
+	c       Config
+	store   *memstore.Store
+	samples []ConcurrencySample
+	area    []float64 // per tick: in flight × seconds
+	rng     *rand.Rand
+	s       *ConcurrencySummary
+
+	running  ends
+	inFlight int
+	last     time.Duration // what is in flight is summed up to here
+	held     time.Duration // the admitted requests' holds
+}
+
+// offer offers every request of the workload: each acquires a slot, or is
+// refused, and releases it when its hold ends.
+func (sl *slots) offer(ctx context.Context) error {
+	c, s := sl.c, sl.s
 	// A TTL far beyond the simulation: slots end by release, as with a
 	// live instance that refreshes them.
 	ttl := c.Duration + 100*c.Hold + time.Hour
-	var (
-		running  ends
-		inFlight int
-		last     time.Duration // what was in flight is summed up to here
-		area     = make([]float64, len(res.Samples))
-		held     time.Duration
-		s        = &res.Summary
-	)
-	// advance sums what is in flight up to t, tick by tick.
-	advance := func(t time.Duration) {
-		for last < t {
-			i := last / c.Tick
-			end := min(t, (i+1)*c.Tick)
-			res.Samples[i].Peak = max(res.Samples[i].Peak, inFlight)
-			area[i] += float64(inFlight) * (end - last).Seconds()
-			last = end
-		}
-	}
-	// release ends the requests that end by t (before t unless at).
-	release := func(t time.Duration, at bool) error {
-		for len(running) > 0 && (running[0].at < t || at && running[0].at == t) {
-			e := heap.Pop(&running).(endAt)
-			advance(e.at)
-			req := ratekeeper.SlotRequest{Key: "k", ID: e.id, Now: epoch.Add(e.at)}
-			if err := store.ReleaseSlot(ctx, req, ratekeeper.Decision{Allowed: true}); err != nil {
-				return err
-			}
-			inFlight--
-		}
-		return nil
-	}
 	for ; ; s.Offered++ {
 		t := c.arrival(s.Offered)
 		if t >= c.Duration {
 			break
 		}
-		if err := release(t, true); err != nil {
-			return nil, err
+		if err := sl.release(ctx, t, true); err != nil {
+			return err
 		}
-		advance(t)
+		sl.advance(t)
 		id := strconv.Itoa(s.Offered)
-		d, err := store.AcquireSlot(ctx, ratekeeper.SlotRequest{Key: "k", ID: id, Max: c.Max, TTL: ttl, Now: epoch.Add(t)})
+		d, err := sl.store.AcquireSlot(ctx, ratekeeper.SlotRequest{Key: "k", ID: id, Max: c.Max, TTL: ttl, Now: epoch.Add(t)})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		x := &res.Samples[t/c.Tick]
-		if !d.Allowed {
-			x.Refused++
-			s.Refused++
-			continue
-		}
-		x.Admitted++
-		s.Admitted++
-		inFlight++
-		hold := c.Hold
-		if c.Jitter {
-			hold = time.Duration(rng.ExpFloat64() * float64(c.Hold))
-		}
-		held += hold
-		heap.Push(&running, endAt{t + hold, id})
-		x.Peak = max(x.Peak, inFlight)
+		sl.record(t, id, d.Allowed)
 	}
-	if err := release(c.Duration, false); err != nil {
-		return nil, err
+	if err := sl.release(ctx, c.Duration, false); err != nil {
+		return err
 	}
-	advance(c.Duration)
+	sl.advance(c.Duration)
+	return nil
+}
 
+// record counts request id, offered at t, as admitted or refused; an
+// admitted one is in flight until its hold ends.
+func (sl *slots) record(t time.Duration, id string, admitted bool) {
+	x := &sl.samples[t/sl.c.Tick]
+	if !admitted {
+		x.Refused++
+		sl.s.Refused++
+		return
+	}
+	x.Admitted++
+	sl.s.Admitted++
+	sl.inFlight++
+	hold := sl.c.Hold
+	if sl.c.Jitter {
+		hold = time.Duration(sl.rng.ExpFloat64() * float64(sl.c.Hold))
+	}
+	sl.held += hold
+	heap.Push(&sl.running, endAt{t + hold, id})
+	x.Peak = max(x.Peak, sl.inFlight)
+}
+
+// advance sums what is in flight up to t, tick by tick.
+func (sl *slots) advance(t time.Duration) {
+	for sl.last < t {
+		i := sl.last / sl.c.Tick
+		end := min(t, (i+1)*sl.c.Tick)
+		sl.samples[i].Peak = max(sl.samples[i].Peak, sl.inFlight)
+		sl.area[i] += float64(sl.inFlight) * (end - sl.last).Seconds()
+		sl.last = end
+	}
+}
+
+// release ends the requests that end by t (before t unless at).
+func (sl *slots) release(ctx context.Context, t time.Duration, at bool) error {
+	for len(sl.running) > 0 && (sl.running[0].at < t || at && sl.running[0].at == t) {
+		e := heap.Pop(&sl.running).(endAt)
+		sl.advance(e.at)
+		req := ratekeeper.SlotRequest{Key: "k", ID: e.id, Now: epoch.Add(e.at)}
+		if err := sl.store.ReleaseSlot(ctx, req, ratekeeper.Decision{Allowed: true}); err != nil {
+			return err
+		}
+		sl.inFlight--
+	}
+	return nil
+}
+
+// sum fills in the samples' means and the summary.
+func (sl *slots) sum() {
+	c, s := sl.c, sl.s
 	secs := c.Duration.Seconds()
 	var total float64
-	for i := range res.Samples {
-		x := &res.Samples[i]
+	for i := range sl.samples {
+		x := &sl.samples[i]
 		width := min(c.Tick, c.Duration-x.At).Seconds()
-		x.Mean = round(area[i]/width, 3)
-		total += area[i]
+		x.Mean = round(sl.area[i]/width, 3)
+		total += sl.area[i]
 		s.PeakInFlight = max(s.PeakInFlight, x.Peak)
 	}
 	s.Max = c.Max
@@ -302,13 +268,12 @@ func RunConcurrency(ctx context.Context, c ConcurrencyConfig) (*ConcurrencyResul
 	s.MeanInFlight = round(total/secs, 3)
 	s.OfferedPerSecond = round(float64(s.Offered)/secs, 3)
 	s.AdmittedPerSecond = round(float64(s.Admitted)/secs, 3)
-	s.CapacityPerSecond = round(c.Capacity(), 3)
+	s.CapacityPerSecond = round(c.capacity(), 3)
 	if s.Admitted > 0 {
-		s.MeanHoldSeconds = round(held.Seconds()/float64(s.Admitted), 6)
+		s.MeanHoldSeconds = round(sl.held.Seconds()/float64(s.Admitted), 6)
 	}
-	s.LittleInFlight = round(held.Seconds()/secs, 3) // admitted/s × mean hold
+	s.LittleInFlight = round(sl.held.Seconds()/secs, 3) // admitted/s × mean hold
 	s.UnlimitedInFlight = round(float64(s.Offered)/secs*c.Hold.Seconds(), 3)
-	return res, nil
 }
 
 // epoch is the virtual clock's start.
@@ -330,17 +295,13 @@ func (r *ConcurrencyResult) WriteCSV(w io.Writer) error {
 }
 
 // WriteJSON writes the summary as one JSON object.
-func (r *ConcurrencyResult) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r.Summary)
-}
+func (r *ConcurrencyResult) WriteJSON(w io.Writer) error { return writeJSON(w, r.Summary) }
 
 // WriteTable writes the summary table people read in a terminal, with
 // Little's law for what was offered and for what was admitted.
 func (r *ConcurrencyResult) WriteTable(w io.Writer) error {
 	c, s := r.Config, r.Summary
-	fmt.Fprintf(w, "%s: %s (%s/s), for %v; counted per %v\n", c.Name, c, trimFloat(round(c.Capacity(), 1)), c.Duration, c.Tick)
+	fmt.Fprintf(w, "%s: %s (%s/s), for %v; counted per %v\n", c.Name, c, trimFloat(round(c.capacity(), 1)), c.Duration, c.Tick)
 	fmt.Fprintf(w, "Little's law, L = λW: without the limit %s/s × %v = %s would be in flight; admitted %s/s × %ss held = %s\n\n",
 		trimFloat(s.OfferedPerSecond), c.Hold, trimFloat(round(s.UnlimitedInFlight, 1)),
 		trimFloat(round(s.AdmittedPerSecond, 1)), strconv.FormatFloat(round(s.MeanHoldSeconds, 3), 'f', -1, 64), trimFloat(round(s.LittleInFlight, 1)))

@@ -9,22 +9,22 @@ import (
 	"time"
 )
 
-func concurrencyScenario(t testing.TB, set func(*ConcurrencyConfig)) ConcurrencyConfig {
+func concurrencyScenario(t testing.TB, set func(*Config)) Config {
 	t.Helper()
-	c, err := ConcurrencyScenario("concurrency", set)
+	c, err := Scenario("concurrency", set)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-func runConcurrencyT(t testing.TB, c ConcurrencyConfig) *ConcurrencyResult {
+func runConcurrencyT(t testing.TB, c Config) *ConcurrencyResult {
 	t.Helper()
-	r, err := RunConcurrency(context.Background(), c)
+	r, err := Run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r
+	return r.(*ConcurrencyResult)
 }
 
 // checkConcurrency demands what a concurrency limit promises, every tick:
@@ -46,7 +46,7 @@ func checkConcurrency(t *testing.T, r *ConcurrencyResult) {
 		t.Errorf("%+v: summary %+v; the ticks admitted %d, refused %d, peak %d", c, s, admitted, refused, peak)
 	}
 	// Requests arrive at 0, 1/rate, 2/rate... before Duration.
-	if want := c.Duration.Seconds() * c.Rate(); float64(s.Offered) < want-1e-6 || float64(s.Offered) >= want+1 {
+	if want := c.Duration.Seconds() * c.offered(); float64(s.Offered) < want-1e-6 || float64(s.Offered) >= want+1 {
 		t.Errorf("%+v: %d offered, want %.3f rounded up", c, s.Offered, want)
 	}
 }
@@ -54,14 +54,14 @@ func checkConcurrency(t *testing.T, r *ConcurrencyResult) {
 func TestRunConcurrency(t *testing.T) {
 	// Below capacity with fixed holds (Little: 5 in flight of 10) nothing
 	// is refused, and the mean in flight is Little's λW.
-	r := runConcurrencyT(t, concurrencyScenario(t, func(c *ConcurrencyConfig) { c.Load, c.Jitter = 0.5, false }))
+	r := runConcurrencyT(t, concurrencyScenario(t, func(c *Config) { c.Load, c.Jitter = 0.5, false }))
 	checkConcurrency(t, r)
 	if s := r.Summary; s.Refused != 0 || s.Offered != 500 || s.PeakInFlight != 5 || s.MeanInFlight < 4.9 || s.MeanInFlight > 5 || s.LittleInFlight != 5 {
 		t.Fatalf("below capacity: %+v", s)
 	}
 	// At capacity, exactly: a request ending makes room for the one
 	// arriving at that instant.
-	r = runConcurrencyT(t, concurrencyScenario(t, func(c *ConcurrencyConfig) { c.Load, c.Jitter = 1, false }))
+	r = runConcurrencyT(t, concurrencyScenario(t, func(c *Config) { c.Load, c.Jitter = 1, false }))
 	checkConcurrency(t, r)
 	if s := r.Summary; s.Refused != 0 || s.PeakInFlight != 10 {
 		t.Fatalf("at capacity: %+v", s)
@@ -74,7 +74,7 @@ func TestRunConcurrency(t *testing.T) {
 		t.Fatalf("1.5 times capacity: %+v", s)
 	}
 	// Twice capacity: about half is refused.
-	r = runConcurrencyT(t, concurrencyScenario(t, func(c *ConcurrencyConfig) { c.Load = 2 }))
+	r = runConcurrencyT(t, concurrencyScenario(t, func(c *Config) { c.Load = 2 }))
 	checkConcurrency(t, r)
 	if s := r.Summary; s.RefusedPct < 40 || s.RefusedPct > 75 {
 		t.Fatalf("twice capacity: %+v", s)
@@ -84,15 +84,15 @@ func TestRunConcurrency(t *testing.T) {
 // Odd loads, holds and ticks keep the promises too, and the same config
 // gives the same bytes.
 func TestConcurrencyShapes(t *testing.T) {
-	for _, set := range []func(*ConcurrencyConfig){
-		func(c *ConcurrencyConfig) {
+	for _, set := range []func(*Config){
+		func(c *Config) {
 			c.Max, c.Load, c.Hold, c.Tick = 1, 3, 7*time.Millisecond, 33*time.Millisecond
 		},
-		func(c *ConcurrencyConfig) {
+		func(c *Config) {
 			c.Max, c.Load, c.Duration, c.Tick = 3, 0.9, 2500*time.Millisecond, time.Second
 		},
-		func(c *ConcurrencyConfig) { c.Max, c.Load, c.Hold, c.Jitter = 50, 1.1, time.Second, false },
-		func(c *ConcurrencyConfig) { c.Load, c.Seed = 0.2, 99 },
+		func(c *Config) { c.Max, c.Load, c.Hold, c.Jitter = 50, 1.1, time.Second, false },
+		func(c *Config) { c.Load, c.Seed = 0.2, 99 },
 	} {
 		c := concurrencyScenario(t, set)
 		var outs [2][4]bytes.Buffer
@@ -118,7 +118,7 @@ func TestConcurrencyShapes(t *testing.T) {
 	}
 	// Another seed draws other holds.
 	a := runConcurrencyT(t, concurrencyScenario(t, nil)).Summary
-	b := runConcurrencyT(t, concurrencyScenario(t, func(c *ConcurrencyConfig) { c.Seed = 2 })).Summary
+	b := runConcurrencyT(t, concurrencyScenario(t, func(c *Config) { c.Seed = 2 })).Summary
 	if a.MeanHoldSeconds == b.MeanHoldSeconds {
 		t.Errorf("seeds 1 and 2 drew the same holds: %+v", a)
 	}
@@ -126,7 +126,7 @@ func TestConcurrencyShapes(t *testing.T) {
 
 // The output formats are a contract.
 func TestConcurrencyFormats(t *testing.T) {
-	r := runConcurrencyT(t, concurrencyScenario(t, func(c *ConcurrencyConfig) {
+	r := runConcurrencyT(t, concurrencyScenario(t, func(c *Config) {
 		c.Load, c.Jitter, c.Duration, c.Tick = 0.5, false, time.Second, 250*time.Millisecond
 	}))
 	var csv bytes.Buffer
@@ -170,28 +170,25 @@ func TestConcurrencyFormats(t *testing.T) {
 
 func TestConcurrencyConfigErrors(t *testing.T) {
 	for _, tc := range []struct {
-		set  func(*ConcurrencyConfig)
+		set  func(*Config)
 		want string
 	}{
-		{func(c *ConcurrencyConfig) { c.Name = "" }, "name"},
-		{func(c *ConcurrencyConfig) { c.Name = "a/b" }, "name"},
-		{func(c *ConcurrencyConfig) { c.Max = 0 }, "max"},
-		{func(c *ConcurrencyConfig) { c.Max = 1e6 }, "max"},
-		{func(c *ConcurrencyConfig) { c.Load = 0 }, "load"},
-		{func(c *ConcurrencyConfig) { c.Load = 1e9 }, "load"},
-		{func(c *ConcurrencyConfig) { c.Hold = 0 }, "hold"},
-		{func(c *ConcurrencyConfig) { c.Hold = time.Nanosecond }, "hold"},
-		{func(c *ConcurrencyConfig) { c.Duration = 0 }, "duration"},
-		{func(c *ConcurrencyConfig) { c.Tick = 0 }, "tick"},
-		{func(c *ConcurrencyConfig) { c.Tick = time.Microsecond }, "tick"},
+		{func(c *Config) { c.Name = "" }, "name"},
+		{func(c *Config) { c.Name = "a/b" }, "name"},
+		{func(c *Config) { c.Max = 0 }, "max"},
+		{func(c *Config) { c.Max = 1e6 }, "max"},
+		{func(c *Config) { c.Load = 0 }, "load"},
+		{func(c *Config) { c.Load = 1e9 }, "load"},
+		{func(c *Config) { c.Hold = 0 }, "hold"},
+		{func(c *Config) { c.Hold = time.Nanosecond }, "hold"},
+		{func(c *Config) { c.Duration = 0 }, "duration"},
+		{func(c *Config) { c.Tick = 0 }, "tick"},
+		{func(c *Config) { c.Tick = time.Microsecond }, "tick"},
 	} {
-		_, err := RunConcurrency(context.Background(), concurrencyScenario(t, tc.set))
+		_, err := Run(context.Background(), concurrencyScenario(t, tc.set))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("error %v, want one about %q", err, tc.want)
 		}
-	}
-	if _, err := ConcurrencyScenario("pacing", nil); err == nil {
-		t.Error("an algorithms' scenario taken for a concurrency one")
 	}
 }
 
@@ -202,7 +199,7 @@ func FuzzConcurrency(f *testing.F) {
 	f.Add(uint8(1), uint8(50), uint16(3), false, uint64(2))
 	f.Add(uint8(7), uint8(3), uint16(1000), true, uint64(3))
 	f.Fuzz(func(t *testing.T, max, load uint8, holdMs uint16, jitter bool, seed uint64) {
-		c := ConcurrencyConfig{Name: "fuzz", Max: 1 + int(max%50), Load: 0.1 + float64(load%40)/10,
+		c := Config{Name: "fuzz", Kind: KindConcurrency, Max: 1 + int(max%50), Load: 0.1 + float64(load%40)/10,
 			Hold: time.Duration(1+holdMs%2000) * time.Millisecond, Jitter: jitter, Seed: seed,
 			Duration: 2 * time.Second, Tick: 100 * time.Millisecond}
 		checkConcurrency(t, runConcurrencyT(t, c))

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -14,12 +13,13 @@ import (
 	"github.com/ratekeeper/ratekeeper"
 )
 
-// Result is what a simulation measured, one Outcome per algorithm in the
-// Config's order.
+// Result is what Run measured of the workers and traffic kinds: one
+// Outcome per algorithm, in the Config's order.
 type Result struct {
 	Config   Config
 	Ticks    int // bars per algorithm: Ticks × Config.Tick covers the run
 	Outcomes []Outcome
+	figure
 }
 
 // Outcome is what one algorithm let through.
@@ -88,41 +88,47 @@ func (r *Result) measure(traces []trace) {
 	r.Ticks = max(1, int((end+c.Tick-1)/c.Tick))
 	r.Outcomes = make([]Outcome, len(traces))
 	for i, tr := range traces {
-		o := Outcome{Algorithm: c.Algorithms[i], Counts: make([]int, r.Ticks)}
-		for _, t := range tr.done {
-			o.Counts[int(t/c.Tick)]++
-		}
-		s := Summary{
-			Algorithm:    string(o.Algorithm),
-			Items:        tr.items,
-			ItemsDone:    len(tr.done),
-			ItemsRefused: tr.refused,
-			ItemsLost:    tr.items - len(tr.done) - tr.refused,
-			MaxPerTick:   slices.Max(o.Counts),
-			Decisions:    tr.decisions,
-		}
-		first, last := 0, r.Ticks-1
-		if c.Kind == KindWorkers {
-			s.MaxPerWindow = maxInWindow(tr.done, c.Period)
-			first = int(c.Begin / c.Tick)
-			if n := len(tr.done); n > 0 {
-				s.SecondsToFinish = seconds(tr.done[n-1] - c.Begin)
-				last = int(tr.done[n-1] / c.Tick)
-			}
-		} else {
-			for _, k := range tr.perKey {
-				s.MaxPerWindow = max(s.MaxPerWindow, maxInWindow(k, c.Period))
-			}
-			s.SecondsToFinish = seconds(c.Duration)
-			wa, wd := tr.wrongly[wronglyAllowed], tr.wrongly[wronglyDenied]
-			pa, pd := pct(wa, tr.decisions), pct(wd, tr.decisions)
-			s.WronglyAllowed, s.WronglyDenied, s.WronglyAllowedPct, s.WronglyDeniedPct = &wa, &wd, &pa, &pd
-		}
-		s.OverAdmission = max(0, s.MaxPerWindow-c.Rate)
-		s.CVPerTick = cv(o.Counts[first : last+1])
-		o.Summary = s
-		r.Outcomes[i] = o
+		r.Outcomes[i] = r.outcome(c.Algorithms[i], tr)
 	}
+}
+
+// outcome counts and sums up what algorithm a did, as tr traced it.
+func (r *Result) outcome(a ratekeeper.Algorithm, tr trace) Outcome {
+	c := r.Config
+	o := Outcome{Algorithm: a, Counts: make([]int, r.Ticks)}
+	for _, t := range tr.done {
+		o.Counts[int(t/c.Tick)]++
+	}
+	s := Summary{
+		Algorithm:    string(a),
+		Items:        tr.items,
+		ItemsDone:    len(tr.done),
+		ItemsRefused: tr.refused,
+		ItemsLost:    tr.items - len(tr.done) - tr.refused,
+		MaxPerTick:   slices.Max(o.Counts),
+		Decisions:    tr.decisions,
+	}
+	first, last := 0, r.Ticks-1
+	if c.Kind == KindWorkers {
+		s.MaxPerWindow = maxInWindow(tr.done, c.Period)
+		first = int(c.Begin / c.Tick)
+		if n := len(tr.done); n > 0 {
+			s.SecondsToFinish = seconds(tr.done[n-1] - c.Begin)
+			last = int(tr.done[n-1] / c.Tick)
+		}
+	} else {
+		for _, k := range tr.perKey {
+			s.MaxPerWindow = max(s.MaxPerWindow, maxInWindow(k, c.Period))
+		}
+		s.SecondsToFinish = seconds(c.Duration)
+		wa, wd := tr.wrongly[wronglyAllowed], tr.wrongly[wronglyDenied]
+		pa, pd := pct(wa, tr.decisions), pct(wd, tr.decisions)
+		s.WronglyAllowed, s.WronglyDenied, s.WronglyAllowedPct, s.WronglyDeniedPct = &wa, &wd, &pa, &pd
+	}
+	s.OverAdmission = max(0, s.MaxPerWindow-c.Rate)
+	s.CVPerTick = cv(o.Counts[first : last+1])
+	o.Summary = s
+	return o
 }
 
 // maxInWindow is the most instants of sorted ts within any [t, t+w).
@@ -197,11 +203,7 @@ func (r *Result) WriteCSV(w io.Writer) error {
 }
 
 // WriteJSON writes the summaries as a JSON array, one object per algorithm.
-func (r *Result) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r.Summaries())
-}
+func (r *Result) WriteJSON(w io.Writer) error { return writeJSON(w, r.Summaries()) }
 
 // WriteTable writes the summary table people read in a terminal.
 func (r *Result) WriteTable(w io.Writer) error {

@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"io"
 	"slices"
 	"time"
 
@@ -41,50 +40,88 @@ func WithStart(t time.Time) Option {
 	return optionFunc(func(o *options) { o.start = t })
 }
 
-// Run simulates c with every algorithm it names, one after the other, and
-// measures what each let through. It returns an error for a bad Config or a
-// failing store; a refused request is not an error.
-func Run(ctx context.Context, c Config, opts ...Option) (*Result, error) {
+// Run simulates c with the simulator of its Kind and measures what each
+// limit let through. The Report is a *Result (workers, traffic), a
+// *SharedResult (shared) or a *ConcurrencyResult (concurrency). Run returns
+// an error for a bad Config or a failing store; a refused request is not an
+// error. The options apply to the workers and traffic kinds; the others run
+// on stores of their own.
+func Run(ctx context.Context, c Config, opts ...Option) (Report, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	o := options{start: time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)}
+	o := options{start: defaultStart}
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
-	p := c.Period.Microseconds()
-	base := time.UnixMicro(o.start.UnixMicro() / p * p).UTC()
+	if o.store != nil && c.Kind != KindWorkers && c.Kind != KindTraffic {
+		return nil, fmt.Errorf("store: the %s kind runs on a store of its own", c.Kind)
+	}
+	switch c.Kind {
+	case KindShared:
+		return orNil(runShared(ctx, c))
+	case KindConcurrency:
+		return orNil(runConcurrency(ctx, c))
+	}
+	return orNil(runAlgorithms(ctx, c, o))
+}
 
-	res := &Result{Config: c}
+// orNil returns r as a Report, or a nil Report with err.
+func orNil[R Report](r R, err error) (Report, error) {
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// defaultStart is where the virtual clock starts unless WithStart says.
+var defaultStart = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// startOf is t rounded down to a whole number of periods since the Unix
+// epoch, in microseconds: where a virtual clock starts.
+func startOf(t time.Time, period time.Duration) time.Time {
+	p := period.Microseconds()
+	return time.UnixMicro(t.UnixMicro() / p * p).UTC()
+}
+
+// runAlgorithms runs every algorithm of c, one after the other.
+func runAlgorithms(ctx context.Context, c Config, o options) (*Result, error) {
+	base := startOf(o.start, c.Period)
 	traces := make([]trace, len(c.Algorithms))
 	for i, a := range c.Algorithms {
-		clock := &virtualClock{base: base}
-		store, prefix := o.store, o.prefix+string(a)+":"
-		var closer io.Closer
-		if store == nil {
-			m := memstore.New(memstore.WithClock(clock), memstore.WithJanitorInterval(0))
-			store, prefix, closer = m, "", m
-		}
-		lim, err := ratekeeper.New(store, c.limit(a), ratekeeper.WithClock(clock))
-		if err != nil {
-			return nil, err
-		}
-		e := &engine{c: c, lim: lim, clock: clock, prefix: prefix}
-		if c.Kind == KindTraffic {
-			err = e.traffic(ctx)
-		} else {
-			err = e.workers(ctx)
-		}
-		if closer != nil {
-			closer.Close()
-		}
+		tr, err := runAlgorithm(ctx, c, a, o, base)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", a, err)
 		}
-		traces[i] = e.trace
+		traces[i] = tr
 	}
+	res := &Result{Config: c}
 	res.measure(traces)
+	res.figure = newFigure(c.Name, res.chartHeight(), res.draw, res.WriteCSV)
 	return res, nil
+}
+
+// runAlgorithm runs algorithm a through c's workload on a virtual clock
+// from base, on o's store or a fresh memory store.
+func runAlgorithm(ctx context.Context, c Config, a ratekeeper.Algorithm, o options, base time.Time) (trace, error) {
+	clock := &virtualClock{base: base}
+	store, prefix := o.store, o.prefix+string(a)+":"
+	if store == nil {
+		m := memstore.New(memstore.WithClock(clock), memstore.WithJanitorInterval(0))
+		defer m.Close()
+		store, prefix = m, ""
+	}
+	lim, err := ratekeeper.New(store, c.limit(a), ratekeeper.WithClock(clock))
+	if err != nil {
+		return trace{}, err
+	}
+	e := &engine{c: c, lim: lim, clock: clock, prefix: prefix}
+	if c.Kind == KindTraffic {
+		err = e.traffic(ctx)
+	} else {
+		err = e.workers(ctx)
+	}
+	return e.trace, err
 }
 
 // trace is what one algorithm's run recorded.
@@ -187,13 +224,7 @@ func (e *engine) afterPauses(t time.Duration) time.Duration {
 func (e *engine) workers(ctx context.Context) error {
 	c := e.c
 	key := e.prefix + "workers"
-	left := make([]int, c.Clients)
-	for i := range left {
-		left[i] = c.Items / c.Clients
-		if i < c.Items%c.Clients {
-			left[i]++
-		}
-	}
+	left := shares(c.Items, c.Clients)
 	e.trace.items = c.Items
 	e.trace.done = make([]time.Duration, 0, c.Items)
 	// However slow an algorithm is, the limit lets Rate through per Period:
@@ -219,39 +250,58 @@ func (e *engine) workers(ctx context.Context) error {
 		if err := e.check(ctx); err != nil {
 			return err
 		}
-		e.clock.set(t)
-		e.trace.decisions++
-		var d ratekeeper.Decision
-		var err error
-		if c.Behaviour == WaitPacing {
-			d, err = e.lim.Reserve(ctx, key)
-		} else {
-			d, err = e.lim.Allow(ctx, key)
-		}
+		next, done, err := e.work(ctx, key, t)
 		if err != nil {
 			return err
 		}
-		if !d.Allowed {
-			q.push(t+max(d.RetryAfter, time.Microsecond), ev.client)
-			continue
-		}
-		// Allowed: the item is done now, or, reserved, once its delay is
-		// waited out. A worker whose wait would end during a pause gives
-		// its place back and reserves again when the pause is over.
-		doneAt := t + d.Delay
-		if after := e.afterPauses(doneAt); after != doneAt {
-			if err := e.lim.Cancel(ctx, key, 1, d); err != nil {
-				return err
+		if done {
+			if left[ev.client]--; left[ev.client] == 0 {
+				continue
 			}
-			q.push(after, ev.client)
-			continue
 		}
-		e.trace.done = append(e.trace.done, doneAt)
-		if left[ev.client]--; left[ev.client] > 0 {
-			q.push(doneAt, ev.client)
-		}
+		q.push(next, ev.client)
 	}
 	return nil
+}
+
+// shares splits items between clients as evenly as whole items go.
+func shares(items, clients int) []int {
+	left := make([]int, clients)
+	for i := range left {
+		left[i] = items / clients
+		if i < items%clients {
+			left[i]++
+		}
+	}
+	return left
+}
+
+// work is a worker's call to the limiter for key at t. It returns when the
+// worker calls again, and whether it did an item, which it did then.
+func (e *engine) work(ctx context.Context, key string, t time.Duration) (next time.Duration, done bool, err error) {
+	e.clock.set(t)
+	e.trace.decisions++
+	var d ratekeeper.Decision
+	if e.c.Behaviour == WaitPacing {
+		d, err = e.lim.Reserve(ctx, key)
+	} else {
+		d, err = e.lim.Allow(ctx, key)
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if !d.Allowed {
+		return t + max(d.RetryAfter, time.Microsecond), false, nil
+	}
+	// Allowed: the item is done now, or, reserved, once its delay is
+	// waited out. A worker whose wait would end during a pause gives its
+	// place back and reserves again when the pause is over.
+	doneAt := t + d.Delay
+	if after := e.afterPauses(doneAt); after != doneAt {
+		return after, false, e.lim.Cancel(ctx, key, 1, d)
+	}
+	e.trace.done = append(e.trace.done, doneAt)
+	return doneAt, true, nil
 }
 
 // traffic runs c.Clients traffic clients, each with its own key, and judges

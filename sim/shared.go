@@ -3,8 +3,6 @@ package sim
 import (
 	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -18,74 +16,6 @@ import (
 	"github.com/ratekeeper/ratekeeper/internal/shared"
 )
 
-// SharedConfig describes a simulation of one limit that instances behind a
-// load balancer share through a shared store, decided in each of the
-// store's modes (docs/redis.md): exact, then sync and lease at each sync
-// period. SharedScenario returns the named ones.
-//
-// Requests arrive evenly, at Load times the limit in all; the balancer
-// deals them to the instances by Split (a smooth weighted round-robin:
-// equal weights take turns). Each instance decides through its own engine
-// over one in-memory store that behaves as the Redis scripts do
-// (shared.Model), on the virtual clock, and syncs every sync period T,
-// instance i's period starting i·T/N after instance 0's. A call to the
-// store takes no time (δ = 0): at the rates pictured a round trip of a
-// millisecond would let the other instances admit less than one request
-// more (Σ r_j·2δ).
-type SharedConfig struct {
-	// Name names the output files (NAME.csv, NAME.svg, NAME.png) and titles
-	// the chart.
-	Name string
-	// Rate per Period is the shared limit L, a fixed window.
-	Rate   int
-	Period time.Duration
-	// Split is the balancer's weights, one per instance: the share of the
-	// requests each gets.
-	Split []int
-	// Load is the requests offered per Period, as a multiple of Rate.
-	Load float64
-	// SyncPeriods are the periods T sync and lease modes run at.
-	SyncPeriods []time.Duration
-	// Duration is how long requests arrive: a whole number of Periods, each
-	// a window of the chart.
-	Duration time.Duration
-}
-
-// SharedScenarios lists the named scenarios SharedScenario knows.
-var SharedScenarios = []string{"shared-roundrobin", "shared-skewed"}
-
-// SharedScenario returns the named shared scenario, changed by set if not
-// nil. Both are 3 instances sharing a fixed window of 100 per second,
-// offered 2.5 times that, for 10 windows, at sync periods of 10 ms, 100 ms
-// and 1 s:
-//
-//   - shared-roundrobin: the balancer deals the requests in turn, 83 per
-//     second to each instance.
-//   - shared-skewed: it sends 70% of them to one instance, 20% and 10% to
-//     the others (175, 50 and 25 per second).
-func SharedScenario(name string, set func(*SharedConfig)) (SharedConfig, error) {
-	c := SharedConfig{
-		Name:        name,
-		Rate:        100,
-		Period:      time.Second,
-		Load:        2.5,
-		SyncPeriods: []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, time.Second},
-		Duration:    10 * time.Second,
-	}
-	switch name {
-	case "shared-roundrobin":
-		c.Split = []int{1, 1, 1}
-	case "shared-skewed":
-		c.Split = []int{70, 20, 10}
-	default:
-		return SharedConfig{}, fmt.Errorf("unknown shared scenario %q (%s)", name, strings.Join(SharedScenarios, ", "))
-	}
-	if set != nil {
-		set(&c)
-	}
-	return c, nil
-}
-
 // Bounds of a shared simulation.
 const (
 	maxInstances   = 64
@@ -93,19 +23,14 @@ const (
 	maxWindows     = 100
 )
 
-func (c SharedConfig) limit() ratekeeper.Limit {
+// sharedLimit is the shared kind's limit: a fixed window.
+func (c Config) sharedLimit() ratekeeper.Limit {
 	return ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: c.Rate, Period: c.Period}
 }
 
-// Validate reports what is wrong with c, naming the field, or nil.
-func (c SharedConfig) Validate() error {
-	if c.Name == "" {
-		return errors.New("name is missing")
-	}
-	if strings.ContainsAny(c.Name, `/\`) {
-		return fmt.Errorf("name %q must not contain a path separator", c.Name)
-	}
-	if err := c.limit().Validate(); err != nil {
+// validateShared is Validate for the shared kind.
+func (c Config) validateShared() error {
+	if err := c.sharedLimit().Validate(); err != nil {
 		return err
 	}
 	if len(c.Split) == 0 || len(c.Split) > maxInstances {
@@ -119,16 +44,8 @@ func (c SharedConfig) Validate() error {
 	if !(c.Load > 0) || math.IsInf(c.Load, 0) {
 		return fmt.Errorf("load: must be positive, not %v", c.Load)
 	}
-	if len(c.SyncPeriods) == 0 || len(c.SyncPeriods) > maxSyncPeriods {
-		return fmt.Errorf("sync periods: 1 to %d of them, not %d", maxSyncPeriods, len(c.SyncPeriods))
-	}
-	for i, t := range c.SyncPeriods {
-		if t < time.Millisecond || t%time.Microsecond != 0 {
-			return fmt.Errorf("sync periods: %v is not a whole number of microseconds of at least 1ms", t)
-		}
-		if slices.Contains(c.SyncPeriods[:i], t) {
-			return fmt.Errorf("sync periods: %v is given twice", t)
-		}
+	if err := c.validateSyncPeriods(); err != nil {
+		return err
 	}
 	if c.Duration <= 0 || c.Duration%c.Period != 0 || c.Duration/c.Period > maxWindows {
 		return fmt.Errorf("duration: must be 1 to %d whole periods of %v, not %v", maxWindows, c.Period, c.Duration)
@@ -142,8 +59,23 @@ func (c SharedConfig) Validate() error {
 	return nil
 }
 
+func (c Config) validateSyncPeriods() error {
+	if len(c.SyncPeriods) == 0 || len(c.SyncPeriods) > maxSyncPeriods {
+		return fmt.Errorf("sync periods: 1 to %d of them, not %d", maxSyncPeriods, len(c.SyncPeriods))
+	}
+	for i, t := range c.SyncPeriods {
+		if t < time.Millisecond || t%time.Microsecond != 0 {
+			return fmt.Errorf("sync periods: %v is not a whole number of microseconds of at least 1ms", t)
+		}
+		if slices.Contains(c.SyncPeriods[:i], t) {
+			return fmt.Errorf("sync periods: %v is given twice", t)
+		}
+	}
+	return nil
+}
+
 // rates are the requests each instance is offered per Period.
-func (c SharedConfig) rates() []float64 {
+func (c Config) rates() []float64 {
 	sum := 0
 	for _, w := range c.Split {
 		sum += w
@@ -156,15 +88,15 @@ func (c SharedConfig) rates() []float64 {
 }
 
 // roundRobin reports whether the balancer deals the requests in turn.
-func (c SharedConfig) roundRobin() bool {
+func (c Config) roundRobin() bool {
 	return slices.Min(c.Split) == slices.Max(c.Split)
 }
 
-// SyncBound is the most sync mode at period T may admit in a window by
-// docs/redis.md's formula, with δ = 0: the limit plus what the other
-// instances are offered in 2T, for the instance offered least (the one
-// that knows least of the others), and never more than N·L.
-func (c SharedConfig) SyncBound(T time.Duration) float64 {
+// SyncBound is the most sync mode at period T may admit in a window, by
+// docs/redis.md's formula with δ = 0 (shared kind). It is the limit plus
+// what the other instances are offered in 2T, for the instance offered
+// least: the one that knows least of the others. It is never more than N·L.
+func (c Config) SyncBound(T time.Duration) float64 {
 	rates := c.rates()
 	var total float64
 	for _, r := range rates {
@@ -175,8 +107,8 @@ func (c SharedConfig) SyncBound(T time.Duration) float64 {
 	return min(n*float64(c.Rate), float64(c.Rate)+others*2*float64(T)/float64(c.Period))
 }
 
-// String describes c in one line, for chart titles.
-func (c SharedConfig) String() string {
+// sharedString is String for the shared kind.
+func (c Config) sharedString() string {
 	rates := c.rates()
 	per := func(r float64) string { return trimFloat(math.Round(r)) }
 	var b strings.Builder
@@ -196,19 +128,12 @@ func (c SharedConfig) String() string {
 	return b.String()
 }
 
-// periodUnit writes a period as the unit of a rate: "s", or "2m0s".
-func periodUnit(p time.Duration) string {
-	if p == time.Second {
-		return "s"
-	}
-	return p.String()
-}
-
-// SharedResult is what a shared simulation measured: exact first, then
-// sync and lease at each sync period.
+// SharedResult is what Run measured of the shared kind: one SharedOutcome
+// per mode, exact first, then sync and lease at each sync period.
 type SharedResult struct {
-	Config   SharedConfig
+	Config   Config
 	Outcomes []SharedOutcome
+	figure
 }
 
 // SharedOutcome is what one mode admitted.
@@ -255,13 +180,9 @@ func (o SharedOutcome) label() string {
 	return o.mode.String() + " " + o.SyncPeriod.String()
 }
 
-// RunShared simulates c in every mode, one after the other, each on a
-// fresh store. It returns an error for a bad SharedConfig; a refused
-// request is not an error.
-func RunShared(ctx context.Context, c SharedConfig) (*SharedResult, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
+// runShared simulates c in every mode, one after the other, each on a
+// fresh store.
+func runShared(ctx context.Context, c Config) (*SharedResult, error) {
 	res := &SharedResult{Config: c}
 	add := func(m shared.Mode, T time.Duration) error {
 		o, err := runMode(ctx, c, m, T)
@@ -281,80 +202,30 @@ func RunShared(ctx context.Context, c SharedConfig) (*SharedResult, error) {
 			}
 		}
 	}
+	res.figure = newFigure(c.Name, res.chartHeight(), res.draw, res.WriteCSV)
 	return res, nil
 }
 
 // runMode runs c's instances in mode m at sync period T.
-func runMode(ctx context.Context, c SharedConfig, m shared.Mode, T time.Duration) (SharedOutcome, error) {
+func runMode(ctx context.Context, c Config, m shared.Mode, T time.Duration) (SharedOutcome, error) {
 	o := SharedOutcome{Mode: m.String(), mode: m, SyncPeriod: T, Bound: float64(c.Rate)}
 	if m == shared.Sync {
 		o.Bound = c.SyncBound(T)
 	}
-	if T == 0 {
-		T = shared.DefaultPeriod // exact mode's period only forgets idle keys
-	}
-	p := c.Period.Microseconds()
-	start := time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
-	clock := &virtualClock{base: time.UnixMicro(start / p * p).UTC()}
 	store := shared.NewModel()
-	n := len(c.Split)
-	engines := make([]*shared.Store, n)
-	lims := make([]*ratekeeper.Limiter, n)
-	syncAt := make([]time.Duration, n) // each instance's next sync
-	for i := range n {
-		engines[i] = shared.New(store, m, T, shared.WithoutLoop(), shared.WithClock(clock))
-		defer engines[i].Close()
-		lim, err := ratekeeper.New(engines[i], c.limit(), ratekeeper.WithClock(clock))
-		if err != nil {
-			return o, err
-		}
-		lims[i] = lim
-		syncAt[i] = T + time.Duration(i)*T/time.Duration(n)
+	in, err := newInstances(c, store, m, T)
+	if err != nil {
+		return o, err
 	}
-	windows := int(c.Duration / c.Period)
-	o.Admitted = make([]int, windows)
-	perInstance := make([]int, n)
-	// Arrivals at k·gap, dealt by the balancer.
-	gap := float64(c.Period.Microseconds()) / (c.Load * float64(c.Rate))
-	bal := newBalancer(c.Split)
-	offered := 0
-	for k := 0; ; k++ {
-		at := time.Duration(math.Round(float64(k)*gap)) * time.Microsecond
-		if at >= c.Duration {
-			break
-		}
-		if k%1024 == 0 {
-			if err := ctx.Err(); err != nil {
-				return o, err
-			}
-		}
-		// The syncs due by then, in order; at the same instant as a
-		// request, the sync first.
-		for {
-			i := 0
-			for j := range syncAt {
-				if syncAt[j] < syncAt[i] {
-					i = j
-				}
-			}
-			if syncAt[i] > at {
-				break
-			}
-			clock.set(syncAt[i])
-			engines[i].Flush()
-			syncAt[i] += T
-		}
-		to := bal.next()
-		clock.set(at)
-		offered++
-		d, err := lims[to].Allow(ctx, "shared")
-		if err != nil {
-			return o, err
-		}
-		if d.Allowed {
-			o.Admitted[at/c.Period]++
-			perInstance[to]++
-		}
+	defer in.close()
+	o.Admitted = make([]int, int(c.Duration/c.Period))
+	perInstance := make([]int, len(c.Split))
+	offered, err := in.serve(ctx, c, func(at time.Duration, to int) {
+		o.Admitted[at/c.Period]++
+		perInstance[to]++
+	})
+	if err != nil {
+		return o, err
 	}
 	s := SharedSummary{Mode: m.String(), Offered: offered, AdmittedPerInstance: perInstance,
 		MaxPerWindow: slices.Max(o.Admitted), MinPerWindow: slices.Min(o.Admitted), Bound: round(o.Bound, 3),
@@ -367,6 +238,92 @@ func runMode(ctx context.Context, c SharedConfig, m shared.Mode, T time.Duration
 	}
 	o.Summary = s
 	return o, nil
+}
+
+// instances are a shared run's engines over one store, each with its own
+// limiter, on one virtual clock.
+type instances struct {
+	clock   *virtualClock
+	engines []*shared.Store
+	lims    []*ratekeeper.Limiter
+	syncAt  []time.Duration // each instance's next sync
+	period  time.Duration   // T
+}
+
+// newInstances starts c's instances in mode m at sync period T, without
+// their loops: instance i first syncs at T + i·T/N.
+func newInstances(c Config, store *shared.Model, m shared.Mode, T time.Duration) (*instances, error) {
+	if T == 0 {
+		T = shared.DefaultPeriod // exact mode's period only forgets idle keys
+	}
+	n := len(c.Split)
+	in := &instances{clock: &virtualClock{base: startOf(defaultStart, c.Period)}, period: T}
+	for i := range n {
+		e := shared.New(store, m, T, shared.WithoutLoop(), shared.WithClock(in.clock))
+		in.engines = append(in.engines, e)
+		lim, err := ratekeeper.New(e, c.sharedLimit(), ratekeeper.WithClock(in.clock))
+		if err != nil {
+			in.close()
+			return nil, err
+		}
+		in.lims = append(in.lims, lim)
+		in.syncAt = append(in.syncAt, T+time.Duration(i)*T/time.Duration(n))
+	}
+	return in, nil
+}
+
+func (in *instances) close() {
+	for _, e := range in.engines {
+		e.Close()
+	}
+}
+
+// serve offers c's requests, arriving evenly and dealt by the balancer,
+// and calls admitted with the instant and instance of each one admitted.
+// It returns how many were offered.
+func (in *instances) serve(ctx context.Context, c Config, admitted func(at time.Duration, to int)) (int, error) {
+	gap := float64(c.Period.Microseconds()) / (c.Load * float64(c.Rate))
+	bal := newBalancer(c.Split)
+	for k := 0; ; k++ {
+		at := time.Duration(math.Round(float64(k)*gap)) * time.Microsecond
+		if at >= c.Duration {
+			return k, nil
+		}
+		if k%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return k, err
+			}
+		}
+		in.syncUntil(at)
+		to := bal.next()
+		in.clock.set(at)
+		d, err := in.lims[to].Allow(ctx, "shared")
+		if err != nil {
+			return k, err
+		}
+		if d.Allowed {
+			admitted(at, to)
+		}
+	}
+}
+
+// syncUntil runs the syncs due by at, in order: at the same instant as a
+// request, the sync comes first.
+func (in *instances) syncUntil(at time.Duration) {
+	for {
+		i := 0
+		for j := range in.syncAt {
+			if in.syncAt[j] < in.syncAt[i] {
+				i = j
+			}
+		}
+		if in.syncAt[i] > at {
+			return
+		}
+		in.clock.set(in.syncAt[i])
+		in.engines[i].Flush()
+		in.syncAt[i] += in.period
+	}
 }
 
 // balancer deals requests by weight, as a smooth weighted round-robin
@@ -409,11 +366,10 @@ func (r *SharedResult) Summaries() []SharedSummary {
 	return out
 }
 
-// WriteCSV writes the requests admitted per window: a header
-// `t_ms,mode,sync_period_ms,admitted,bound`, then one row per mode and
-// window (the window's start in milliseconds, the mode, T in milliseconds
-// or empty for exact, the requests admitted in the window, the most it may
-// admit), mode by mode.
+// WriteCSV writes the requests admitted per window, mode by mode. The
+// header is `t_ms,mode,sync_period_ms,admitted,bound`. A row is a window's
+// start in milliseconds, the mode, T in milliseconds (empty for exact),
+// the requests admitted in the window and the most it may admit.
 func (r *SharedResult) WriteCSV(w io.Writer) error {
 	b := bufio.NewWriter(w)
 	b.WriteString("t_ms,mode,sync_period_ms,admitted,bound\n")
@@ -433,11 +389,7 @@ func (r *SharedResult) WriteCSV(w io.Writer) error {
 
 // WriteJSON writes the summaries as a JSON array, one object per mode and
 // sync period.
-func (r *SharedResult) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r.Summaries())
-}
+func (r *SharedResult) WriteJSON(w io.Writer) error { return writeJSON(w, r.Summaries()) }
 
 // WriteTable writes the summary table people read in a terminal.
 func (r *SharedResult) WriteTable(w io.Writer) error {

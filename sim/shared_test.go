@@ -13,22 +13,22 @@ import (
 	"github.com/ratekeeper/ratekeeper/internal/shared"
 )
 
-func sharedScenario(t testing.TB, name string, set func(*SharedConfig)) SharedConfig {
+func sharedScenario(t testing.TB, name string, set func(*Config)) Config {
 	t.Helper()
-	c, err := SharedScenario(name, set)
+	c, err := Scenario(name, set)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-func runSharedT(t testing.TB, c SharedConfig) *SharedResult {
+func runSharedT(t testing.TB, c Config) *SharedResult {
 	t.Helper()
-	r, err := RunShared(context.Background(), c)
+	r, err := Run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r
+	return r.(*SharedResult)
 }
 
 // checkSharedBounds demands what docs/redis.md promises of each mode, in
@@ -72,7 +72,7 @@ func checkSharedBounds(t *testing.T, r *SharedResult) {
 // the trade-off there to see: sync over the limit, the more the longer its
 // period, and lease and exact at it.
 func TestSharedScenarios(t *testing.T) {
-	for _, name := range SharedScenarios {
+	for _, name := range []string{"shared-roundrobin", "shared-skewed"} {
 		t.Run(name, func(t *testing.T) {
 			r := runSharedT(t, sharedScenario(t, name, nil))
 			c := r.Config
@@ -123,7 +123,7 @@ func TestSharedSyncBound(t *testing.T) {
 	rr := sharedScenario(t, "shared-roundrobin", nil)
 	sk := sharedScenario(t, "shared-skewed", nil)
 	for _, tc := range []struct {
-		c    SharedConfig
+		c    Config
 		T    time.Duration
 		want float64
 	}{
@@ -142,9 +142,9 @@ func TestSharedSyncBound(t *testing.T) {
 	}
 }
 
-// The same SharedConfig gives the same bytes: CSV, JSON, SVG and PNG.
+// The same Config gives the same bytes: CSV, JSON, SVG and PNG.
 func TestSharedDeterministic(t *testing.T) {
-	c := sharedScenario(t, "shared-skewed", func(c *SharedConfig) { c.Duration = 3 * time.Second })
+	c := sharedScenario(t, "shared-skewed", func(c *Config) { c.Duration = 3 * time.Second })
 	var outs [2][4]bytes.Buffer
 	for i := range outs {
 		r := runSharedT(t, c)
@@ -168,7 +168,7 @@ func TestSharedDeterministic(t *testing.T) {
 
 // The output formats are a contract.
 func TestSharedFormats(t *testing.T) {
-	r := runSharedT(t, sharedScenario(t, "shared-roundrobin", func(c *SharedConfig) {
+	r := runSharedT(t, sharedScenario(t, "shared-roundrobin", func(c *Config) {
 		c.Duration, c.SyncPeriods = 2*time.Second, []time.Duration{100 * time.Millisecond}
 	}))
 	var csv bytes.Buffer
@@ -213,29 +213,26 @@ func TestSharedFormats(t *testing.T) {
 
 func TestSharedConfigErrors(t *testing.T) {
 	for _, tc := range []struct {
-		set  func(*SharedConfig)
+		set  func(*Config)
 		want string
 	}{
-		{func(c *SharedConfig) { c.Name = "" }, "name"},
-		{func(c *SharedConfig) { c.Name = "a/b" }, "name"},
-		{func(c *SharedConfig) { c.Rate = 0 }, "rate"},
-		{func(c *SharedConfig) { c.Split = nil }, "split"},
-		{func(c *SharedConfig) { c.Split = []int{1, 0} }, "split"},
-		{func(c *SharedConfig) { c.Load = 0 }, "load"},
-		{func(c *SharedConfig) { c.Load = 1e9 }, "load"},
-		{func(c *SharedConfig) { c.SyncPeriods = nil }, "sync periods"},
-		{func(c *SharedConfig) { c.SyncPeriods = []time.Duration{time.Microsecond} }, "sync periods"},
-		{func(c *SharedConfig) { c.SyncPeriods = []time.Duration{time.Second, time.Second} }, "twice"},
-		{func(c *SharedConfig) { c.Duration = 1500 * time.Millisecond }, "duration"},
-		{func(c *SharedConfig) { c.Duration = 0 }, "duration"},
+		{func(c *Config) { c.Name = "" }, "name"},
+		{func(c *Config) { c.Name = "a/b" }, "name"},
+		{func(c *Config) { c.Rate = 0 }, "rate"},
+		{func(c *Config) { c.Split = nil }, "split"},
+		{func(c *Config) { c.Split = []int{1, 0} }, "split"},
+		{func(c *Config) { c.Load = 0 }, "load"},
+		{func(c *Config) { c.Load = 1e9 }, "load"},
+		{func(c *Config) { c.SyncPeriods = nil }, "sync periods"},
+		{func(c *Config) { c.SyncPeriods = []time.Duration{time.Microsecond} }, "sync periods"},
+		{func(c *Config) { c.SyncPeriods = []time.Duration{time.Second, time.Second} }, "twice"},
+		{func(c *Config) { c.Duration = 1500 * time.Millisecond }, "duration"},
+		{func(c *Config) { c.Duration = 0 }, "duration"},
 	} {
-		_, err := RunShared(context.Background(), sharedScenario(t, "shared-skewed", tc.set))
+		_, err := Run(context.Background(), sharedScenario(t, "shared-skewed", tc.set))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("error %v, want one about %q", err, tc.want)
 		}
-	}
-	if _, err := SharedScenario("pacing", nil); err == nil {
-		t.Error("an algorithms' scenario taken for a shared one")
 	}
 }
 
@@ -249,7 +246,7 @@ func FuzzShared(f *testing.F) {
 	f.Add(uint8(4), uint8(1), uint8(5), uint8(3), uint16(500), uint8(8), uint16(7))
 	f.Add(uint8(1), uint8(1), uint8(0), uint8(0), uint16(10), uint8(50), uint16(2000))
 	f.Fuzz(func(t *testing.T, n, w0, w1, w2 uint8, rate uint16, load uint8, periodMs uint16) {
-		c := SharedConfig{Name: "fuzz", Rate: 1 + int(rate%500), Period: time.Second,
+		c := Config{Name: "fuzz", Kind: KindShared, Rate: 1 + int(rate%500), Period: time.Second,
 			Load:        0.5 + float64(load%40)/10,
 			SyncPeriods: []time.Duration{time.Duration(1+periodMs%2000) * time.Millisecond},
 			Duration:    3 * time.Second}
@@ -257,10 +254,6 @@ func FuzzShared(f *testing.F) {
 		for i := range 1 + int(n%4) {
 			c.Split = append(c.Split, 1+int(ws[i]%100))
 		}
-		r, err := RunShared(context.Background(), c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkSharedBounds(t, r)
+		checkSharedBounds(t, runSharedT(t, c))
 	})
 }

@@ -30,7 +30,7 @@ func run(t testing.TB, c Config) *Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r
+	return r.(*Result)
 }
 
 func outcome(t testing.TB, r *Result, a ratekeeper.Algorithm) Outcome {
@@ -473,10 +473,7 @@ func FuzzWorkers(f *testing.F) {
 		for c.span()/c.Tick > 20_000 {
 			c.Tick *= 10
 		}
-		r, err := Run(context.Background(), c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := run(t, c)
 		s := r.Outcomes[0].Summary
 		if s.ItemsLost != 0 || s.ItemsDone != c.Items {
 			t.Fatalf("%+v: %d of %d done, %d lost", c, s.ItemsDone, c.Items, s.ItemsLost)

@@ -7,8 +7,8 @@ import (
 )
 
 // judge is the exact sliding window log that traffic decisions are judged
-// against: it keeps the instants of the requests the algorithm under test
-// admitted for one key and says what the exact log would have decided with
+// against. It keeps the instants of the requests the algorithm under test
+// admitted for one key. It says what the exact log would have decided with
 // that same history. Its window is the sliding log's: at t it counts what
 // was admitted in [t-window, t].
 type judge struct {
@@ -49,11 +49,11 @@ func (j *judge) judge(t time.Duration, allowed bool) int {
 }
 
 // generator makes one traffic client's arrivals from its own seeded random
-// stream, so that every algorithm sees the same requests. A client is one
-// of three kinds: quiet (three in ten: Poisson arrivals at 0.05 to 0.5 times
-// the limit's rate), steady (four in ten: Poisson at 0.5 to 1.5 times it) or
-// bursty (three in ten: idle for one to four periods on average, then a
-// burst of 0.3 to 2 times the limit at ten times its rate).
+// stream, so that every algorithm sees the same requests. Three clients
+// in ten are quiet: Poisson arrivals at 0.05 to 0.5 times the limit's rate.
+// Four in ten are steady: Poisson at 0.5 to 1.5 times it. Three in ten are
+// bursty: idle for one to four periods on average, then a burst of 0.3 to
+// 2 times the limit at ten times its rate.
 type generator struct {
 	rng    *rand.Rand
 	c      Config

@@ -7,49 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ratekeeper/ratekeeper/sim/chart"
 )
-
-func TestFormatTick(t *testing.T) {
-	for _, tc := range []struct {
-		v, step, top float64
-		want         string
-	}{
-		{0, 25000, 1e5, "0"},
-		{75000, 25000, 1e5, "75k"},
-		{250000, 50000, 3.5e5, "250k"},
-		{1.5e6, 500000, 3e6, "1.5M"},
-		{4000, 1000, 4500, "4,000"}, // as the bars' 4,028: no k below 10,000
-		{2500, 500, 4500, "2,500"},
-		{40, 10, 55, "40"},
-		{0.6, 0.2, 1.6, "0.6"},    // 3 × 0.2 is 0.6000000000000001
-		{0.75, 0.25, 1.6, "0.75"}, // two decimals where the step has two
-		{1, 0.5, 1.6, "1.0"},
-		{-20, 10, 40, "-20"},
-	} {
-		if got := formatTick(tc.v, tc.step, tc.top); got != tc.want {
-			t.Errorf("formatTick(%v, %v, %v) = %q, want %q", tc.v, tc.step, tc.top, got, tc.want)
-		}
-	}
-}
-
-// TestTicksReadable walks the axes the charts draw: every label is short,
-// has no exponent and no run of zeros after a point (75000.00).
-func TestTicksReadable(t *testing.T) {
-	for _, hi := range []float64{1.6, 12, 87, 950, 4500, 87000, 350000, 2.7e6} {
-		ts := niceTicks{}.Ticks(0, hi)
-		if len(ts) < 3 || len(ts) > 10 {
-			t.Errorf("0..%v: %d ticks", hi, len(ts))
-		}
-		for _, tk := range ts {
-			if tk.Value < 0 || tk.Value > hi*1.0000001 {
-				t.Errorf("0..%v: tick at %v", hi, tk.Value)
-			}
-			if strings.ContainsAny(tk.Label, "eE") || strings.Contains(tk.Label, ".00") || len(tk.Label) > 5 {
-				t.Errorf("0..%v: tick label %q", hi, tk.Label)
-			}
-		}
-	}
-}
 
 func TestFormat(t *testing.T) {
 	for _, tc := range []struct {
@@ -78,7 +38,7 @@ func TestFormat(t *testing.T) {
 
 func TestColours(t *testing.T) {
 	var series []string
-	for i := range palette {
+	for i := range chart.Palette {
 		series = append(series, fmt.Sprint("s", i))
 	}
 	cs, err := colours(series, nil)
@@ -163,21 +123,21 @@ func TestSubtract(t *testing.T) {
 // its bars, none sharing one, and the target line too.
 func TestLegend(t *testing.T) {
 	tb := &table{groups: []string{""}, series: []string{"rk_1", "nginx", "go_rp"}, values: map[string]map[string]float64{"": {"rk_1": 1, "nginx": 2, "go_rp": 3}}}
-	ch, err := newChart(tb, config{names: "rk_1=rk-1,go_rp=go-rp", target: 1, targetLabel: "target: 1 ms"})
+	ch, err := newFigure(tb, config{names: "rk_1=rk-1,go_rp=go-rp", target: 1, targetLabel: "target: 1 ms"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var texts []string
 	for i, e := range ch.legend() {
-		texts = append(texts, e.text)
-		if i < len(tb.series) && (e.line != nil || e.color != ch.colors[i]) {
-			t.Errorf("%s: legend swatch is not its bars' colour", e.text)
+		texts = append(texts, e.Text)
+		if i < len(tb.series) && (e.Line != nil || e.Color != ch.colors[i]) {
+			t.Errorf("%s: legend swatch is not its bars' colour", e.Text)
 		}
 	}
 	if want := []string{"rk-1", "nginx", "go-rp", "target: 1 ms"}; !slices.Equal(texts, want) {
 		t.Errorf("legend %q, want %q", texts, want)
 	}
-	if rows := legendRows(ch.legend(), 200); len(rows) < 2 {
+	if rows := legend.Rows(ch.legend(), 200); len(rows) < 2 {
 		t.Errorf("4 entries in 200 points: %d row", len(rows))
 	}
 	if err := ch.save(filepath.Join(t.TempDir(), "c.png")); err != nil {

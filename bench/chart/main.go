@@ -1,11 +1,11 @@
-// Command chart draws a grouped bar chart from a Go benchmark results file
-// (the raw output that benchstat reads): for one metric, the median over
-// the file's rounds of every benchmark matching a filter, with one bar per
-// series (a sub-benchmark key such as lib or impl) in each group (another
-// key, such as mode or callers). The title and the legend sit above the
-// plot, never over the bars; each series has a colour of its own and
-// every value is written on its bar. docs/benchmarks.md shows the charts
-// it draws from bench/results; bench/charts.sh redraws them all.
+// Command chart draws a grouped bar chart from a Go benchmark results file,
+// the raw output that benchstat reads. It draws one metric: the median over
+// the file's rounds of every benchmark matching a filter. Each group (a
+// sub-benchmark key, such as mode or callers) has one bar per series
+// (another key, such as lib or impl). The title and the legend sit above
+// the plot, never over the bars. Each series has a colour of its own, and
+// every value is written on its bar. The charts in docs/benchmarks.md are
+// drawn from bench/results; bench/charts.sh redraws them all.
 //
 //	go run ./chart -in results/memory.txt -match MemoryManyKeys -metric sec/op \
 //		-series lib -title "1M keys" -out ../docs/img/bench-memory.png
@@ -78,7 +78,7 @@ func run(c config) error {
 			return fmt.Errorf("%s: %w", c.in, err)
 		}
 	}
-	ch, err := newChart(t, c)
+	ch, err := newFigure(t, c)
 	if err != nil {
 		return err
 	}
@@ -116,22 +116,8 @@ func read(r io.Reader, c config) (*table, error) {
 		if !ok {
 			continue
 		}
-		_, subs := res.Name.Parts()
-		key := [2]string{"", ""}
-		for _, s := range subs {
-			k, val, _ := strings.Cut(strings.TrimPrefix(string(s), "/"), "=")
-			val = trimProcs(val)
-			switch k {
-			case c.group:
-				key[0] = val
-			case c.series:
-				key[1] = val
-			}
-		}
-		if c.group != "" && key[0] == "" || key[1] == "" {
-			continue
-		}
-		if want != nil && !slices.Contains(want, key[1]) {
+		key, ok := keyOf(res, c)
+		if !ok || want != nil && !slices.Contains(want, key[1]) {
 			continue
 		}
 		if !slices.Contains(t.groups, key[0]) {
@@ -158,6 +144,24 @@ func read(r io.Reader, c config) (*table, error) {
 		t.values[k[0]][k[1]] = median(vs)
 	}
 	return t, nil
+}
+
+// keyOf is res's group and series, from its sub-benchmark names; false
+// when it lacks one the chart needs.
+func keyOf(res *benchfmt.Result, c config) ([2]string, bool) {
+	_, subs := res.Name.Parts()
+	var key [2]string
+	for _, s := range subs {
+		k, val, _ := strings.Cut(strings.TrimPrefix(string(s), "/"), "=")
+		val = trimProcs(val)
+		switch k {
+		case c.group:
+			key[0] = val
+		case c.series:
+			key[1] = val
+		}
+	}
+	return key, (c.group == "" || key[0] != "") && key[1] != ""
 }
 
 // subtract takes base's median from every other series' in each group

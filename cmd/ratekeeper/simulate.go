@@ -93,51 +93,24 @@ type simulateFlags struct {
 	max    int
 	hold   time.Duration
 	jitter bool
+
+	// The list flags, as parseLists reads them.
+	algorithmList []ratekeeper.Algorithm
+	splitList     []int
+	periodList    []time.Duration
 }
 
-// The kinds of scenario, each with the flags it takes besides --out, --name
-// and --json: a flag given to a scenario whose kind does not take it is an
-// error.
-const (
-	algorithmsKind  = "algorithms"
-	sharedKind      = "shared"
-	concurrencyKind = "concurrency"
-)
+// algorithmFlags are the flags of the scenarios that compare algorithms.
+var algorithmFlags = []string{"algorithms", "rate", "period", "burst", "items", "clients", "worker", "tick", "pause", "duration", "seed", "store"}
 
-var kindFlags = map[string][]string{
-	algorithmsKind:  {"algorithms", "rate", "period", "burst", "items", "clients", "worker", "tick", "pause", "duration", "seed", "store"},
-	sharedKind:      {"rate", "period", "duration", "instances", "split", "load", "sync-periods"},
-	concurrencyKind: {"max", "load", "hold", "jitter", "duration", "tick", "seed"},
-}
-
-// kindOf is the kind of the scenario name; algorithmsKind for a name no
-// kind knows, for sim.Scenario to refuse.
-func kindOf(name string) string {
-	switch {
-	case slices.Contains(sim.SharedScenarios, name):
-		return sharedKind
-	case slices.Contains(sim.ConcurrencyScenarios, name):
-		return concurrencyKind
-	}
-	return algorithmsKind
-}
-
-// report is what a simulation gives: a sim.Result, a sim.SharedResult or a
-// sim.ConcurrencyResult.
-type report interface {
-	WriteTable(io.Writer) error
-	WriteJSON(io.Writer) error
-	WriteCSV(io.Writer) error
-	WriteSVG(io.Writer) error
-	WritePNG(io.Writer) error
-	WriteFiles(dir string) error
-}
-
-// simulation is a parsed command line: the name of the files it writes,
-// and how to run it.
-type simulation struct {
-	name string
-	run  func(ctx context.Context, opts ...sim.Option) (report, error)
+// kindFlags are the flags each kind of scenario takes besides --out,
+// --name and --json: a flag given to a scenario whose kind does not take
+// it is an error.
+var kindFlags = map[sim.Kind][]string{
+	sim.KindWorkers:     algorithmFlags,
+	sim.KindTraffic:     algorithmFlags,
+	sim.KindShared:      {"rate", "period", "duration", "instances", "split", "load", "sync-periods"},
+	sim.KindConcurrency: {"max", "load", "hold", "jitter", "duration", "tick", "seed"},
 }
 
 // pauseList is the repeatable --pause flag.
@@ -161,7 +134,7 @@ func (p *pauseList) Set(v string) error {
 }
 
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, s, err := parseSimulate(args, stderr)
+	f, cfg, err := parseSimulate(args, stderr)
 	if err != nil {
 		return err
 	}
@@ -186,7 +159,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		opts = append(opts, sim.WithStore(rs, ""), sim.WithStart(time.Now()))
 	}
 
-	res, err := s.run(ctx, opts...)
+	res, err := sim.Run(ctx, cfg, opts...)
 	if err != nil {
 		return err
 	}
@@ -202,7 +175,7 @@ func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err := res.WriteFiles(f.out); err != nil {
 			return err
 		}
-		base := filepath.Join(f.out, s.name)
+		base := filepath.Join(f.out, cfg.Name)
 		msg := fmt.Sprintf("\nwrote %[1]s.csv, %[1]s.svg and %[1]s.png\n", base)
 		if f.json {
 			fmt.Fprint(stderr, msg)
@@ -246,8 +219,74 @@ func parseAlgorithms(v string) ([]ratekeeper.Algorithm, error) {
 
 // parseSimulate reads the command line: the scenario it names, changed by
 // the flags.
-func parseSimulate(args []string, stderr io.Writer) (simulateFlags, simulation, error) {
+func parseSimulate(args []string, stderr io.Writer) (simulateFlags, sim.Config, error) {
 	var f simulateFlags
+	fs := f.flagSet(stderr)
+	name, err := parseArgs(fs, args)
+	if err != nil {
+		return f, sim.Config{}, err
+	}
+	scenario, err := sim.Scenario(name, nil)
+	if err != nil {
+		return f, sim.Config{}, usageError{err}
+	}
+	set := map[string]bool{}
+	var notHere []string
+	fs.Visit(func(fl *flag.Flag) {
+		set[fl.Name] = true
+		if !slices.Contains(kindFlags[scenario.Kind], fl.Name) && !slices.Contains([]string{"out", "name", "json"}, fl.Name) {
+			notHere = append(notHere, fl.Name)
+		}
+	})
+	if len(notHere) > 0 {
+		return f, sim.Config{}, usageError{fmt.Errorf("--%s does not apply to the %s scenario", notHere[0], name)}
+	}
+	if err := f.parseLists(name, set); err != nil {
+		return f, sim.Config{}, usageError{err}
+	}
+	setters := f.setters()
+	cfg, err := sim.Scenario(name, func(c *sim.Config) {
+		for fl := range set {
+			if apply, ok := setters[fl]; ok {
+				apply(c)
+			}
+		}
+	})
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		return f, sim.Config{}, usageError{err}
+	}
+	return f, cfg, nil
+}
+
+// parseArgs parses args with fs, flags before and after the scenario, and
+// returns the scenario's name.
+func parseArgs(fs *flag.FlagSet, args []string) (string, error) {
+	var positional []string
+	for rest := args; ; {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return "", err
+			}
+			return "", usageError{err}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	if len(positional) != 1 {
+		return "", usageError{fmt.Errorf("want one scenario (%s), got %d arguments",
+			strings.Join(sim.Scenarios, ", "), len(positional))}
+	}
+	return positional[0], nil
+}
+
+// flagSet defines simulate's flags on f.
+func (f *simulateFlags) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -276,207 +315,67 @@ func parseSimulate(args []string, stderr io.Writer) (simulateFlags, simulation, 
 	fs.IntVar(&f.max, "max", 0, "concurrency: how many requests may be in flight at once (default 10)")
 	fs.DurationVar(&f.hold, "hold", 0, "concurrency: how long an admitted request stays in flight, the mean with --jitter (default 100ms)")
 	fs.BoolVar(&f.jitter, "jitter", false, "concurrency: holds drawn from an exponential distribution of mean --hold (from --seed); --jitter=false holds every request exactly --hold (default true)")
-
-	// Flags may come before and after the scenario.
-	var positional []string
-	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return f, simulation{}, err
-			}
-			return f, simulation{}, usageError{err}
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		rest = fs.Args()[1:]
-	}
-	if len(positional) != 1 {
-		return f, simulation{}, usageError{fmt.Errorf("want one scenario (%s), got %d arguments",
-			strings.Join(slices.Concat(sim.Scenarios, sim.SharedScenarios, sim.ConcurrencyScenarios), ", "), len(positional))}
-	}
-	name := positional[0]
-	kind := kindOf(name)
-	set := map[string]bool{}
-	var notHere []string
-	fs.Visit(func(fl *flag.Flag) {
-		set[fl.Name] = true
-		if !slices.Contains(kindFlags[kind], fl.Name) && !slices.Contains([]string{"out", "name", "json"}, fl.Name) {
-			notHere = append(notHere, fl.Name)
-		}
-	})
-	if len(notHere) > 0 {
-		return f, simulation{}, usageError{fmt.Errorf("--%s does not apply to the %s scenario", notHere[0], name)}
-	}
-	switch kind {
-	case sharedKind:
-		s, err := parseShared(name, f, set)
-		return f, s, err
-	case concurrencyKind:
-		s, err := parseConcurrency(name, f, set)
-		return f, s, err
-	}
-
-	algorithms, err := parseAlgorithms(f.algorithms)
-	if err != nil {
-		return f, simulation{}, usageError{err}
-	}
-	cfg, err := sim.Scenario(name, func(c *sim.Config) {
-		c.Algorithms = algorithms
-		c.Seed = f.seed
-		if set["rate"] {
-			c.Rate = f.rate
-		}
-		if set["period"] {
-			c.Period = f.period
-		}
-		if set["burst"] {
-			c.Burst = f.burst
-		}
-		if set["items"] {
-			c.Items = f.items
-		}
-		if set["clients"] {
-			c.Clients = f.clients
-		}
-		if set["worker"] {
-			c.Behaviour = sim.Behaviour(f.worker)
-		}
-		if set["tick"] {
-			c.Tick = f.tick
-		}
-		if set["pause"] {
-			c.Pauses = f.pauses
-		}
-		if set["duration"] {
-			c.Duration = f.duration
-		}
-		if set["name"] {
-			c.Name = f.name
-		}
-	})
-	if err != nil {
-		return f, simulation{}, usageError{err}
-	}
-	if err := cfg.Validate(); err != nil {
-		return f, simulation{}, usageError{err}
-	}
-	return f, simulation{name: cfg.Name, run: func(ctx context.Context, opts ...sim.Option) (report, error) {
-		r, err := sim.Run(ctx, cfg, opts...)
-		if err != nil {
-			return nil, err
-		}
-		return r, nil
-	}}, nil
+	return fs
 }
 
-// parseShared makes the shared scenario name, changed by the flags set.
-func parseShared(name string, f simulateFlags, set map[string]bool) (simulation, error) {
-	var split []int
+// parseLists reads the list flags that are set (--algorithms, --split,
+// --instances and --sync-periods) for the scenario name.
+func (f *simulateFlags) parseLists(name string, set map[string]bool) error {
+	var err error
+	if set["algorithms"] {
+		if f.algorithmList, err = parseAlgorithms(f.algorithms); err != nil {
+			return err
+		}
+	}
 	if set["split"] {
 		for _, w := range strings.Split(f.split, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(w))
 			if err != nil {
-				return simulation{}, usageError{fmt.Errorf("--split: %q is not a whole number", w)}
+				return fmt.Errorf("--split: %q is not a whole number", w)
 			}
-			split = append(split, n)
+			f.splitList = append(f.splitList, n)
 		}
 	}
 	if set["instances"] {
 		if name != "shared-roundrobin" || set["split"] {
-			return simulation{}, usageError{errors.New("--instances is for shared-roundrobin; give the weights with --split")}
+			return errors.New("--instances is for shared-roundrobin; give the weights with --split")
 		}
-		split = slices.Repeat([]int{1}, max(0, f.instances))
+		f.splitList = slices.Repeat([]int{1}, max(0, f.instances))
 	}
-	var periods []time.Duration
 	if set["sync-periods"] {
 		for _, p := range strings.Split(f.syncPeriods, ",") {
 			d, err := time.ParseDuration(strings.TrimSpace(p))
 			if err != nil {
-				return simulation{}, usageError{fmt.Errorf("--sync-periods: %w", err)}
+				return fmt.Errorf("--sync-periods: %w", err)
 			}
-			periods = append(periods, d)
+			f.periodList = append(f.periodList, d)
 		}
 	}
-	cfg, err := sim.SharedScenario(name, func(c *sim.SharedConfig) {
-		if split != nil {
-			c.Split = split
-		}
-		if periods != nil {
-			c.SyncPeriods = periods
-		}
-		if set["rate"] {
-			c.Rate = f.rate
-		}
-		if set["period"] {
-			c.Period = f.period
-		}
-		if set["load"] {
-			c.Load = f.load
-		}
-		if set["duration"] {
-			c.Duration = f.duration
-		}
-		if set["name"] {
-			c.Name = f.name
-		}
-	})
-	if err != nil {
-		return simulation{}, usageError{err}
-	}
-	if err := cfg.Validate(); err != nil {
-		return simulation{}, usageError{err}
-	}
-	return simulation{name: cfg.Name, run: func(ctx context.Context, _ ...sim.Option) (report, error) {
-		r, err := sim.RunShared(ctx, cfg)
-		if err != nil {
-			return nil, err
-		}
-		return r, nil
-	}}, nil
+	return nil
 }
 
-// parseConcurrency makes the concurrency scenario name, changed by the
-// flags set.
-func parseConcurrency(name string, f simulateFlags, set map[string]bool) (simulation, error) {
-	cfg, err := sim.ConcurrencyScenario(name, func(c *sim.ConcurrencyConfig) {
-		if set["max"] {
-			c.Max = f.max
-		}
-		if set["load"] {
-			c.Load = f.load
-		}
-		if set["hold"] {
-			c.Hold = f.hold
-		}
-		if set["jitter"] {
-			c.Jitter = f.jitter
-		}
-		if set["seed"] {
-			c.Seed = f.seed
-		}
-		if set["duration"] {
-			c.Duration = f.duration
-		}
-		if set["tick"] {
-			c.Tick = f.tick
-		}
-		if set["name"] {
-			c.Name = f.name
-		}
-	})
-	if err != nil {
-		return simulation{}, usageError{err}
+// setters change a scenario's Config as the flag of their name says, once
+// parseLists has read the lists.
+func (f *simulateFlags) setters() map[string]func(*sim.Config) {
+	return map[string]func(*sim.Config){
+		"algorithms":   func(c *sim.Config) { c.Algorithms = f.algorithmList },
+		"rate":         func(c *sim.Config) { c.Rate = f.rate },
+		"period":       func(c *sim.Config) { c.Period = f.period },
+		"burst":        func(c *sim.Config) { c.Burst = f.burst },
+		"items":        func(c *sim.Config) { c.Items = f.items },
+		"clients":      func(c *sim.Config) { c.Clients = f.clients },
+		"worker":       func(c *sim.Config) { c.Behaviour = sim.Behaviour(f.worker) },
+		"tick":         func(c *sim.Config) { c.Tick = f.tick },
+		"pause":        func(c *sim.Config) { c.Pauses = f.pauses },
+		"duration":     func(c *sim.Config) { c.Duration = f.duration },
+		"seed":         func(c *sim.Config) { c.Seed = f.seed },
+		"name":         func(c *sim.Config) { c.Name = f.name },
+		"split":        func(c *sim.Config) { c.Split = f.splitList },
+		"instances":    func(c *sim.Config) { c.Split = f.splitList },
+		"load":         func(c *sim.Config) { c.Load = f.load },
+		"sync-periods": func(c *sim.Config) { c.SyncPeriods = f.periodList },
+		"max":          func(c *sim.Config) { c.Max = f.max },
+		"hold":         func(c *sim.Config) { c.Hold = f.hold },
+		"jitter":       func(c *sim.Config) { c.Jitter = f.jitter },
 	}
-	if err := cfg.Validate(); err != nil {
-		return simulation{}, usageError{err}
-	}
-	return simulation{name: cfg.Name, run: func(ctx context.Context, _ ...sim.Option) (report, error) {
-		r, err := sim.RunConcurrency(ctx, cfg)
-		if err != nil {
-			return nil, err
-		}
-		return r, nil
-	}}, nil
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/sim"
 )
 
 // simulateDocCharts are the charts docs/algorithms.md and docs/redis.md
@@ -85,10 +86,10 @@ func TestSimulateCommittedCharts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.name != c.name {
-			t.Fatalf("simulate %v writes %s.csv, not %s.csv", c.args, s.name, c.name)
+		if s.Name != c.name {
+			t.Fatalf("simulate %v writes %s.csv, not %s.csv", c.args, s.Name, c.name)
 		}
-		res, err := s.run(context.Background())
+		res, err := sim.Run(context.Background(), s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +133,7 @@ func TestSimulateWritesFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := s.run(context.Background())
+		res, err := sim.Run(context.Background(), s)
 		if err != nil {
 			t.Fatal(err)
 		}
