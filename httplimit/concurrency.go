@@ -93,10 +93,7 @@ func (m *Middleware) acquireSlots(ctx context.Context, r *http.Request, v verdic
 			releaseAll(ctx, s.permits)
 			clear(s.permits)
 			s.permits = s.permits[:0]
-			m.refundAll(ctx, s)
-			for k := range s.decs {
-				s.decs[k].Allowed = false // refunded: nothing to give back later
-			}
+			m.giveBack(ctx, s)
 			return m.refused(ctx, r, v, s), true
 		}
 	}
