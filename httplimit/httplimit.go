@@ -131,10 +131,10 @@ func WithHeaders(h rules.HeaderStyle) Option {
 
 // WithClock decides every request at clk.Now(), read once per request before
 // the store is asked, instead of at the store's own clock. It is for tests
-// on a fake clock: with a real clock, a request delayed between reading the
-// time and reaching the store would be decided at a stale instant, which
-// the buckets count against it. The default (the store's clock, read under
-// its lock; Redis's server time) needs no care.
+// on a fake clock. With a real clock, a request delayed on its way to the
+// store would be decided at a stale instant, which the buckets count
+// against it. The default (the store's clock, read under its lock; Redis's
+// server time) needs no care.
 func WithClock(clk ratekeeper.Clock) Option {
 	return optionFunc(func(c *config) { c.clock = clk })
 }
@@ -217,10 +217,10 @@ type ruleInfo struct {
 type Adder = interface{ Add(float64) }
 
 // UnitsMetrics is a Metrics that also counts the quota units that
-// requests were charged, by rule, for the rules whose cost is not always
-// 1 (a fixed cost, or one read from a request or response header): what
-// the decisions counter cannot show. The middleware asks once per rule
-// when it takes a rules set.
+// requests were charged, by rule, which the decisions counter cannot show.
+// It counts the rules whose cost is not always 1: a fixed cost, or one
+// read from a request or response header. The middleware asks once per
+// rule when it takes a rules set.
 type UnitsMetrics interface {
 	Metrics
 	Units(rule string) Adder
@@ -398,18 +398,17 @@ const (
 	// Answered: the request was refused (429; 503 when the store's failure
 	// policy refused it) or forbidden (403), and the answer is written.
 	Answered
-	// Deferred: a queue rule matches it, or a rule that charges the
-	// response's cost, or the rules in use are no longer the set it was
-	// read for; nothing was taken or written, and the request should go
-	// to Handler instead.
+	// Deferred: the request needs Handler (a queue rule, a rule that
+	// charges the response's cost, or a concurrency rule matches it), or
+	// the rules in use are no longer the set it was read for. Nothing was
+	// taken or written; the request should go to Handler instead.
 	Deferred
 )
 
 // Admit decides r as Handler does, for a server that reads requests
-// itself and cannot hold one (the gateway's fast path): a request that a
-// queue rule would hold, that a rule charges for after its response, or
-// that was read for set while the rules in use changed (a reload), is
-// Deferred before anything is taken.
+// itself and cannot hold one (the gateway's fast path). A request that
+// needs Handler, or that was read for set while the rules in use changed
+// (a reload), is Deferred before anything is taken.
 func (m *Middleware) Admit(w http.ResponseWriter, r *http.Request, set *rules.Set) Admission {
 	a, _, _ := m.admit(w, r, set) // with a set, no slot is taken: see decide
 	return a
@@ -417,8 +416,8 @@ func (m *Middleware) Admit(w http.ResponseWriter, r *http.Request, set *rules.Se
 
 // admit decides r. Refused, it answers on w; admitted, it sets the rate
 // limit headers on w and waits out a queue's delay. With a set (the fast
-// path), a request is Deferred, before anything is taken, when a queue
-// rule matches it or the rules in use are no longer set.
+// path), a request is Deferred, before anything is taken, when it needs
+// Handler (see needsHandler) or the rules in use are no longer set.
 func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Set) (Admission, *pending, []*ratekeeper.Permit) {
 	s := m.pool.Get().(*scratch)
 	v := m.decide(r.Context(), r, s, set)
@@ -779,9 +778,10 @@ func (m *Middleware) refused(ctx context.Context, r *http.Request, v verdict, s 
 }
 
 // mostRestrictive picks the rule whose headers X-RateLimit-* report: the
-// one with the least remaining, the longest reset on a tie; enforced rules
-// before shadow ones, and a decision that counted before one that did not
-// (ratekeeper.FallbackUncounted), whose zero remaining means nothing.
+// one with the least remaining, the longest reset on a tie. Enforced rules
+// come before shadow ones. A decision that counted comes before one that
+// did not (ratekeeper.FallbackUncounted), whose zero remaining means
+// nothing.
 func mostRestrictive(c *compiled, s *scratch) int {
 	best := -1
 	better := func(i int) bool {

@@ -47,8 +47,8 @@ type ServerOptions struct {
 	// "-" turns the HTTP or admin listener off.
 	GRPCListen, HTTPListen, AdminListen string
 	// GRPCTLS and HTTPTLS, when Enabled, make the gRPC and HTTP listeners
-	// speak TLS only, with certificates that follow their files (a
-	// renewal is served from the next handshake); a ClientCAFile refuses
+	// speak TLS only, with certificates that follow their files: a
+	// renewal is served from the next handshake. A ClientCAFile refuses
 	// clients without a certificate that chains to it (mutual TLS). The
 	// HTTP listener offers HTTP/2 and HTTP/1.1 (ALPN). The zero value is
 	// clear text. The admin listener is always clear text.

@@ -32,10 +32,11 @@ var ErrInvalid = errors.New("invalid request")
 
 // Defaults of WithMaxDescriptors and WithMaxEntries. Envoy sends one
 // descriptor per rate_limits entry that applies to the route (the route's
-// and, if it includes them, the virtual host's) and one entry per action of
-// it; configurations in the wild use a handful of each. The defaults are an
-// order of magnitude above that, and keep one request to at most 64 store
-// calls where 100,000 descriptors took 100,000 sequential ones.
+// own, and the virtual host's if it includes them), and one entry per
+// action of it. Configurations in the wild use a handful of each. The
+// defaults are an order of magnitude above that. They keep one request to
+// at most 64 store calls, where 100,000 descriptors took 100,000
+// sequential ones.
 const (
 	DefaultMaxDescriptors = 64
 	DefaultMaxEntries     = 32
@@ -259,31 +260,31 @@ const (
 // code. A refusal is an answer; errors are for bad requests (ErrInvalid)
 // and store failures.
 //
-// A descriptor that the store's failure policy decided without counting
+// The store's failure policy may decide a descriptor without counting
 // (ratekeeper.FallbackUncounted: failsafe's allow and deny, while Redis is
-// down) gets a status with its code and nothing else: no current_limit,
-// limit_remaining or duration_until_reset, which nothing computed (and
-// from which Envoy would build its X-RateLimit-* headers). When such a
-// refusal alone puts the request over the limit, the overall code is
-// OVER_LIMIT (so that Envoy refuses the request whatever its
-// failure_mode_deny), raw_body says that the rate limiter's store is
-// unavailable (Envoy sends it as the body of its answer) and, with
-// WithResponseHeaders, Retry-After is the policy's wait.
+// down). Its status then has its code and nothing else: no current_limit,
+// limit_remaining or duration_until_reset, which nothing computed and from
+// which Envoy would build its X-RateLimit-* headers. When such a refusal
+// alone puts the request over the limit, the overall code is OVER_LIMIT,
+// so that Envoy refuses the request whatever its failure_mode_deny. The
+// raw_body, which Envoy sends as the body of its answer, then says that
+// the rate limiter's store is unavailable. With WithResponseHeaders,
+// Retry-After is the policy's wait.
 //
 // A descriptor whose cost (hits_addend) is more than its limit can ever
-// allow is OVER_LIMIT, not an error (Envoy lets a request through on an
-// error unless failure_mode_deny), with what is really left and no
-// duration_until_reset; nothing is taken. Since no wait lets the request
-// pass, the answer has no Retry-After and raw_body says so.
+// allow is OVER_LIMIT, not an error: Envoy lets a request through on an
+// error unless failure_mode_deny. Nothing is taken; its status has what is
+// really left and no duration_until_reset. No wait lets the request pass,
+// so the answer has no Retry-After, and raw_body says so.
 func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	resp, _, err := s.answer(ctx, req, decideOp)
 	return resp, err
 }
 
-// Peek answers req as Decide would, taking nothing: each descriptor is
-// asked at a cost of zero (its hits_addend is not read), and its status is
-// OVER_LIMIT when a request of cost 1 would be refused now, with
-// duration_until_reset the wait until it would pass (see
+// Peek answers req as Decide would, taking nothing. Each descriptor is
+// asked at a cost of zero; its hits_addend is not read. Its status is
+// OVER_LIMIT when a request of cost 1 would be refused now, and its
+// duration_until_reset is the wait until it would pass (see
 // ratekeeper.Limiter.Peek). Nothing is counted in the metrics of
 // decisions.
 func (s *Service) Peek(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
@@ -292,9 +293,9 @@ func (s *Service) Peek(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3
 }
 
 // Reset forgets, in store, the counter of each descriptor of req that has
-// a limit, so that its next request starts fresh; it reports which
-// descriptors it reset (those without a limit, or unlimited, have no
-// counter). store is the service's store as opened (a
+// a limit, so that its next request starts fresh. It reports which
+// descriptors it reset: those without a limit, or unlimited, have no
+// counter. store is the service's store as opened (a
 // ratekeeper.Resetter), not one that records decisions: ratekeeper serve
 // passes its own. A store that cannot reset gives an error wrapping
 // ratekeeper.ErrNoReset.
