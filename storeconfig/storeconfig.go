@@ -53,30 +53,30 @@ type Config struct {
 	// Instances is how many processes share the Redis store, so that the
 	// "local" fallback gives each of them its share of a limit. Default 1.
 	Instances int `yaml:"instances"`
-	// Mode is how the shared limits are decided: "exact" (every decision
-	// in Redis, the default), "sync" (locally, counts sent every
-	// SyncPeriod; over the limit by a bounded amount) or "lease" (locally,
-	// from quota leased from Redis; never over the limit). docs/redis.md
-	// says when to choose which.
+	// Mode is how the shared limits are decided. "exact", the default,
+	// makes every decision in Redis. "sync" decides locally and sends the
+	// counts every SyncPeriod: over the limit by a bounded amount. "lease"
+	// decides locally, from quota leased from Redis: never over the limit.
+	// docs/redis.md says when to choose which.
 	Mode string `yaml:"mode"`
 	// SyncPeriod is how often sync and lease modes talk to Redis (default
 	// 100ms): shorter is closer to exact, longer costs Redis less.
 	SyncPeriod time.Duration `yaml:"sync_period"`
 	// TLS is how the TLS URLs (rediss://, rediss+sentinel://,
 	// rediss+cluster://) speak TLS: yaml `{ca_file, cert_file, key_file,
-	// server_name, insecure_skip_verify}`. ca_file is the CAs the servers'
-	// certificates must chain to (default: the system's); cert_file and
-	// key_file a client certificate, for servers that require one;
-	// server_name the name every server's certificate must hold (default:
-	// the host each is dialed at). It serves every connection: to the
-	// sentinels and the primary and replicas they name, to every cluster
-	// node. Set with another scheme, it is an error. Relative paths are
+	// server_name, insecure_skip_verify}`. Its ca_file is the CAs the servers'
+	// certificates must chain to (default: the system's). Its cert_file
+	// and key_file are a client certificate, for servers that require one.
+	// Its server_name is the name every server's certificate must hold
+	// (default: the host each is dialed at). It serves every connection: to
+	// the sentinels and the primary and replicas they name, to every
+	// cluster node. Set with another scheme, it is an error. Relative paths are
 	// relative to the working directory until Resolve.
 	TLS tlsconfig.Client `yaml:"tls"`
-	// PasswordFile is a file that holds Redis's password (a trailing
-	// newline is not part of it), so that it is needed neither in the URL
-	// nor on a command line: a Kubernetes Secret mounted as a file, a
-	// systemd credential. Relative to the working directory until Resolve.
+	// PasswordFile is a file that holds Redis's password; a trailing
+	// newline is not part of it. The password is then needed neither in
+	// the URL nor on a command line: a Kubernetes Secret mounted as a
+	// file, a systemd credential. Relative to the working directory until Resolve.
 	PasswordFile string `yaml:"password_file"`
 	// Password is Redis's password given by the program (the commands read
 	// it from the RATEKEEPER_STORE_PASSWORD environment variable); never
@@ -346,7 +346,7 @@ func Open(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.Store,
 }
 
 // SetLimitModes gives the limits in modes a mode of their own ("exact",
-// "sync" or "lease") on a Redis store that Open opened; on the memory
+// "sync" or "lease") on a Redis store that Open opened. On the memory
 // store, where every decision is local and exact, it does nothing.
 func SetLimitModes(s ratekeeper.Store, modes map[ratekeeper.Limit]string) error {
 	if fs, ok := s.(*failsafe.Store); ok {
@@ -383,10 +383,10 @@ func RegisterFlags(fs *flag.FlagSet, c *Config) {
 }
 
 // RegisterOverrideFlags defines the same flags as RegisterFlags for a
-// command whose config file has a store section: each flag overrides its
-// field, so the flags have no defaults of their own, and their help names
-// the field and its default instead of a default that the file would
-// silently override.
+// command whose config file has a store section. Each flag overrides its
+// field, so the flags have no defaults of their own. Their help names the
+// field and its default, not a default that the file would silently
+// override.
 func RegisterOverrideFlags(fs *flag.FlagSet, c *Config) {
 	d := Config{}.WithDefaults()
 	*c = Config{}
