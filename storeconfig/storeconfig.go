@@ -133,6 +133,21 @@ func (c Config) IsMemory() bool {
 // Validate reports what is wrong with c, naming the field, or nil.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
+	u, err := c.parseURL()
+	if err == nil {
+		err = c.checkTLS(u.Scheme)
+	}
+	if err == nil {
+		err = c.checkSettings(u.Scheme)
+	}
+	if err == nil {
+		err = c.checkPassword(u)
+	}
+	return err
+}
+
+// parseURL parses c.URL and checks it as the store will read it.
+func (c Config) parseURL() (*url.URL, error) {
 	u, err := url.Parse(c.URL)
 	if err != nil {
 		// Not url.Parse's error itself, which quotes the URL whole,
@@ -141,27 +156,39 @@ func (c Config) Validate() error {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return fmt.Errorf("url: %w", err)
+		return nil, fmt.Errorf("url: %w", err)
 	}
 	switch u.Scheme {
 	case "memory":
+		return u, nil
 	case "redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster", "unix":
 	default:
-		return fmt.Errorf("url: unknown scheme %q in %q (memory://, redis://, rediss://, redis+sentinel://, redis+cluster://)", u.Scheme, redactURL(c.URL))
+		return nil, fmt.Errorf("url: unknown scheme %q in %q (memory://, redis://, rediss://, redis+sentinel://, redis+cluster://)", u.Scheme, redactURL(c.URL))
 	}
-	if u.Scheme != "memory" {
-		if err := parseRedisURL(c.URL); err != nil {
-			return fmt.Errorf("url: %w", err)
-		}
+	if err := parseRedisURL(c.URL); err != nil {
+		return nil, fmt.Errorf("url: %w", err)
 	}
-	if !c.TLS.IsZero() {
-		if !isTLS(u.Scheme) {
-			return fmt.Errorf("tls: is set, but %s:// is not TLS: use rediss:// (or rediss+sentinel://, rediss+cluster://)", u.Scheme)
-		}
-		if ps := c.TLS.Problems(); len(ps) > 0 {
-			return tlsError(ps[0])
-		}
+	return u, nil
+}
+
+// checkTLS refuses a tls section with a scheme that is not TLS, or with
+// a problem of its own.
+func (c Config) checkTLS(scheme string) error {
+	if c.TLS.IsZero() {
+		return nil
 	}
+	if !isTLS(scheme) {
+		return fmt.Errorf("tls: is set, but %s:// is not TLS: use rediss:// (or rediss+sentinel://, rediss+cluster://)", scheme)
+	}
+	if ps := c.TLS.Problems(); len(ps) > 0 {
+		return tlsError(ps[0])
+	}
+	return nil
+}
+
+// checkSettings checks the fields that are a number or a word, and those
+// that apply to one kind of store only.
+func (c Config) checkSettings(scheme string) error {
 	if c.Timeout < 0 {
 		return fmt.Errorf("timeout: must not be negative, not %v", c.Timeout)
 	}
@@ -184,26 +211,33 @@ func (c Config) Validate() error {
 	if c.MaxKeys < 0 {
 		return fmt.Errorf("max_keys: must not be negative, not %d", c.MaxKeys)
 	}
-	if c.MaxKeys > 0 && u.Scheme != "memory" {
-		return fmt.Errorf("max_keys: caps the memory store's keys, but the store is %s:// (Redis's own maxmemory bounds it)", u.Scheme)
+	if c.MaxKeys > 0 && scheme != "memory" {
+		return fmt.Errorf("max_keys: caps the memory store's keys, but the store is %s:// (Redis's own maxmemory bounds it)", scheme)
 	}
-	if c.Require && u.Scheme == "memory" {
+	if c.Require && scheme == "memory" {
 		return fmt.Errorf("require: waits for Redis at start, but the store is memory://")
 	}
-	if c.Password != "" || c.PasswordFile != "" {
-		if u.Scheme == "memory" {
-			return fmt.Errorf("password_file: the memory store has no password, but password_file or RATEKEEPER_STORE_PASSWORD gives one")
-		}
-		if c.Password != "" && c.PasswordFile != "" {
-			return fmt.Errorf("password_file: the password is given twice, by password_file and by RATEKEEPER_STORE_PASSWORD")
-		}
-		if _, has := u.User.Password(); has {
-			return fmt.Errorf("password_file: the password is given twice, in the URL and by password_file or RATEKEEPER_STORE_PASSWORD")
-		}
-		if c.PasswordFile != "" {
-			if _, err := readPassword(c.PasswordFile); err != nil {
-				return fmt.Errorf("password_file: %w", err)
-			}
+	return nil
+}
+
+// checkPassword refuses a password for the memory store, a password given
+// twice, and a password file that cannot be read.
+func (c Config) checkPassword(u *url.URL) error {
+	if c.Password == "" && c.PasswordFile == "" {
+		return nil
+	}
+	if u.Scheme == "memory" {
+		return fmt.Errorf("password_file: the memory store has no password, but password_file or RATEKEEPER_STORE_PASSWORD gives one")
+	}
+	if c.Password != "" && c.PasswordFile != "" {
+		return fmt.Errorf("password_file: the password is given twice, by password_file and by RATEKEEPER_STORE_PASSWORD")
+	}
+	if _, has := u.User.Password(); has {
+		return fmt.Errorf("password_file: the password is given twice, in the URL and by password_file or RATEKEEPER_STORE_PASSWORD")
+	}
+	if c.PasswordFile != "" {
+		if _, err := readPassword(c.PasswordFile); err != nil {
+			return fmt.Errorf("password_file: %w", err)
 		}
 	}
 	return nil
