@@ -55,8 +55,8 @@ func ByMethod() KeyFunc {
 }
 
 // ByPeer keys a call by the client's address, without its port: an IPv4
-// address whole, an IPv6 address by its /64 (one host commonly holds a
-// whole /64, and would otherwise pick a fresh key per call). A peer that is
+// address whole, an IPv6 address by its /64. One host commonly holds a
+// whole /64, and would otherwise pick a fresh key per call. A peer that is
 // not an IP (a Unix socket) is one key. Behind a proxy every call comes
 // from the proxy: key by metadata it sets instead.
 func ByPeer() KeyFunc {
@@ -81,10 +81,9 @@ func ByPeer() KeyFunc {
 }
 
 // ByMetadata keys a call by the request metadata name (an API key, a user
-// ID set by an authenticating proxy), by its last value when it has
-// several: a proxy that appends its value rather than replacing the
-// client's puts it last, and the first would be the client's own choice of
-// key. A call without it is not limited by this interceptor: pair it with
+// ID set by an authenticating proxy). Of several values, the last is the
+// key. A proxy that appends its value rather than replacing the client's
+// puts it last; the first would be the client's own choice of key. A call without it is not limited by this interceptor: pair it with
 // another (FirstOf) when such calls must be limited too. A value with a
 // brace is replaced by '#' and a hash of it, as the gateway's key parts
 // are: Redis keeps a key's own hash tag, so "{k}" would be k's key there.
@@ -100,10 +99,9 @@ func ByMetadata(name string) KeyFunc {
 	}
 }
 
-// bounded is v, or '#' and the hex of 128 bits of its SHA-256 when it
-// holds a brace (a hash tag would choose its Redis Cluster slot, and share
-// another client's key) or starts with '#' (so that no value is mistaken
-// for a hash).
+// bounded is v, or '#' and the hex of 128 bits of its SHA-256 when v holds
+// a brace or starts with '#'. A hash tag would choose its Redis Cluster
+// slot, and share another client's key. No value is mistaken for a hash.
 func bounded(v string) string {
 	if strings.IndexAny(v, "{}") < 0 && v[0] != '#' {
 		return v

@@ -35,10 +35,10 @@ func (m *Middleware) pending(v verdict, s *scratch) *pending {
 	return p
 }
 
-// settle makes each charge the cost that the response header h gives:
-// the unit taken at admission is given back for a cost of 0, and a cost
-// above 1 takes the rest even past what the bucket holds (the token
-// bucket's debt), so that the client's next requests wait it out.
+// settle makes each charge the cost that the response header h gives.
+// For a cost of 0, the unit taken at admission is given back. A cost above
+// 1 takes the rest even past what the bucket holds (the token bucket's
+// debt), so that the client's next requests wait it out.
 func (m *Middleware) settle(ctx context.Context, p *pending, h http.Header) {
 	for _, c := range p.charges {
 		n, ok := c.rl.Cost.FromResponse(h)
@@ -67,9 +67,9 @@ func (m *Middleware) settle(ctx context.Context, p *pending, h http.Header) {
 }
 
 // chargeWriter settles a request's pending costs when the response's head
-// is written (the upstream's headers are in the map then), or when the
-// handler returns without writing one (a hijacked upgrade: the headers
-// copied for it; nothing: the defaults).
+// is written: the upstream's headers are in the map then. Else it settles
+// them when the handler returns, from the headers it left (a hijacked
+// upgrade's, or none: the defaults).
 type chargeWriter struct {
 	http.ResponseWriter
 	m       *Middleware

@@ -10,15 +10,15 @@ import (
 )
 
 // Concurrency rules (rules.Rule.IsConcurrency) hold a slot per request from
-// its admission until its handler returns: Handler releases it then, in a
-// deferred call, so a response that ends normally, a client that leaves
+// its admission until its handler returns. Handler releases it then, in a
+// deferred call. So a response that ends normally, a client that leaves
 // mid-body (the reverse proxy aborts the handler with a panic) and an
 // upstream that fails all give it back. Admit, which cannot see the end of
 // the response, defers requests that a concurrency rule matches to
 // Handler, as it does queued ones.
 //
-// The rate rules decide first, in one batch; the slots are taken only for a
-// request they allow, so a request refused by a rate takes no slot, and a
+// The rate rules decide first, in one batch, and the slots are taken only
+// for a request they allow. A request refused by a rate takes no slot. A
 // request refused by a concurrency rule gives back what the rate rules
 // took.
 
@@ -35,8 +35,8 @@ func checkSlots(store ratekeeper.Store, set *rules.Set) error {
 }
 
 // slotLimiters builds a limiter per concurrency rule of set, by rule index;
-// nil when set has none (or the store holds no slots: New refused that, and
-// a SetRules that brings one finds every such request failing open, logged).
+// nil when set has none. A store that holds no slots gets none: New
+// refused that, and after a SetRules every such request fails open, logged.
 func (m *Middleware) slotLimiters(set *rules.Set) []*ratekeeper.ConcurrencyLimiter {
 	if !set.HasConcurrency() {
 		return nil
@@ -93,10 +93,7 @@ func (m *Middleware) acquireSlots(ctx context.Context, r *http.Request, v verdic
 			releaseAll(ctx, s.permits)
 			clear(s.permits)
 			s.permits = s.permits[:0]
-			m.refundAll(ctx, s)
-			for k := range s.decs {
-				s.decs[k].Allowed = false // refunded: nothing to give back later
-			}
+			m.giveBack(ctx, s)
 			return m.refused(ctx, r, v, s), true
 		}
 	}

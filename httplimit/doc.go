@@ -4,10 +4,12 @@
 //
 // Every rule a request matches is decided at once, all or nothing
 // (ratekeeper.TakeAll): the request passes only if every enforced rule
-// allows it, and a refused request uses up no quota of the others. That is
-// exact with the memory store; on other stores (Redis) the rules allowed
-// before one refused are refunded, which is exact unless another request
-// took from the same keys in between.
+// allows it, and a refused request uses up no quota of the others. The
+// memory store decides the rules in one atomic step, and so does Redis
+// when their keys share a slot (always, except on Redis Cluster). Across
+// Cluster slots, the rules allowed before one refused are refunded, which
+// is exact unless another request took from the same keys in between (see
+// redisstore.Store.TakeAll).
 //
 // Responses carry X-RateLimit-Limit, X-RateLimit-Remaining and
 // X-RateLimit-Reset for the most restrictive rule, and the IETF
@@ -21,11 +23,11 @@
 // failsafe; ratekeeper.Decision.Fallback), the answer says only what was
 // computed. A decision that counted nothing (FallbackUncounted: the allow
 // and deny policies) keeps its rule's X-RateLimit-Limit and
-// RateLimit-Policy, which are configuration, and sends no
-// X-RateLimit-Remaining, X-RateLimit-Reset or RateLimit item; a request
-// that such a decision refused gets 503 Service Unavailable with
-// Retry-After and a problem+json body saying that the rate limiter's store
-// is unavailable (a gRPC call: UNAVAILABLE), not a 429. The local policy's
+// RateLimit-Policy, which are configuration. It sends no
+// X-RateLimit-Remaining, X-RateLimit-Reset or RateLimit item. A request
+// that such a decision refused gets 503 Service Unavailable, not a 429,
+// with Retry-After and a problem+json body saying that the rate limiter's
+// store is unavailable (a gRPC call: UNAVAILABLE). The local policy's
 // decisions (FallbackLocal) are computed, on this instance's share of the
 // limit, and are answered as any other. Metrics count every decision as
 // before: a request the deny policy refused as limited.

@@ -39,96 +39,128 @@ var (
 // allocations, whatever the number of rules.
 //
 // A decision that counted nothing (ratekeeper.FallbackUncounted: the store
-// was down and its failure policy allowed or refused) has no remaining and
-// no reset to report: its rule keeps X-RateLimit-Limit (as the rule's
-// capacity) and its RateLimit-Policy item, which are configuration, and
-// gets no X-RateLimit-Remaining, X-RateLimit-Reset or RateLimit item.
+// was down and its failure policy decided) has no remaining and no reset
+// to report. Its rule keeps X-RateLimit-Limit (as the rule's capacity) and
+// its RateLimit-Policy item, which are configuration. It gets no
+// X-RateLimit-Remaining, X-RateLimit-Reset or RateLimit item.
 func (m *Middleware) writeHeaders(h http.Header, v verdict, s *scratch) {
 	style := v.c.style
 	if style == rules.HeadersNone || v.worst < 0 || len(s.results) == 0 {
 		return
 	}
+	f := fields{b: s.hb[:0]}
 	// A rule with refused.hide_headers is in none of them: when it refused
 	// the request, the legacy fields (which are about the refusing rule)
 	// are left out too.
-	legacy := (style == rules.HeadersBoth || style == rules.HeadersLegacy) && !v.c.rules[s.matches[v.worst].Rule.Index].hide
-	ietf := style == rules.HeadersBoth || style == rules.HeadersIETF
-	b := s.hb[:0]
-	var ends [5]int
-	counted := false // the legacy fields' rule has figures to report
-	reset := false   // and a reset: a concurrency rule has none
-	if legacy {
-		d := &s.results[v.worst]
-		counted = d.Fallback != ratekeeper.FallbackUncounted
-		reset = counted && !s.matches[v.worst].Rule.IsConcurrency()
-		b = strconv.AppendInt(b, int64(d.Limit), 10)
-		ends[0] = len(b)
-		if counted {
-			b = strconv.AppendInt(b, int64(ratefields.Remaining(*d)), 10)
-		}
-		ends[1] = len(b)
-		if reset {
-			b = strconv.AppendInt(b, ratefields.Reset(*d), 10)
-		}
-		ends[2] = len(b)
+	if (style == rules.HeadersBoth || style == rules.HeadersLegacy) && !v.c.rules[s.matches[v.worst].Rule.Index].hide {
+		f.legacy(&s.results[v.worst], s.matches[v.worst].Rule)
 	}
-	if ietf {
-		n := 0
-		for _, i := range s.allMatches() {
-			if v.c.rules[s.matches[i].Rule.Index].hide {
-				continue
-			}
-			if n > 0 {
-				b = append(b, ", "...)
-			}
-			n++
-			b = append(b, v.c.policy(&s.matches[i])...)
+	if style == rules.HeadersBoth || style == rules.HeadersIETF {
+		f.ietf(v.c, s)
+	}
+	s.hb = f.b
+	f.setOn(h)
+}
+
+// fields are the values of a response's rate limit header fields, in the
+// order of fieldKeys, built one after another in one buffer.
+type fields struct {
+	b    []byte
+	ends [5]int  // value k is b[ends[k-1]:ends[k]]
+	set  [5]bool // the fields the response carries
+}
+
+// fieldKeys are the header fields that fields holds, in its order.
+var fieldKeys = [5]string{canonLimit, canonRemaining, canonReset, canonPolicy, canonRateLimit}
+
+// end marks the end of value k in f's buffer, and whether its field is
+// sent.
+func (f *fields) end(k int, set bool) { f.ends[k], f.set[k] = len(f.b), set }
+
+// legacy adds the X-RateLimit-* values of rl's decision d. A decision that
+// counted nothing has only its limit; a concurrency rule's has no reset.
+func (f *fields) legacy(d *ratekeeper.Decision, rl *rules.Rule) {
+	counted := d.Fallback != ratekeeper.FallbackUncounted
+	reset := counted && !rl.IsConcurrency()
+	f.b = strconv.AppendInt(f.b, int64(d.Limit), 10)
+	f.end(0, true)
+	if counted {
+		f.b = strconv.AppendInt(f.b, int64(ratefields.Remaining(*d)), 10)
+	}
+	f.end(1, counted)
+	if reset {
+		f.b = strconv.AppendInt(f.b, ratefields.Reset(*d), 10)
+	}
+	f.end(2, reset)
+}
+
+// ietf adds the RateLimit-Policy and RateLimit values of the rules s
+// matched. Either is sent only when it has an item; RateLimit only with
+// RateLimit-Policy.
+func (f *fields) ietf(c *compiled, s *scratch) {
+	start := len(f.b)
+	f.b = c.appendPolicies(f.b, s)
+	f.end(3, len(f.b) > start)
+	start = len(f.b)
+	f.b = c.appendRateLimits(f.b, s)
+	f.end(4, f.set[3] && len(f.b) > start)
+}
+
+// setOn sets the fields that f sends on h. Their values are parts of one
+// string, and their slices share one backing array.
+func (f *fields) setOn(h http.Header) {
+	all := string(f.b)
+	vals := make([]string, len(f.ends))
+	start := 0
+	for k, end := range f.ends {
+		if f.set[k] {
+			vals[k] = all[start:end]
+			h[fieldKeys[k]] = vals[k : k+1 : k+1]
 		}
-		ends[3] = len(b)
-		n = 0
-		for _, i := range s.allMatches() {
-			rl := s.matches[i].Rule
-			d := s.results[i]
-			if d.Fallback == ratekeeper.FallbackUncounted || v.c.rules[rl.Index].hide {
-				continue
-			}
-			if n > 0 {
-				b = append(b, ", "...)
-			}
-			n++
-			b = append(b, v.c.rules[rl.Index].quoted...)
-			b = append(b, ";r="...)
-			b = strconv.AppendInt(b, int64(ratefields.Remaining(d)), 10)
-			if d.Allowed && rl.IsConcurrency() {
-				continue // no reset: a slot comes back when a request ends
-			}
+		start = end
+	}
+}
+
+// appendPolicies appends the RateLimit-Policy items of the rules s
+// matched, enforced then shadow, hidden rules left out.
+func (c *compiled) appendPolicies(b []byte, s *scratch) []byte {
+	start := len(b)
+	for _, i := range s.allMatches() {
+		if c.rules[s.matches[i].Rule.Index].hide {
+			continue
+		}
+		if len(b) > start {
+			b = append(b, ", "...)
+		}
+		b = append(b, c.policy(&s.matches[i])...)
+	}
+	return b
+}
+
+// appendRateLimits appends the RateLimit items of the rules s matched,
+// enforced then shadow. Hidden rules, and decisions that counted nothing,
+// are left out. An allowed concurrency rule has no reset: a slot comes
+// back when a request ends.
+func (c *compiled) appendRateLimits(b []byte, s *scratch) []byte {
+	start := len(b)
+	for _, i := range s.allMatches() {
+		rl := s.matches[i].Rule
+		d := s.results[i]
+		if d.Fallback == ratekeeper.FallbackUncounted || c.rules[rl.Index].hide {
+			continue
+		}
+		if len(b) > start {
+			b = append(b, ", "...)
+		}
+		b = append(b, c.rules[rl.Index].quoted...)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, int64(ratefields.Remaining(d)), 10)
+		if !d.Allowed || !rl.IsConcurrency() {
 			b = append(b, ";t="...)
 			b = strconv.AppendInt(b, ratefields.T(d), 10)
 		}
-		ends[4] = len(b)
 	}
-	s.hb = b
-	all := string(b)
-	vals := make([]string, 5)
-	if legacy {
-		vals[0] = all[:ends[0]]
-		h[canonLimit] = vals[0:1:1]
-		if counted {
-			vals[1], vals[2] = all[ends[0]:ends[1]], all[ends[1]:ends[2]]
-			h[canonRemaining] = vals[1:2:2]
-			if reset {
-				h[canonReset] = vals[2:3:3]
-			}
-		}
-	}
-	if ietf && ends[3] > ends[2] {
-		vals[3] = all[ends[2]:ends[3]]
-		h[canonPolicy] = vals[3:4:4]
-		if ends[4] > ends[3] {
-			vals[4] = all[ends[3]:ends[4]]
-			h[canonRateLimit] = vals[4:5:5]
-		}
-	}
+	return b
 }
 
 // Problem is the application/problem+json body (RFC 9457) of a 429, a 403

@@ -131,10 +131,10 @@ func WithHeaders(h rules.HeaderStyle) Option {
 
 // WithClock decides every request at clk.Now(), read once per request before
 // the store is asked, instead of at the store's own clock. It is for tests
-// on a fake clock: with a real clock, a request delayed between reading the
-// time and reaching the store would be decided at a stale instant, which
-// the buckets count against it. The default (the store's clock, read under
-// its lock; Redis's server time) needs no care.
+// on a fake clock. With a real clock, a request delayed on its way to the
+// store would be decided at a stale instant, which the buckets count
+// against it. The default (the store's clock, read under its lock; Redis's
+// server time) needs no care.
 func WithClock(clk ratekeeper.Clock) Option {
 	return optionFunc(func(c *config) { c.clock = clk })
 }
@@ -217,10 +217,10 @@ type ruleInfo struct {
 type Adder = interface{ Add(float64) }
 
 // UnitsMetrics is a Metrics that also counts the quota units that
-// requests were charged, by rule, for the rules whose cost is not always
-// 1 (a fixed cost, or one read from a request or response header): what
-// the decisions counter cannot show. The middleware asks once per rule
-// when it takes a rules set.
+// requests were charged, by rule, which the decisions counter cannot show.
+// It counts the rules whose cost is not always 1: a fixed cost, or one
+// read from a request or response header. The middleware asks once per
+// rule when it takes a rules set.
 type UnitsMetrics interface {
 	Metrics
 	Units(rule string) Adder
@@ -398,18 +398,17 @@ const (
 	// Answered: the request was refused (429; 503 when the store's failure
 	// policy refused it) or forbidden (403), and the answer is written.
 	Answered
-	// Deferred: a queue rule matches it, or a rule that charges the
-	// response's cost, or the rules in use are no longer the set it was
-	// read for; nothing was taken or written, and the request should go
-	// to Handler instead.
+	// Deferred: the request needs Handler (a queue rule, a rule that
+	// charges the response's cost, or a concurrency rule matches it), or
+	// the rules in use are no longer the set it was read for. Nothing was
+	// taken or written; the request should go to Handler instead.
 	Deferred
 )
 
 // Admit decides r as Handler does, for a server that reads requests
-// itself and cannot hold one (the gateway's fast path): a request that a
-// queue rule would hold, that a rule charges for after its response, or
-// that was read for set while the rules in use changed (a reload), is
-// Deferred before anything is taken.
+// itself and cannot hold one (the gateway's fast path). A request that
+// needs Handler, or that was read for set while the rules in use changed
+// (a reload), is Deferred before anything is taken.
 func (m *Middleware) Admit(w http.ResponseWriter, r *http.Request, set *rules.Set) Admission {
 	a, _, _ := m.admit(w, r, set) // with a set, no slot is taken: see decide
 	return a
@@ -417,8 +416,8 @@ func (m *Middleware) Admit(w http.ResponseWriter, r *http.Request, set *rules.Se
 
 // admit decides r. Refused, it answers on w; admitted, it sets the rate
 // limit headers on w and waits out a queue's delay. With a set (the fast
-// path), a request is Deferred, before anything is taken, when a queue
-// rule matches it or the rules in use are no longer set.
+// path), a request is Deferred, before anything is taken, when it needs
+// Handler (see needsHandler) or the rules in use are no longer set.
 func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Set) (Admission, *pending, []*ratekeeper.Permit) {
 	s := m.pool.Get().(*scratch)
 	v := m.decide(r.Context(), r, s, set)
@@ -518,135 +517,208 @@ func (m *Middleware) refundAll(ctx context.Context, s *scratch) {
 
 // decide applies the rules to r, filling s. It takes from the store what a
 // passing request uses. With only (the fast path), a request is deferred
-// before anything is taken when a queue rule matches it, or when the rules
-// in use are not only.
+// before anything is taken when it needs Handler (see needsHandler), or
+// when the rules in use are not only.
 func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, only *rules.Set) verdict {
 	s.reset()
-	c := m.current.Load()
-	set := c.set
-	v := verdict{c: c}
-	if only != nil && only != set {
+	v := verdict{c: m.current.Load()}
+	if only != nil && only != v.c.set {
 		v.outcome = deferred
 		return v
 	}
-	v.ip = set.ClientIP().Addr(r)
-	if denied, exempt := set.Access(v.ip); denied {
-		m.count("access", ResultForbidden)
-		v.outcome = forbid
-		return v
-	} else if exempt {
+	if !m.match(r, &v, s) {
 		return v
 	}
-	s.matches, s.keyBuf = set.AppendMatches(s.matches, s.keyBuf, r, v.ip)
-	if len(s.matches) == 0 {
+	if only != nil && needsHandler(s.matches) {
+		v.outcome = deferred
 		return v
-	}
-	if only != nil {
-		for _, mt := range s.matches {
-			if mt.Rule.Mode == rules.Queue || mt.Rule.Cost.Response != "" || mt.Rule.IsConcurrency() {
-				v.outcome = deferred
-				return v
-			}
-		}
 	}
 	var now time.Time
 	if m.clock != nil {
 		now = m.clock.Now()
 	}
-	for i := range s.matches {
-		mt := &s.matches[i]
-		if mt.Rule.Mode == rules.Shadow {
-			s.shadow = append(s.shadow, i)
-			continue
-		}
-		if mt.Rule.IsConcurrency() {
-			s.conc = append(s.conc, i) // after the rate rules: acquireSlots
-			continue
-		}
-		n := mt.Rule.Cost.Fixed
-		if mt.Rule.Cost.Header != "" || mt.Rule.Cost.Response != "" {
-			var err error
-			if n, err = mt.Rule.Cost.Request(r.Header); err != nil {
-				// Before anything is taken: a request whose cost cannot
-				// be read is the client's error, not a limit's.
-				v.outcome, v.costErr, v.worst = badCost, err, i
-				return v
-			}
-			v.charges = v.charges || mt.Rule.Cost.Response != ""
-		}
-		s.enforced = append(s.enforced, i)
-		s.reqs = append(s.reqs, ratekeeper.Request{Key: mt.Key, Limit: mt.Limit(), N: n, Reserve: mt.Rule.Mode == rules.Queue, Now: now})
+	if v = sortMatches(r, v, s, now); v.outcome == badCost {
+		return v
 	}
 	s.decs = append(s.decs, make([]ratekeeper.Decision, len(s.reqs))...)
 	s.results = append(s.results, make([]ratekeeper.Decision, len(s.matches))...)
+	done := false
 	if len(s.reqs) > 0 {
-		ok, err := ratekeeper.TakeAll(ctx, m.store, s.reqs, s.decs)
-		if err != nil {
-			// Fail open: the store's own policy (failsafe) decides when it
-			// can; an error that still reaches here must not take the API
-			// down with it.
-			m.logger.ErrorContext(ctx, "rate limit store failed; request allowed", "err", err)
-			m.count(s.matches[s.enforced[0]].Rule.Name, ResultError)
-			s.reqs, s.decs, s.enforced = s.reqs[:0], s.decs[:0], s.enforced[:0]
-			s.matches = s.matches[:0]
-			return v
+		v, done = m.takeEnforced(ctx, r, v, s)
+	}
+	if !done && len(s.conc) > 0 {
+		v, done = m.acquireSlots(ctx, r, v, s)
+	}
+	if done {
+		return v
+	}
+	m.decideShadow(ctx, r, v, s, now)
+	m.countAdmitted(v, s)
+	v.worst = mostRestrictive(v.c, s)
+	return v
+}
+
+// match finds the rules that apply to r, into s.matches, and reports
+// whether there are any. A client on the deny list is forbidden; one on
+// the allow list is exempt from every rule.
+func (m *Middleware) match(r *http.Request, v *verdict, s *scratch) bool {
+	set := v.c.set
+	v.ip = set.ClientIP().Addr(r)
+	denied, exempt := set.Access(v.ip)
+	if denied {
+		m.count("access", ResultForbidden)
+		v.outcome = forbid
+	}
+	if denied || exempt {
+		return false
+	}
+	s.matches, s.keyBuf = set.AppendMatches(s.matches, s.keyBuf, r, v.ip)
+	return len(s.matches) > 0
+}
+
+// needsHandler reports whether one of ms needs what only Handler does:
+// hold the request in a queue, charge the response's cost, or hold a
+// concurrency slot until the response ends.
+func needsHandler(ms []rules.Match) bool {
+	for _, mt := range ms {
+		if mt.Rule.Mode == rules.Queue || mt.Rule.Cost.Response != "" || mt.Rule.IsConcurrency() {
+			return true
 		}
-		for j, i := range s.enforced {
-			s.results[i] = s.decs[j]
+	}
+	return false
+}
+
+// sortMatches files each match of s as shadow, concurrency or enforced,
+// and builds the store request of each enforced one, at now. A cost header
+// that cannot be read makes the request badCost, before anything is taken:
+// the client's error, not a limit's.
+func sortMatches(r *http.Request, v verdict, s *scratch, now time.Time) verdict {
+	for i := range s.matches {
+		mt := &s.matches[i]
+		rl := mt.Rule
+		switch {
+		case rl.Mode == rules.Shadow:
+			s.shadow = append(s.shadow, i)
+			continue
+		case rl.IsConcurrency():
+			s.conc = append(s.conc, i) // after the rate rules: acquireSlots
+			continue
 		}
-		if !ok {
-			return m.refused(ctx, r, v, s)
-		}
-		// A queue rule refuses a request whose wait would pass max_delay.
-		for j, i := range s.enforced {
-			rl := s.matches[i].Rule
-			d := s.decs[j]
-			if rl.Mode == rules.Queue && rl.MaxDelay > 0 && d.Delay > rl.MaxDelay {
-				m.refundAll(ctx, s)
-				d.Allowed = false
-				d.RetryAfter = d.Delay - rl.MaxDelay
-				d.Remaining = 0
-				for k := range s.decs {
-					s.decs[k].Allowed = false // refunded: nothing to give back later
-				}
-				s.decs[j] = d
-				s.results[i] = d
-				return m.refused(ctx, r, v, s)
+		n := rl.Cost.Fixed
+		if rl.Cost.Header != "" || rl.Cost.Response != "" {
+			var err error
+			if n, err = rl.Cost.Request(r.Header); err != nil {
+				v.outcome, v.costErr, v.worst = badCost, err, i
+				return v
 			}
-			v.delay = max(v.delay, d.Delay)
+			v.charges = v.charges || rl.Cost.Response != ""
 		}
+		s.enforced = append(s.enforced, i)
+		s.reqs = append(s.reqs, ratekeeper.Request{Key: mt.Key, Limit: mt.Limit(), N: n, Reserve: rl.Mode == rules.Queue, Now: now})
 	}
-	if len(s.conc) > 0 {
-		var refused bool
-		if v, refused = m.acquireSlots(ctx, r, v, s); refused {
-			return v
+	return v
+}
+
+// takeEnforced takes for the enforced rate rules, all or nothing, and
+// sets v's queue delay. done reports that v is final: the request is
+// refused, or the store failed and it passes unreported.
+func (m *Middleware) takeEnforced(ctx context.Context, r *http.Request, v verdict, s *scratch) (_ verdict, done bool) {
+	ok, err := ratekeeper.TakeAll(ctx, m.store, s.reqs, s.decs)
+	if err != nil {
+		m.failOpen(ctx, s, err)
+		return v, true
+	}
+	for j, i := range s.enforced {
+		s.results[i] = s.decs[j]
+	}
+	if !ok {
+		return m.refused(ctx, r, v, s), true
+	}
+	for j, i := range s.enforced {
+		rl := s.matches[i].Rule
+		d := s.decs[j]
+		if rl.Mode == rules.Queue && rl.MaxDelay > 0 && d.Delay > rl.MaxDelay {
+			return m.refuseDelay(ctx, r, v, s, j), true
 		}
+		v.delay = max(v.delay, d.Delay)
 	}
+	return v, false
+}
+
+// failOpen lets a request through when the store failed. The store's own
+// policy (failsafe) decides when it can; an error that still reaches here
+// must not take the API down with it. No rule reports on the request.
+func (m *Middleware) failOpen(ctx context.Context, s *scratch, err error) {
+	m.logger.ErrorContext(ctx, "rate limit store failed; request allowed", "err", err)
+	m.count(s.matches[s.enforced[0]].Rule.Name, ResultError)
+	s.reqs, s.decs, s.enforced = s.reqs[:0], s.decs[:0], s.enforced[:0]
+	s.matches = s.matches[:0]
+}
+
+// refuseDelay refuses a request that the queue rule of enforced request j
+// would hold past its max_delay. Every rule gives back what it took, and
+// the wait is the delay beyond max_delay.
+func (m *Middleware) refuseDelay(ctx context.Context, r *http.Request, v verdict, s *scratch, j int) verdict {
+	i := s.enforced[j]
+	d := s.decs[j]
+	m.giveBack(ctx, s)
+	d.Allowed = false
+	d.RetryAfter = d.Delay - s.matches[i].Rule.MaxDelay
+	d.Remaining = 0
+	s.decs[j] = d
+	s.results[i] = d
+	return m.refused(ctx, r, v, s)
+}
+
+// giveBack refunds what the enforced rate rules took, and marks their
+// decisions refused, so that nothing is given back twice.
+func (m *Middleware) giveBack(ctx context.Context, s *scratch) {
+	m.refundAll(ctx, s)
+	for k := range s.decs {
+		s.decs[k].Allowed = false
+	}
+}
+
+// decideShadow takes for each shadow rule on its own, at now, and counts
+// what it would have done. A store that fails reports the rule as
+// uncounted and allowed.
+func (m *Middleware) decideShadow(ctx context.Context, r *http.Request, v verdict, s *scratch, now time.Time) {
 	for _, i := range s.shadow {
 		mt := &s.matches[i]
-		n := mt.Rule.Cost.Fixed
-		if mt.Rule.Cost.Header != "" {
-			var err error
-			if n, err = mt.Rule.Cost.Request(r.Header); err != nil {
-				n = 1 // a shadow rule never answers 400: it counts the request as one
-			}
-		}
-		d, err := m.store.Take(ctx, ratekeeper.Request{Key: mt.Key, Limit: mt.Limit(), N: n, Now: now})
+		d, err := m.store.Take(ctx, ratekeeper.Request{Key: mt.Key, Limit: mt.Limit(), N: shadowCost(mt.Rule, r), Now: now})
 		if err != nil {
 			m.logger.ErrorContext(ctx, "rate limit store failed for a shadow rule", "rule", mt.Rule.Name, "err", err)
 			d = ratekeeper.Decision{Allowed: true, Fallback: ratekeeper.FallbackUncounted, Limit: mt.Limit().Capacity()}
 		}
 		s.results[i] = d
 		if !d.Allowed {
-			inc(c.rules[mt.Rule.Index].counters[cShadow])
+			inc(v.c.rules[mt.Rule.Index].counters[cShadow])
 			m.logger.DebugContext(ctx, "shadow rule would refuse", "rule", mt.Rule.Name, "client_ip", v.ip, "method", r.Method, "path", r.URL.Path, "retry_after", d.RetryAfter)
 		} else {
-			inc(c.rules[mt.Rule.Index].counters[cAllowed])
+			inc(v.c.rules[mt.Rule.Index].counters[cAllowed])
 		}
 	}
+}
+
+// shadowCost is shadow rule rl's cost for r. A shadow rule never answers
+// 400: a cost header it cannot read counts the request as one.
+func shadowCost(rl *rules.Rule, r *http.Request) int {
+	if rl.Cost.Header == "" {
+		return rl.Cost.Fixed
+	}
+	n, err := rl.Cost.Request(r.Header)
+	if err != nil {
+		return 1
+	}
+	return n
+}
+
+// countAdmitted counts the decisions of the enforced rules of an admitted
+// request, the quota units it was charged, and its queue delay.
+func (m *Middleware) countAdmitted(v verdict, s *scratch) {
 	for j, i := range s.enforced {
 		rl := s.matches[i].Rule
-		ri := &c.rules[rl.Index]
+		ri := &v.c.rules[rl.Index]
 		if rl.Mode == rules.Queue && s.results[i].Delay > 0 {
 			inc(ri.counters[cQueued])
 		} else {
@@ -659,8 +731,6 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 	if v.delay > 0 && m.metrics != nil {
 		m.metrics.QueueDelay(v.delay)
 	}
-	v.worst = mostRestrictive(c, s)
-	return v
 }
 
 // refused finishes a refusal: the refused rule with the longest wait is the
@@ -708,9 +778,10 @@ func (m *Middleware) refused(ctx context.Context, r *http.Request, v verdict, s 
 }
 
 // mostRestrictive picks the rule whose headers X-RateLimit-* report: the
-// one with the least remaining, the longest reset on a tie; enforced rules
-// before shadow ones, and a decision that counted before one that did not
-// (ratekeeper.FallbackUncounted), whose zero remaining means nothing.
+// one with the least remaining, the longest reset on a tie. Enforced rules
+// come before shadow ones. A decision that counted comes before one that
+// did not (ratekeeper.FallbackUncounted), whose zero remaining means
+// nothing.
 func mostRestrictive(c *compiled, s *scratch) int {
 	best := -1
 	better := func(i int) bool {

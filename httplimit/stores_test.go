@@ -7,7 +7,6 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/server/metrics"
-	"github.com/ratekeeper/ratekeeper/rules"
 )
 
 // plainStore hides the memory store's BatchStore, as the Redis store does,
@@ -80,37 +79,5 @@ func TestStoreErrorFailsOpen(t *testing.T) {
 	}
 	if got := f.count("posts-per-user", metrics.Error); got != 1 {
 		t.Errorf("error count %v", got)
-	}
-}
-
-func TestHeaderStyles(t *testing.T) {
-	for _, c := range []struct {
-		style        string
-		legacy, ietf bool
-	}{
-		{style: "both", legacy: true, ietf: true},
-		{style: "legacy", legacy: true},
-		{style: "ietf", ietf: true},
-		{style: "none"},
-	} {
-		f := newFixture(t, "headers: "+c.style+"\n"+postsYAML)
-		for range 3 {
-			f.do("POST", "/v1/posts", "192.0.2.1", "X-User-ID", "a")
-		}
-		w := f.do("POST", "/v1/posts", "192.0.2.1", "X-User-ID", "a")
-		h := w.Header()
-		if (h.Get(HeaderLimit) != "") != c.legacy || (h.Get(HeaderPolicy) != "") != c.ietf || (h.Get(HeaderRateLimit) != "") != c.ietf {
-			t.Errorf("%s: %v", c.style, h)
-		}
-		if w.Code != 429 || h.Get("Retry-After") == "" {
-			t.Errorf("%s: %d without Retry-After", c.style, w.Code)
-		}
-	}
-	// WithHeaders overrides the file.
-	f := newFixture(t, "headers: legacy\n"+postsYAML)
-	mw, _ := New(f.store, f.mw.Rules(), WithHeaders(rules.HeadersIETF))
-	f.h = mw.Handler(ok)
-	if h := f.do("POST", "/v1/posts", "192.0.2.1", "X-User-ID", "a").Header(); h.Get(HeaderLimit) != "" || h.Get(HeaderPolicy) == "" {
-		t.Errorf("override: %v", h)
 	}
 }

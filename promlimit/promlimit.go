@@ -1,6 +1,6 @@
 // Package promlimit reports the decisions of the httplimit middleware to
-// Prometheus, on a registry the caller gives: the series the gateway
-// exports, ratekeeper_decisions_total{rule,result},
+// Prometheus, on a registry the caller gives. Its series are the ones the
+// gateway exports: ratekeeper_decisions_total{rule,result},
 // ratekeeper_queue_delay_seconds and ratekeeper_cost_units_total{rule}.
 //
 //	reg := prometheus.NewRegistry()

@@ -15,14 +15,14 @@ import (
 // own proto codec writes and reads it, with two messages done by hand.
 // A RateLimitRequest of the usual shape (domain, descriptors of entries,
 // hits_addend) is read in two allocations: one string that every string
-// field is a part of, and one block for the messages (proto.Unmarshal
+// field is a part of, and one block for the messages. (proto.Unmarshal
 // allocates each message, slice and string apart, and walks its
-// reflection tables). A RateLimitResponse of the fields the service sets
-// is written in one allocation, without proto.Size's walk of the message
-// ahead of marshalling it. Anything else, and any request the hand reader
-// would have to judge (an unknown field, a wire type out of place, a
-// string that is not UTF-8, a descriptor's limit override or hits_addend),
-// goes to gRPC's proto codec, so the answers are the same.
+// reflection tables.) A RateLimitResponse of the fields the service sets
+// is written in one allocation, without proto.Size's walk of the message.
+// Anything else goes to gRPC's proto codec, so the answers are the same.
+// So does a request the hand reader would have to judge: an unknown
+// field, a wire type out of place, a string that is not UTF-8, a
+// descriptor's limit override or hits_addend.
 type codec struct{ proto encoding.CodecV2 }
 
 func newCodec() codec { return codec{proto: encoding.GetCodecV2(grpcproto.Name)} }
@@ -91,112 +91,145 @@ type requestBlock struct {
 // readRequest decodes b into r, which must be empty, and reports whether
 // it could; when it could not, r is left empty for proto to decode.
 func readRequest(b []byte, r *rlsv3.RateLimitRequest) bool {
-	// First pass: check the shape and count the messages.
-	nd, ne := 0, 0
+	nd, ne, ok := requestShape(b)
+	if ok {
+		fillRequest(b, r, nd, ne)
+	}
+	return ok
+}
+
+// requestShape reports whether b holds only the fields readRequest reads,
+// well formed, with valid UTF-8 strings. It counts the descriptors (nd)
+// and their entries (ne).
+func requestShape(b []byte) (nd, ne int, ok bool) {
 	for rest := b; len(rest) > 0; {
 		num, typ, n := protowire.ConsumeTag(rest)
 		if n < 0 {
-			return false
+			return 0, 0, false
 		}
 		rest = rest[n:]
 		switch {
 		case num == reqDomain && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(rest)
 			if n < 0 || !utf8.Valid(v) {
-				return false
+				return 0, 0, false
 			}
 			rest = rest[n:]
 		case num == reqHitsAddend && typ == protowire.VarintType:
 			_, n := protowire.ConsumeVarint(rest)
 			if n < 0 {
-				return false
+				return 0, 0, false
 			}
 			rest = rest[n:]
 		case num == reqDescriptors && typ == protowire.BytesType:
 			v, n := protowire.ConsumeBytes(rest)
 			if n < 0 {
-				return false
+				return 0, 0, false
 			}
 			rest = rest[n:]
 			k, ok := countEntries(v)
 			if !ok {
-				return false
+				return 0, 0, false
 			}
 			nd++
 			ne += k
 		default:
-			return false
+			return 0, 0, false
 		}
 	}
-	// Second pass: one string for every string field, one block for the
-	// messages, and fill them in.
+	return nd, ne, true
+}
+
+// fillRequest decodes b, which requestShape found to hold nd descriptors
+// of ne entries, into r. Every string field is a part of one string, and
+// the messages are one block (see requestMessages).
+func fillRequest(b []byte, r *rlsv3.RateLimitRequest, nd, ne int) {
 	s := string(b)
-	var (
-		descPtrs  []*ratelimitv3.RateLimitDescriptor
-		descs     []ratelimitv3.RateLimitDescriptor
-		entryPtrs []*ratelimitv3.RateLimitDescriptor_Entry
-		entries   []ratelimitv3.RateLimitDescriptor_Entry
-	)
-	if nd <= 1 && ne <= len(requestBlock{}.entries) {
-		blk := new(requestBlock)
-		descPtrs, descs, entryPtrs, entries = blk.descPtrs[:nd], blk.desc[:nd], blk.entryPtrs[:ne], blk.entries[:ne]
-	} else {
-		descPtrs, descs = make([]*ratelimitv3.RateLimitDescriptor, nd), make([]ratelimitv3.RateLimitDescriptor, nd)
-		entryPtrs, entries = make([]*ratelimitv3.RateLimitDescriptor_Entry, ne), make([]ratelimitv3.RateLimitDescriptor_Entry, ne)
-	}
-	off := 0 // of rest in b (and s)
+	m := newRequestMessages(nd, ne)
 	d, e := 0, 0
-	for off < len(b) {
+	for off := 0; off < len(b); {
 		num, _, n := protowire.ConsumeTag(b[off:])
 		off += n
 		switch num {
 		case reqDomain:
-			v, n := protowire.ConsumeBytes(b[off:])
-			r.Domain = s[off+n-len(v) : off+n]
-			off += n
+			r.Domain, n = readString(b, s, off)
 		case reqHitsAddend:
-			v, n := protowire.ConsumeVarint(b[off:])
+			var v uint64
+			v, n = protowire.ConsumeVarint(b[off:])
 			r.HitsAddend = uint32(v)
-			off += n
 		case reqDescriptors:
-			v, n := protowire.ConsumeBytes(b[off:])
-			start := off + n - len(v)
-			desc := &descs[d]
-			descPtrs[d] = desc
+			var v []byte
+			v, n = protowire.ConsumeBytes(b[off:])
+			e = m.readDescriptor(b, s, off+n-len(v), off+n, d, e)
 			d++
-			first := e
-			for p := start; p < start+len(v); {
-				_, _, n := protowire.ConsumeTag(b[p:])
-				p += n
-				ev, n := protowire.ConsumeBytes(b[p:])
-				es := p + n - len(ev)
-				p += n
-				ent := &entries[e]
-				entryPtrs[e] = ent
-				e++
-				for q := es; q < es+len(ev); {
-					num, _, n := protowire.ConsumeTag(b[q:])
-					q += n
-					fv, n := protowire.ConsumeBytes(b[q:])
-					str := s[q+n-len(fv) : q+n]
-					q += n
-					if num == entryKey {
-						ent.Key = str
-					} else {
-						ent.Value = str
-					}
-				}
-			}
-			if e > first {
-				desc.Entries = entryPtrs[first:e:e]
-			}
-			off += n
 		}
+		off += n
 	}
 	if nd > 0 {
-		r.Descriptors = descPtrs
+		r.Descriptors = m.descPtrs
 	}
-	return true
+}
+
+// requestMessages are the messages of a request, and the slices of
+// pointers to them that the request holds.
+type requestMessages struct {
+	descPtrs  []*ratelimitv3.RateLimitDescriptor
+	descs     []ratelimitv3.RateLimitDescriptor
+	entryPtrs []*ratelimitv3.RateLimitDescriptor_Entry
+	entries   []ratelimitv3.RateLimitDescriptor_Entry
+}
+
+// newRequestMessages allocates the messages of nd descriptors of ne
+// entries: one requestBlock for the usual shape, else a slice each.
+func newRequestMessages(nd, ne int) requestMessages {
+	if nd <= 1 && ne <= len(requestBlock{}.entries) {
+		blk := new(requestBlock)
+		return requestMessages{blk.descPtrs[:nd], blk.desc[:nd], blk.entryPtrs[:ne], blk.entries[:ne]}
+	}
+	return requestMessages{
+		make([]*ratelimitv3.RateLimitDescriptor, nd), make([]ratelimitv3.RateLimitDescriptor, nd),
+		make([]*ratelimitv3.RateLimitDescriptor_Entry, ne), make([]ratelimitv3.RateLimitDescriptor_Entry, ne),
+	}
+}
+
+// readDescriptor decodes descriptor d, whose entries are b[start:end], into
+// m, its entries from index e on. It returns the index after them.
+func (m *requestMessages) readDescriptor(b []byte, s string, start, end, d, e int) int {
+	desc := &m.descs[d]
+	m.descPtrs[d] = desc
+	first := e
+	for p := start; p < end; {
+		_, _, n := protowire.ConsumeTag(b[p:])
+		p += n
+		v, n := protowire.ConsumeBytes(b[p:])
+		fields := p + n - len(v)
+		p += n
+		ent := &m.entries[e]
+		m.entryPtrs[e] = ent
+		e++
+		for q := fields; q < p; {
+			num, _, n := protowire.ConsumeTag(b[q:])
+			q += n
+			str, n := readString(b, s, q)
+			q += n
+			if num == entryKey {
+				ent.Key = str
+			} else {
+				ent.Value = str
+			}
+		}
+	}
+	if e > first {
+		desc.Entries = m.entryPtrs[first:e:e]
+	}
+	return e
+}
+
+// readString reads the bytes field at b[off:] as a part of s, which is b
+// as a string, and its length on the wire.
+func readString(b []byte, s string, off int) (string, int) {
+	v, n := protowire.ConsumeBytes(b[off:])
+	return s[off+n-len(v) : off+n], n
 }
 
 // countEntries checks that a descriptor holds entries (of a key and a
@@ -232,7 +265,7 @@ func countEntries(b []byte) (int, bool) {
 }
 
 // appendResponse appends r's encoding, as proto.Marshal writes it, to b,
-// and reports whether it could: a response with fields the service never
+// and reports whether it could. A response with fields the service never
 // sets (request headers, raw body, dynamic metadata, quotas, unit
 // multipliers, raw header values) is left to proto.
 func appendResponse(b []byte, r *rlsv3.RateLimitResponse) ([]byte, bool) {

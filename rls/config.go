@@ -255,11 +255,13 @@ func (r *RateLimitConfig) validate() []*Error {
 }
 
 // Warnings lists what c's files say that serve accepts but that can never
-// apply, each located like an error: white space around a domain, a key
-// or a value (Envoy sends the domain as configured, and a header's value
-// without it); a descriptor with neither rate_limit nor descriptors, which
-// limits nothing; a * that does not end a value, which matches only a *;
-// a replaces that names no limit of its domain.
+// apply, each located like an error:
+//   - white space around a domain, a key or a value (Envoy sends the
+//     domain as configured, and a header's value without it);
+//   - a descriptor with neither rate_limit nor descriptors, which limits
+//     nothing;
+//   - a * that does not end a value, which matches only a *;
+//   - a replaces that names no limit of its domain.
 func (c *Config) Warnings() []*Error {
 	var out []*Error
 	for i := range c.Domains {

@@ -22,17 +22,17 @@ const maxBody = 1 << 20
 
 // HTTPHandler serves the JSON API:
 //
-//   - POST /v1/check: ratekeeper's JSON (CheckRequest, CheckResponse);
-//   - POST /v1/peek: the same, taking nothing (see Peek), always 200;
+//   - POST /v1/check: ratekeeper's JSON (CheckRequest, CheckResponse).
+//   - POST /v1/peek: the same, taking nothing (see Peek), always 200.
 //   - POST /json: the reference service's endpoint, a RateLimitRequest in
-//     the proto3 JSON mapping, answered with a RateLimitResponse likewise;
+//     the proto3 JSON mapping, answered with a RateLimitResponse likewise.
 //   - GET /healthcheck: 200 while serving (the reference service's path).
 //
 // Both decision endpoints answer 200 when the request may pass, 429 when
-// it is over the limit, 400 for a bad request and 503 when the store fails:
-// with an error body when the store's failure does not let the service
-// answer, with the answer (OVER_LIMIT) and Retry-After when the store's
-// failure policy refused the request (see Decide).
+// it is over the limit, 400 for a bad request and 503 when the store fails.
+// A 503 has an error body when the store's failure leaves no answer. When
+// the store's failure policy refused the request, it has the answer
+// (OVER_LIMIT) and Retry-After (see Decide).
 func (s *Service) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/check", s.serveCheck)
@@ -102,8 +102,8 @@ type CheckStatus struct {
 	// DurationUntilReset are zero and mean nothing.
 	Fallback bool `json:"fallback,omitempty"`
 	// CostAboveLimit says that the descriptor's cost (hits_addend) is more
-	// than its limit can ever allow: Code is OVER_LIMIT, nothing was taken,
-	// LimitRemaining is what is left, and DurationUntilReset is zero: no
+	// than its limit can ever allow. Code is OVER_LIMIT, nothing was taken,
+	// and LimitRemaining is what is left. DurationUntilReset is zero: no
 	// wait lets the request pass, so the answer carries no Retry-After.
 	CostAboveLimit bool `json:"cost_above_limit,omitempty"`
 }

@@ -247,16 +247,16 @@ func (rs *Rules) match(domain string, entries []Entry, path []*node) (*rule, []*
 //
 // The gateway bounds its key parts with rules.BoundKey, which hashes a part
 // that is long, holds its '|' separator or starts with '#'. rls does not use
-// it: its fields are length-prefixed, not separated, so a '|' or a '#' in a
-// value is harmless and only the length needs bounding; and hashing short
-// values with '|' or a leading '#' would change their keys, and so reset
-// their counts, on upgrade, for nothing. Braces are hashed, as the gateway
+// it. Its fields are length-prefixed, not separated, so a '|' or a '#' in a
+// value is harmless and only the length needs bounding. Hashing short
+// values with '|' or a leading '#' would change their keys on upgrade, and
+// so reset their counts, for nothing. Braces are hashed, as the gateway
 // does: a value's hash tag would place the key on Redis Cluster. A key
 // built from values of at most maxField bytes without braces is the same
 // as before values were bounded.
 
 // maxField is the longest request value (or, in an override's key, request
-// key) written as it is into a store key; a longer one is replaced by a hash
+// key) written as it is into a store key. A longer one is replaced by a hash
 // of it, so that a client sending a 60 KB header does not make a 60 KB
 // Redis key.
 const maxField = 64
@@ -280,9 +280,9 @@ func descriptorKey(domain string, entries []Entry, path []*node, ov *ratelimitv3
 }
 
 // counterKey is the store key of a descriptor whose every entry matched a
-// configured descriptor: "rls:", the domain, then per entry the kind of
-// match ('=' exact, '_' any value, '*' and the prefix for a wildcard), the
-// configured key and the value. Only a value matched by a wildcard or by a
+// configured descriptor. It is "rls:", the domain, then per entry the kind
+// of match ('=' exact, '_' any value, '*' and the prefix for a wildcard),
+// the configured key and the value. Only a value matched by a wildcard or by a
 // descriptor without a value comes from the client, and only it is
 // bounded; the rest is the configuration's.
 func counterKey(domain string, entries []Entry, path []*node) string {
@@ -319,9 +319,9 @@ func counterKey(domain string, entries []Entry, path []*node) string {
 }
 
 // overrideKey is the store key of a descriptor that matched no configured
-// limit but brings its own (a limit override): "rls:override:", the domain
-// and the request's keys and values, bounded; the caller appends the
-// override's rate. Its 'o' can never start a counterKey's length.
+// limit but brings its own (a limit override). It is "rls:override:", the
+// domain and the request's keys and values, bounded; the caller appends
+// the override's rate. Its 'o' can never start a counterKey's length.
 func overrideKey(domain string, entries []Entry) string {
 	b := make([]byte, 0, 16+len(domain)+len(entries)*2*(1+2*hashLen))
 	b = append(b, "rls:override:"...)
@@ -341,8 +341,8 @@ func appendField(b []byte, s string) []byte {
 }
 
 // hashLen is how many bytes of a long value's SHA-256 its field keeps, as
-// the gateway's rules.BoundKey: 128 bits, so that two values meeting on
-// one key is as likely as guessing a random 128-bit number.
+// in the gateway's rules.BoundKey: 128 bits. Two values meet on one key as
+// rarely as one guesses a random 128-bit number.
 const hashLen = 16
 
 // appendBounded appends s as a field if it is at most maxField bytes and

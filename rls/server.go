@@ -48,8 +48,8 @@ type ServerOptions struct {
 	// "-" turns the HTTP or admin listener off.
 	GRPCListen, HTTPListen, AdminListen string
 	// GRPCTLS and HTTPTLS, when Enabled, make the gRPC and HTTP listeners
-	// speak TLS only, with certificates that follow their files (a
-	// renewal is served from the next handshake); a ClientCAFile refuses
+	// speak TLS only, with certificates that follow their files: a
+	// renewal is served from the next handshake. A ClientCAFile refuses
 	// clients without a certificate that chains to it (mutual TLS). The
 	// HTTP listener offers HTTP/2 and HTTP/1.1 (ALPN). The zero value is
 	// clear text. The admin listener is always clear text.
@@ -186,36 +186,59 @@ func (s *Server) AdminAddr() net.Addr { return s.adminAddr.Get() }
 // health service turns NOT_SERVING, calls in flight finish (up to the
 // shutdown timeout), and the store closes.
 func (s *Server) Run(ctx context.Context) error {
+	gln, hln, aln, err := s.listen()
+	if err != nil {
+		s.proc.Close()
+		return err
+	}
+	servers := []server.Server{s.newGRPCServer(gln)}
+	if hln != nil {
+		servers = append(servers, s.newHTTPServer(hln))
+	}
+	s.proc.Logger.Info("rate limit service listening", "grpc", s.grpcAddr.String(), "http", s.httpAddr.String(), "admin", s.adminAddr.String(),
+		"grpc_tls", tlsMode(s.o.GRPCTLS), "http_tls", tlsMode(s.o.HTTPTLS), "admin_tls", "off",
+		"config", s.path, "domains", s.svc.Rules().Domains(), "store", s.o.Store.String(), "all_or_nothing", s.o.AllOrNothing)
+	return s.proc.Run(ctx, server.Run{
+		Name:            "rate limit service",
+		Servers:         servers,
+		Admin:           aln,
+		Watch:           s.o.Watch,
+		Reload:          s.Reload,
+		ShutdownTimeout: s.o.ShutdownTimeout,
+	})
+}
+
+// listen opens the gRPC, HTTP and admin listeners; an address of "-" gives
+// a nil listener. On an error it closes those it opened.
+func (s *Server) listen() (gln, hln, aln net.Listener, err error) {
 	var lns []net.Listener
-	listen := func(addr, what string, to *server.Addr) (net.Listener, error) {
-		if addr == "-" {
-			return nil, nil
+	open := func(addr, what string, to *server.Addr) net.Listener {
+		if addr == "-" || err != nil {
+			return nil
 		}
-		ln, err := server.Listen(addr, what)
-		if err != nil {
-			for _, ln := range lns {
-				ln.Close()
-			}
-			s.proc.Close()
-			return nil, err
+		var ln net.Listener
+		if ln, err = server.Listen(addr, what); err != nil {
+			return nil
 		}
 		to.Set(ln.Addr())
 		lns = append(lns, ln)
-		return ln, nil
+		return ln
 	}
-	gln, err := listen(s.o.GRPCListen, "grpc", &s.grpcAddr)
+	gln = open(s.o.GRPCListen, "grpc", &s.grpcAddr)
+	hln = open(s.o.HTTPListen, "http", &s.httpAddr)
+	aln = open(s.o.AdminListen, "admin", &s.adminAddr)
 	if err != nil {
-		return err
+		for _, ln := range lns {
+			ln.Close()
+		}
+		return nil, nil, nil, err
 	}
-	hln, err := listen(s.o.HTTPListen, "http", &s.httpAddr)
-	if err != nil {
-		return err
-	}
-	aln, err := listen(s.o.AdminListen, "admin", &s.adminAddr)
-	if err != nil {
-		return err
-	}
+	return gln, hln, aln, nil
+}
 
+// newGRPCServer is the gRPC server on ln: the rate limit service, health
+// (SERVING) and reflection.
+func (s *Server) newGRPCServer(ln net.Listener) grpcServer {
 	gopts := []grpc.ServerOption{
 		// Calls run on long-lived workers rather than a new goroutine each,
 		// whose stack would grow (runtime.morestack) on every call: 8% of
@@ -235,27 +258,18 @@ func (s *Server) Run(ctx context.Context) error {
 	hs.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
+	return grpcServer{gs, hs, ln}
+}
 
-	servers := []server.Server{grpcServer{gs, hs, gln}}
-	if hln != nil {
-		if s.httpTLS != nil {
-			// net/http serves HTTP/2 on a TLS connection that chose h2.
-			hln = tls.NewListener(hln, s.httpTLS)
-		}
-		servers = append(servers, server.HTTP(&http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
-			ErrorLog: slog.NewLogLogger(s.proc.Logger.Handler(), slog.LevelDebug)}, hln))
+// newHTTPServer is the HTTP JSON API's server on ln, over TLS when
+// HTTPTLS is enabled.
+func (s *Server) newHTTPServer(ln net.Listener) server.Server {
+	if s.httpTLS != nil {
+		// net/http serves HTTP/2 on a TLS connection that chose h2.
+		ln = tls.NewListener(ln, s.httpTLS)
 	}
-	s.proc.Logger.Info("rate limit service listening", "grpc", s.grpcAddr.String(), "http", s.httpAddr.String(), "admin", s.adminAddr.String(),
-		"grpc_tls", tlsMode(s.o.GRPCTLS), "http_tls", tlsMode(s.o.HTTPTLS), "admin_tls", "off",
-		"config", s.path, "domains", s.svc.Rules().Domains(), "store", s.o.Store.String(), "all_or_nothing", s.o.AllOrNothing)
-	return s.proc.Run(ctx, server.Run{
-		Name:            "rate limit service",
-		Servers:         servers,
-		Admin:           aln,
-		Watch:           s.o.Watch,
-		Reload:          s.Reload,
-		ShutdownTimeout: s.o.ShutdownTimeout,
-	})
+	return server.HTTP(&http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+		ErrorLog: slog.NewLogLogger(s.proc.Logger.Handler(), slog.LevelDebug)}, ln)
 }
 
 // grpcServer serves gRPC as a server.Server: its shutdown turns the health

@@ -32,10 +32,11 @@ var ErrInvalid = errors.New("invalid request")
 
 // Defaults of WithMaxDescriptors and WithMaxEntries. Envoy sends one
 // descriptor per rate_limits entry that applies to the route (the route's
-// and, if it includes them, the virtual host's) and one entry per action of
-// it; configurations in the wild use a handful of each. The defaults are an
-// order of magnitude above that, and keep one request to at most 64 store
-// calls where 100,000 descriptors took 100,000 sequential ones.
+// own, and the virtual host's if it includes them), and one entry per
+// action of it. Configurations in the wild use a handful of each. The
+// defaults are an order of magnitude above that. They keep one request to
+// at most 64 store calls, where 100,000 descriptors took 100,000
+// sequential ones.
 const (
 	DefaultMaxDescriptors = 64
 	DefaultMaxEntries     = 32
@@ -259,31 +260,31 @@ const (
 // code. A refusal is an answer; errors are for bad requests (ErrInvalid)
 // and store failures.
 //
-// A descriptor that the store's failure policy decided without counting
+// The store's failure policy may decide a descriptor without counting
 // (ratekeeper.FallbackUncounted: failsafe's allow and deny, while Redis is
-// down) gets a status with its code and nothing else: no current_limit,
-// limit_remaining or duration_until_reset, which nothing computed (and
-// from which Envoy would build its X-RateLimit-* headers). When such a
-// refusal alone puts the request over the limit, the overall code is
-// OVER_LIMIT (so that Envoy refuses the request whatever its
-// failure_mode_deny), raw_body says that the rate limiter's store is
-// unavailable (Envoy sends it as the body of its answer) and, with
-// WithResponseHeaders, Retry-After is the policy's wait.
+// down). Its status then has its code and nothing else: no current_limit,
+// limit_remaining or duration_until_reset, which nothing computed and from
+// which Envoy would build its X-RateLimit-* headers. When such a refusal
+// alone puts the request over the limit, the overall code is OVER_LIMIT,
+// so that Envoy refuses the request whatever its failure_mode_deny. The
+// raw_body, which Envoy sends as the body of its answer, then says that
+// the rate limiter's store is unavailable. With WithResponseHeaders,
+// Retry-After is the policy's wait.
 //
 // A descriptor whose cost (hits_addend) is more than its limit can ever
-// allow is OVER_LIMIT, not an error (Envoy lets a request through on an
-// error unless failure_mode_deny), with what is really left and no
-// duration_until_reset; nothing is taken. Since no wait lets the request
-// pass, the answer has no Retry-After and raw_body says so.
+// allow is OVER_LIMIT, not an error: Envoy lets a request through on an
+// error unless failure_mode_deny. Nothing is taken; its status has what is
+// really left and no duration_until_reset. No wait lets the request pass,
+// so the answer has no Retry-After, and raw_body says so.
 func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	resp, _, err := s.answer(ctx, req, decideOp)
 	return resp, err
 }
 
-// Peek answers req as Decide would, taking nothing: each descriptor is
-// asked at a cost of zero (its hits_addend is not read), and its status is
-// OVER_LIMIT when a request of cost 1 would be refused now, with
-// duration_until_reset the wait until it would pass (see
+// Peek answers req as Decide would, taking nothing. Each descriptor is
+// asked at a cost of zero; its hits_addend is not read. Its status is
+// OVER_LIMIT when a request of cost 1 would be refused now, and its
+// duration_until_reset is the wait until it would pass (see
 // ratekeeper.Limiter.Peek). Nothing is counted in the metrics of
 // decisions.
 func (s *Service) Peek(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
@@ -292,9 +293,9 @@ func (s *Service) Peek(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3
 }
 
 // Reset forgets, in store, the counter of each descriptor of req that has
-// a limit, so that its next request starts fresh; it reports which
-// descriptors it reset (those without a limit, or unlimited, have no
-// counter). store is the service's store as opened (a
+// a limit, so that its next request starts fresh. It reports which
+// descriptors it reset: those without a limit, or unlimited, have no
+// counter. store is the service's store as opened (a
 // ratekeeper.Resetter), not one that records decisions: ratekeeper serve
 // passes its own. A store that cannot reset gives an error wrapping
 // ratekeeper.ErrNoReset.
@@ -309,7 +310,7 @@ func (s *Service) Reset(ctx context.Context, store ratekeeper.Store, req *rlsv3.
 	}
 	out := make([]bool, len(slots))
 	for i, sl := range slots {
-		if sl.kind == take || sl.kind == tooMany {
+		if sl.asks() {
 			if err := rs.Reset(ctx, sl.key, sl.r.limit); err != nil {
 				return out, fmt.Errorf("store: %w", err)
 			}
@@ -366,13 +367,13 @@ func (s *Service) answer(ctx context.Context, req *rlsv3.RateLimitRequest, op an
 func (s *Service) peek(ctx context.Context, slots []slot) error {
 	for i := range slots {
 		sl := &slots[i]
-		if sl.kind != take && sl.kind != tooMany {
+		if !sl.asks() {
 			continue
 		}
 		sl.n, sl.kind = 0, take
-		d, err := s.store.Take(ctx, ratekeeper.Request{Key: sl.key, Limit: sl.r.limit, N: 0})
+		d, err := s.take(ctx, ratekeeper.Request{Key: sl.key, Limit: sl.r.limit, N: 0})
 		if err != nil {
-			return fmt.Errorf("store: %w", err)
+			return err
 		}
 		sl.d = d
 		sl.over = !d.Allowed || d.RetryAfter > 0
@@ -383,103 +384,153 @@ func (s *Service) peek(ctx context.Context, slots []slot) error {
 // slots matches req's descriptors to the rules being served (cur, which
 // the answer counts in): each slot's rule, key, cost and kind.
 func (s *Service) slots(req *rlsv3.RateLimitRequest) (*served, []slot, error) {
-	domain := req.GetDomain()
-	if domain == "" {
-		return nil, nil, fmt.Errorf("%w: the domain must not be empty", ErrInvalid)
-	}
-	descs := req.GetDescriptors()
-	if len(descs) == 0 {
-		return nil, nil, fmt.Errorf("%w: the descriptor list must not be empty", ErrInvalid)
-	}
-	if len(descs) > s.maxDescriptors {
-		return nil, nil, fmt.Errorf("%w: %d descriptors, more than the limit of %d", ErrInvalid, len(descs), s.maxDescriptors)
+	if err := s.check(req); err != nil {
+		return nil, nil, err
 	}
 	cur := s.cur.Load()
-	rules := cur.rules
-	_, known := rules.domains[domain]
-	// Requests carry a descriptor or two of a few entries: the working
-	// slices start on the stack.
+	slots, replaced, err := s.match(cur.rules, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range slots {
+		s.classify(&slots[i], replaced)
+	}
+	return cur, slots, nil
+}
+
+// check refuses, as ErrInvalid, a request without a domain or
+// descriptors, or with more descriptors than allowed.
+func (s *Service) check(req *rlsv3.RateLimitRequest) error {
+	n := len(req.GetDescriptors())
+	switch {
+	case req.GetDomain() == "":
+		return fmt.Errorf("%w: the domain must not be empty", ErrInvalid)
+	case n == 0:
+		return fmt.Errorf("%w: the descriptor list must not be empty", ErrInvalid)
+	case n > s.maxDescriptors:
+		return fmt.Errorf("%w: %d descriptors, more than the limit of %d", ErrInvalid, n, s.maxDescriptors)
+	}
+	return nil
+}
+
+// match fills a slot per descriptor of req from rules: its rule, cost, key
+// and metrics label. replaced holds the names of the rules that the
+// matched rules replace; nil when none does.
+func (s *Service) match(rules *Rules, req *rlsv3.RateLimitRequest) (slots []slot, replaced map[string]bool, err error) {
+	descs := req.GetDescriptors()
+	// Requests carry a descriptor or two of a few entries: the slots take
+	// one allocation, and the entries and the match path start on the stack.
 	var (
 		slotBuf  [2]slot
 		entryBuf [4]Entry
 		pathBuf  [4]*node
-		replaced map[string]bool
 	)
-	var slots []slot
 	if len(descs) <= len(slotBuf) {
 		slots = slotBuf[:len(descs)]
 	} else {
 		slots = make([]slot, len(descs))
 	}
 	entries, path := entryBuf[:0], pathBuf[:0]
+	_, known := rules.domains[req.GetDomain()]
 	for i, d := range descs {
-		switch n := len(d.GetEntries()); {
-		case n == 0:
-			return nil, nil, fmt.Errorf("%w: descriptor %d has no entries", ErrInvalid, i)
-		case n > s.maxEntries:
-			return nil, nil, fmt.Errorf("%w: descriptor %d has %d entries, more than the limit of %d", ErrInvalid, i, n, s.maxEntries)
+		if err := s.checkEntries(i, d); err != nil {
+			return nil, nil, err
 		}
 		entries = entries[:0]
 		for _, e := range d.GetEntries() {
 			entries = append(entries, Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
-		var r *rule
-		r, path = rules.match(domain, entries, path)
-		sl := &slots[i]
-		sl.n = hits(req, d)
 		var ov *ratelimitv3.RateLimitDescriptor_RateLimitOverride
 		if known {
 			ov = d.GetLimit()
 		}
-		if ov != nil {
-			r = override(r, domain, ov)
-		}
-		sl.r = r
-		if r == nil {
-			continue
-		}
-		for _, name := range r.replaces {
-			if replaced == nil {
-				replaced = map[string]bool{}
-			}
-			replaced[name] = true
-		}
-		if r.unlimit || r.rpu == 0 {
-			continue
-		}
-		sl.key = descriptorKey(domain, entries, path, ov)
-		if r.detailed {
-			sl.stat = detailedStat(domain, entries)
-		}
-	}
-	for i := range slots {
 		sl := &slots[i]
-		switch r := sl.r; {
-		case r == nil:
-			sl.kind = noLimit
-		case r.name != "" && replaced[r.name]:
-			sl.kind = noLimit
-			sl.r = nil
-		case r.unlimit:
-			sl.kind = unlimited
-		case r.rpu == 0:
-			sl.kind = denyAll
-			sl.over = true
-			p := r.period.Microseconds()
-			at := time.Now()
-			if s.clock != nil {
-				at = s.clock.Now()
+		sl.n = hits(req, d)
+		path = fill(sl, rules, req.GetDomain(), entries, path, ov)
+		if sl.r != nil {
+			for _, name := range sl.r.replaces {
+				if replaced == nil {
+					replaced = map[string]bool{}
+				}
+				replaced[name] = true
 			}
-			now := at.UnixMicro()
-			sl.reset = time.Duration(p-now%p) * time.Microsecond
-		case sl.n > r.limit.Capacity():
-			sl.kind = tooMany
-		default:
-			sl.kind = take
 		}
 	}
-	return cur, slots, nil
+	return slots, replaced, nil
 }
+
+// checkEntries refuses, as ErrInvalid, descriptor i when it has no entries
+// or more than allowed.
+func (s *Service) checkEntries(i int, d *ratelimitv3.RateLimitDescriptor) error {
+	switch n := len(d.GetEntries()); {
+	case n == 0:
+		return fmt.Errorf("%w: descriptor %d has no entries", ErrInvalid, i)
+	case n > s.maxEntries:
+		return fmt.Errorf("%w: descriptor %d has %d entries, more than the limit of %d", ErrInvalid, i, n, s.maxEntries)
+	}
+	return nil
+}
+
+// fill sets sl's rule for a descriptor of entries in domain: the one
+// rules match, or the limit override ov brings. A rule with a limit also
+// sets sl's store key and, with detailed_metric, its metrics label. path
+// is the match's working space, returned for the next descriptor.
+func fill(sl *slot, rules *Rules, domain string, entries []Entry, path []*node, ov *ratelimitv3.RateLimitDescriptor_RateLimitOverride) []*node {
+	var r *rule
+	r, path = rules.match(domain, entries, path)
+	if ov != nil {
+		r = override(r, domain, ov)
+	}
+	sl.r = r
+	if r == nil || r.unlimit || r.rpu == 0 {
+		return path
+	}
+	sl.key = descriptorKey(domain, entries, path, ov)
+	if r.detailed {
+		sl.stat = detailedStat(domain, entries)
+	}
+	return path
+}
+
+// classify sets sl's kind from its rule and cost. A rule that another
+// matched rule replaces is no limit. A limit of zero requests is over
+// until the end of its period.
+func (s *Service) classify(sl *slot, replaced map[string]bool) {
+	switch r := sl.r; {
+	case r == nil:
+		sl.kind = noLimit
+	case r.name != "" && replaced[r.name]:
+		sl.kind, sl.r = noLimit, nil
+	case r.unlimit:
+		sl.kind = unlimited
+	case r.rpu == 0:
+		sl.kind, sl.over = denyAll, true
+		sl.reset = untilNextPeriod(r.period, s.now())
+	case sl.n > r.limit.Capacity():
+		sl.kind = tooMany
+	default:
+		sl.kind = take
+	}
+}
+
+// now is the service's clock's time.
+func (s *Service) now() time.Time {
+	if s.clock != nil {
+		return s.clock.Now()
+	}
+	return time.Now()
+}
+
+// untilNextPeriod is the time from at to the next multiple of period since
+// the epoch, to the microsecond.
+func untilNextPeriod(period time.Duration, at time.Time) time.Duration {
+	p := period.Microseconds()
+	return time.Duration(p-at.UnixMicro()%p) * time.Microsecond
+}
+
+// asks reports whether sl's answer needs the store: it has a limit of more
+// than zero requests.
+func (sl *slot) asks() bool { return sl.kind == take || sl.kind == tooMany }
 
 // hits is a descriptor's cost: its own hits_addend, else the request's;
 // zero means one.
@@ -532,27 +583,59 @@ func override(r *rule, domain string, ov *ratelimitv3.RateLimitDescriptor_RateLi
 	return o
 }
 
-// decide asks the store for the slots that need it.
+// decide asks the store for the slots that need it: each alone, or, with
+// WithAllOrNothing, the enforced ones together.
 func (s *Service) decide(ctx context.Context, slots []slot) error {
-	if !s.allOrNothing {
-		for i := range slots {
-			sl := &slots[i]
-			switch sl.kind {
-			case take, tooMany:
-				if err := s.takeOne(ctx, sl); err != nil {
-					return err
-				}
+	if s.allOrNothing {
+		return s.decideTogether(ctx, slots)
+	}
+	for i := range slots {
+		if sl := &slots[i]; sl.asks() {
+			if err := s.takeOne(ctx, sl); err != nil {
+				return err
 			}
 		}
-		return nil
 	}
-	// All or nothing: the enforced descriptors go to the store together;
-	// shadow ones on their own, since their refusal refuses nothing.
-	var (
-		reqs   []ratekeeper.Request
-		doomed bool // a descriptor refuses whatever the store says
-		byKey  = map[string]int{}
-	)
+	return nil
+}
+
+// decideTogether takes for the enforced slots all or nothing. Shadow slots
+// are decided alone, since their refusal refuses nothing. So are enforced
+// slots that cost more than their limit can ever allow.
+func (s *Service) decideTogether(ctx context.Context, slots []slot) error {
+	byKey := map[string]int{}
+	reqs, doomed := batch(slots, byKey)
+	out := make([]ratekeeper.Decision, len(reqs))
+	var err error
+	if doomed {
+		err = s.askEach(ctx, reqs, out)
+	} else if len(reqs) > 0 {
+		err = s.takeAll(ctx, reqs, out)
+	}
+	if err != nil {
+		return err
+	}
+	for i := range slots {
+		sl := &slots[i]
+		switch {
+		case !sl.asks():
+		case !sl.r.shadow && sl.kind == take:
+			sl.d = out[byKey[sl.key]]
+			sl.over = !sl.d.Allowed
+		default:
+			if err := s.takeOne(ctx, sl); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// batch is the store requests of the enforced slots that take, one per key:
+// the same descriptor twice asks for the sum. It sets byKey to each key's
+// index in reqs. doomed reports that a descriptor refuses whatever the
+// store says.
+func batch(slots []slot, byKey map[string]int) (reqs []ratekeeper.Request, doomed bool) {
 	for i := range slots {
 		sl := &slots[i]
 		if sl.r == nil || sl.r.shadow {
@@ -562,7 +645,7 @@ func (s *Service) decide(ctx context.Context, slots []slot) error {
 		case denyAll, tooMany:
 			doomed = true
 		case take:
-			if j, ok := byKey[sl.key]; ok { // the same descriptor twice: one request for the sum
+			if j, ok := byKey[sl.key]; ok {
 				reqs[j].N += sl.n
 				continue
 			}
@@ -570,54 +653,48 @@ func (s *Service) decide(ctx context.Context, slots []slot) error {
 			reqs = append(reqs, ratekeeper.Request{Key: sl.key, Limit: sl.r.limit, N: sl.n})
 		}
 	}
-	for j := range reqs {
-		if reqs[j].N > reqs[j].Limit.Capacity() {
-			doomed = true
-		}
+	for _, q := range reqs {
+		doomed = doomed || q.N > q.Limit.Capacity()
 	}
-	out := make([]ratekeeper.Decision, len(reqs))
-	if doomed { // nothing may take: ask each without taking
-		for j, q := range reqs {
-			over := q.N > q.Limit.Capacity()
-			q.N = 0
-			d, err := s.store.Take(ctx, q)
-			if err != nil {
-				return fmt.Errorf("store: %w", err)
-			}
-			d.Allowed = !over
-			out[j] = d
-		}
-	} else if len(reqs) > 0 {
-		all, err := ratekeeper.TakeAll(ctx, s.store, reqs, out)
+	return reqs, doomed
+}
+
+// askEach fills out with the state of each of reqs, taking nothing. A
+// request is allowed unless it costs more than its limit can ever allow.
+func (s *Service) askEach(ctx context.Context, reqs []ratekeeper.Request, out []ratekeeper.Decision) error {
+	for j, q := range reqs {
+		over := q.N > q.Limit.Capacity()
+		q.N = 0
+		d, err := s.take(ctx, q)
 		if err != nil {
-			return fmt.Errorf("store: %w", err)
+			return err
 		}
-		if !all {
-			// The allowed ones took nothing, but their decisions say what
-			// taking would have left: a BatchStore decides them all as if
-			// taking, ratekeeper.TakeAll's fallback those before the first
-			// refusal (and asks the later ones without taking).
-			_, batch := s.store.(ratekeeper.BatchStore)
-			refused := false
-			for j := range out {
-				refused = refused || !out[j].Allowed
-				if out[j].Allowed && (batch || !refused) {
-					out[j].Remaining = min(out[j].Remaining+reqs[j].N, out[j].Limit)
-				}
-			}
-		}
+		d.Allowed = !over
+		out[j] = d
 	}
-	for i := range slots {
-		sl := &slots[i]
-		switch {
-		case sl.r == nil || (sl.kind != take && sl.kind != tooMany):
-		case !sl.r.shadow && sl.kind == take:
-			sl.d = out[byKey[sl.key]]
-			sl.over = !sl.d.Allowed
-		default: // shadow descriptors, and enforced ones costing too much
-			if err := s.takeOne(ctx, sl); err != nil {
-				return err
-			}
+	return nil
+}
+
+// takeAll takes reqs all or none, deciding each into out. When one is
+// refused, the allowed ones took nothing, and their Remaining says so.
+func (s *Service) takeAll(ctx context.Context, reqs []ratekeeper.Request, out []ratekeeper.Decision) error {
+	all, err := ratekeeper.TakeAll(ctx, s.store, reqs, out)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if all {
+		return nil
+	}
+	// An allowed decision says what taking would have left. A BatchStore
+	// decides every request as if taking. ratekeeper.TakeAll's fallback
+	// does so for those before the first refusal, and asks the later ones
+	// without taking.
+	_, batched := s.store.(ratekeeper.BatchStore)
+	refused := false
+	for j := range out {
+		refused = refused || !out[j].Allowed
+		if out[j].Allowed && (batched || !refused) {
+			out[j].Remaining = min(out[j].Remaining+reqs[j].N, out[j].Limit)
 		}
 	}
 	return nil
@@ -630,13 +707,22 @@ func (s *Service) takeOne(ctx context.Context, sl *slot) error {
 	if sl.kind == tooMany {
 		n = 0
 	}
-	d, err := s.store.Take(ctx, ratekeeper.Request{Key: sl.key, Limit: sl.r.limit, N: n})
+	d, err := s.take(ctx, ratekeeper.Request{Key: sl.key, Limit: sl.r.limit, N: n})
 	if err != nil {
-		return fmt.Errorf("store: %w", err)
+		return err
 	}
 	sl.d = d
 	sl.over = !d.Allowed || sl.kind == tooMany
 	return nil
+}
+
+// take is the store's Take, its error marked as the store's.
+func (s *Service) take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
+	d, err := s.store.Take(ctx, req)
+	if err != nil {
+		return d, fmt.Errorf("store: %w", err)
+	}
+	return d, nil
 }
 
 // statusBlock is one descriptor's status with the messages it points to,
@@ -655,149 +741,177 @@ type oneStatus struct {
 	block    [1]statusBlock
 }
 
+// tally is what respond gathers from the statuses for the whole answer.
+type tally struct {
+	notes
+	counted bool   // a limit's count put the request over the limit
+	policy  bool   // the store's failure policy refused a descriptor
+	never   string // the first enforced cost that can never pass, in words
+	best    int    // the counted status with the least left, for headers; -1: none
+	left    uint32 // what best has left
+}
+
 // respond builds the response from decided slots and counts the metrics.
 func (s *Service) respond(cur *served, slots []slot, counts bool) (*rlsv3.RateLimitResponse, notes) {
-	var (
-		resp   *rlsv3.RateLimitResponse
-		blocks []statusBlock
-		fb     notes
-		// counted: a limit's count put the request over the limit;
-		// policy: the store's failure policy refused a descriptor.
-		counted, policy bool
-		// never: an enforced descriptor costs more than its limit can
-		// ever allow, the first such said so.
-		never string
-	)
-	if len(slots) == 1 {
-		o := new(oneStatus)
-		resp, blocks = &o.resp, o.block[:]
-		resp.Statuses = o.statuses[:]
-	} else {
-		resp = &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(slots))}
-		blocks = make([]statusBlock, len(slots))
-	}
+	resp, blocks := newResponse(len(slots))
 	resp.OverallCode = rlsv3.RateLimitResponse_OK
-	best := -1 // the limited status with the least remaining, for headers
-	var bestLeft uint32
+	t := tally{best: -1}
 	for i := range slots {
-		sl := &slots[i]
-		b := &blocks[i]
-		st := &b.st
-		st.Code = rlsv3.RateLimitResponse_OK
-		resp.Statuses[i] = st
-		switch sl.kind {
-		case noLimit:
-			continue
-		case unlimited:
-			st.LimitRemaining = math.MaxUint32
-			continue
-		}
-		r := sl.r
-		if sl.d.Fallback == ratekeeper.FallbackUncounted {
-			// The store's failure policy decided without counting: the
-			// code, and no figure nothing computed.
-			if fb.uncounted == nil {
-				fb.uncounted = make([]bool, len(slots))
-			}
-			fb.uncounted[i] = true
-			if sl.kind == tooMany {
-				fb.markTooMany(i, len(slots), r.shadow, sl, &never)
-			}
-			if sl.over && !r.shadow {
-				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-				if sl.kind == take { // refused by the policy, not by the cost
-					policy = true
-					fb.refused = max(fb.refused, sl.d.RetryAfter, time.Second)
-				} else {
-					counted = true
-				}
-			}
-			if counts {
-				s.count(cur, sl)
-			}
-			continue
-		}
-		b.limit.Name, b.limit.RequestsPerUnit, b.limit.Unit = r.name, r.rpu, r.unit
-		b.limit.UnitMultiplier = nil
-		if r.mult > 1 {
-			b.limit.UnitMultiplier = wrapperspb.UInt32(r.mult)
-		}
-		st.CurrentLimit = &b.limit
-		reset := sl.reset
-		left := uint32(0) // what is left, up to the capacity
+		sl, b := &slots[i], &blocks[i]
+		resp.Statuses[i] = &b.st
+		b.st.Code = rlsv3.RateLimitResponse_OK
 		switch {
-		case sl.kind == tooMany:
-			// Asked without taking: what is left is real, and no wait
-			// makes the request pass, so no duration_until_reset.
-			left = uint32(sl.d.Remaining)
-			fb.markTooMany(i, len(slots), r.shadow, sl, &never)
-		case sl.kind != denyAll:
-			left = uint32(sl.d.Remaining)
-			if sl.over {
-				left = 0
-				reset = sl.d.RetryAfter
-				if reset == 0 {
-					reset = sl.d.ResetAfter
-				}
-			} else {
-				reset = sl.d.ResetAfter
+		case sl.kind == noLimit:
+			continue
+		case sl.kind == unlimited:
+			b.st.LimitRemaining = math.MaxUint32
+			continue
+		case sl.d.Fallback == ratekeeper.FallbackUncounted:
+			// Decided by the store's failure policy without counting: the
+			// code, and no figure that nothing computed.
+			t.markUncounted(i, len(slots))
+		default:
+			if left := b.figures(sl); t.best < 0 || left < t.left {
+				t.best, t.left = i, left
 			}
 		}
-		// Envoy's X-RateLimit-Limit is requests_per_unit: a bucket whose
-		// burst exceeds it says no more than that is left.
-		st.LimitRemaining = min(left, r.rpu)
-		if sl.kind != tooMany {
-			b.reset.Seconds = resetSeconds(reset, sl.over)
-			st.DurationUntilReset = &b.reset
+		if sl.kind == tooMany {
+			t.markTooMany(i, len(slots), sl)
 		}
-		if sl.over && !r.shadow {
-			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+		if sl.over && !sl.r.shadow {
+			b.st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-			counted = true
+			t.markOver(sl)
 		}
 		if counts {
 			s.count(cur, sl)
 		}
-		if best < 0 || left < bestLeft {
-			best, bestLeft = i, left
-		}
 	}
-	if never != "" {
+	s.finish(resp, slots, &t)
+	return resp, t.notes
+}
+
+// newResponse is an OK response of n statuses, each status pointing into
+// its block. A response of one status is one allocation.
+func newResponse(n int) (*rlsv3.RateLimitResponse, []statusBlock) {
+	if n == 1 {
+		o := new(oneStatus)
+		o.resp.Statuses = o.statuses[:]
+		return &o.resp, o.block[:]
+	}
+	resp := &rlsv3.RateLimitResponse{Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}
+	return resp, make([]statusBlock, n)
+}
+
+// figures sets the limit, remaining and reset of b's status from sl's
+// decision. It returns what is left, up to the capacity.
+func (b *statusBlock) figures(sl *slot) uint32 {
+	r := sl.r
+	b.limit.Name, b.limit.RequestsPerUnit, b.limit.Unit = r.name, r.rpu, r.unit
+	if r.mult > 1 {
+		b.limit.UnitMultiplier = wrapperspb.UInt32(r.mult)
+	}
+	b.st.CurrentLimit = &b.limit
+	left, reset := sl.left()
+	// Envoy's X-RateLimit-Limit is requests_per_unit: a bucket whose burst
+	// exceeds it says no more than that is left.
+	b.st.LimitRemaining = min(left, r.rpu)
+	if sl.kind != tooMany {
+		b.reset.Seconds = resetSeconds(reset, sl.over)
+		b.st.DurationUntilReset = &b.reset
+	}
+	return left
+}
+
+// left is what sl's decision leaves, up to the capacity, and the wait
+// until its reset. A cost that can never pass was asked without taking:
+// what is left is real, and no wait helps.
+func (sl *slot) left() (uint32, time.Duration) {
+	switch {
+	case sl.kind == denyAll:
+		return 0, sl.reset
+	case sl.kind == tooMany:
+		return uint32(sl.d.Remaining), 0
+	case sl.over && sl.d.RetryAfter > 0:
+		return 0, sl.d.RetryAfter
+	case sl.over:
+		return 0, sl.d.ResetAfter
+	}
+	return uint32(sl.d.Remaining), sl.d.ResetAfter
+}
+
+// markUncounted notes that the store's failure policy decided slot i of n
+// without counting.
+func (t *tally) markUncounted(i, n int) {
+	if t.uncounted == nil {
+		t.uncounted = make([]bool, n)
+	}
+	t.uncounted[i] = true
+}
+
+// markTooMany notes that slot i of n costs more than its limit can ever
+// allow. For an enforced limit, never says so unless an earlier one did.
+func (t *tally) markTooMany(i, n int, sl *slot) {
+	if t.tooMany == nil {
+		t.tooMany = make([]bool, n)
+	}
+	t.tooMany[i] = true
+	if !sl.r.shadow && t.never == "" {
+		t.never = fmt.Sprintf("cost %d is more than the limit of %d can ever allow: this request can never pass\n", sl.n, sl.r.limit.Capacity())
+	}
+}
+
+// markOver notes what put the enforced slot sl over the limit: the failure
+// policy's refusal, with its wait, or a limit (its count or the cost).
+func (t *tally) markOver(sl *slot) {
+	if sl.d.Fallback == ratekeeper.FallbackUncounted && sl.kind == take {
+		t.policy = true
+		t.refused = max(t.refused, sl.d.RetryAfter, time.Second)
+		return
+	}
+	t.counted = true
+}
+
+// finish sets resp's raw_body and response headers from the tally. The
+// notes keep the policy's wait only when the policy alone refused.
+func (s *Service) finish(resp *rlsv3.RateLimitResponse, slots []slot, t *tally) {
+	switch {
+	case t.never != "":
 		// No wait lets the request pass: no Retry-After, and raw_body
 		// (the body of Envoy's answer) says why.
-		fb.refused = 0
-		resp.RawBody = []byte(never)
-		if s.headers && best >= 0 {
-			h := headers(true, &slots[best])
-			if resp.Statuses[best].DurationUntilReset == nil {
+		t.refused = 0
+		resp.RawBody = []byte(t.never)
+		if s.headers && t.best >= 0 {
+			h := headers(true, &slots[t.best])[:3]
+			if resp.Statuses[t.best].DurationUntilReset == nil {
 				h = h[:2] // the limit and what is left, no reset
-			} else {
-				h = h[:3]
 			}
 			resp.ResponseHeadersToAdd = h
 		}
-		return resp, fb
-	}
-	if !policy || counted {
-		fb.refused = 0
-		if s.headers && best >= 0 {
-			resp.ResponseHeadersToAdd = headers(resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT, &slots[best])
+	case !t.policy || t.counted:
+		t.refused = 0
+		if s.headers && t.best >= 0 {
+			resp.ResponseHeadersToAdd = headers(resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT, &slots[t.best])
 		}
-		return resp, fb
+	default:
+		s.storeUnavailable(resp, slots, t)
 	}
-	// Only the failure policy refused: the store is unavailable.
-	secs := ratefields.Ceil(fb.refused)
-	resp.RawBody = []byte("the rate limiter's store is unavailable: retry in " + strconv.FormatInt(secs, 10) + " s\n")
-	if s.headers {
-		if best >= 0 {
-			// The limits that counted, as they are; the wait is the
-			// policy's.
-			resp.ResponseHeadersToAdd = headers(false, &slots[best])
-		}
-		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: "Retry-After", Value: strconv.FormatInt(secs, 10)})
+}
+
+// storeUnavailable answers a request that only the store's failure policy
+// refused: raw_body says that the store is unavailable, and Retry-After is
+// the policy's wait.
+func (s *Service) storeUnavailable(resp *rlsv3.RateLimitResponse, slots []slot, t *tally) {
+	secs := strconv.FormatInt(ratefields.Ceil(t.refused), 10)
+	resp.RawBody = []byte("the rate limiter's store is unavailable: retry in " + secs + " s\n")
+	if !s.headers {
+		return
 	}
-	return resp, fb
+	if t.best >= 0 {
+		// The limits that counted, as they are; the wait is the policy's.
+		resp.ResponseHeadersToAdd = headers(false, &slots[t.best])
+	}
+	resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: "Retry-After", Value: secs})
 }
 
 // resetSeconds is duration_until_reset, reset, in the whole seconds that
@@ -809,19 +923,6 @@ func resetSeconds(reset time.Duration, over bool) int64 {
 		return ratefields.RetrySeconds(reset)
 	}
 	return ratefields.Seconds(reset)
-}
-
-// markTooMany notes that slot i of n costs more than its limit can ever
-// allow and, for an enforced limit, sets never to the words that say so
-// unless an earlier one did.
-func (fb *notes) markTooMany(i, n int, shadow bool, sl *slot, never *string) {
-	if fb.tooMany == nil {
-		fb.tooMany = make([]bool, n)
-	}
-	fb.tooMany[i] = true
-	if !shadow && *never == "" {
-		*never = fmt.Sprintf("cost %d is more than the limit of %d can ever allow: this request can never pass\n", sl.n, sl.r.limit.Capacity())
-	}
 }
 
 func (s *Service) count(cur *served, sl *slot) {

@@ -81,10 +81,11 @@ var (
 const pingTimeout = 2 * time.Second
 
 // checkAnswers asks Redis, once at start, whether it answers and accepts
-// the configuration, up to a probe decision. A refusal (a database it does
-// not have, a wrong password or user, a user that may not run the store's
-// scripts on its keys, the wrong kind of deployment) is an error, whatever
-// on_error says: deciding by on_error would hide a typo. Silence is an
+// the configuration, up to a probe decision. A refusal is an error,
+// whatever on_error says: deciding by on_error would hide a typo. Redis
+// refuses a database it does not have, a wrong password or user, a user
+// that may not run the store's scripts on its keys, and the wrong kind of
+// deployment. Silence is an
 // error only with Require; otherwise it is logged with its cause, and
 // decisions follow on_error until Redis answers.
 func checkAnswers(ctx context.Context, c Config, client redis.UniversalClient, rs *redisstore.Store, logger *slog.Logger) error {
@@ -119,10 +120,10 @@ func checkAnswers(ctx context.Context, c Config, client redis.UniversalClient, r
 	return nil
 }
 
-// dialErrors is a go-redis hook that keeps the last failed dial's error:
-// a Ping that runs out of time while go-redis dials again and again says
-// only "context deadline exceeded", where the cause is a refused
-// connection or an unknown host.
+// dialErrors is a go-redis hook that keeps the last failed dial's error.
+// A Ping that runs out of time while go-redis dials again and again says
+// only "context deadline exceeded"; the cause is a refused connection or
+// an unknown host.
 type dialErrors struct {
 	mu  sync.Mutex
 	err error
@@ -201,9 +202,9 @@ var permanent = []string{
 }
 
 // refuses reports whether err, or any error it joins (one per sentinel),
-// is Redis answering no to the configuration, rather than not answering
-// (a dead or unreachable server, one loading its data or busy, which may
-// answer later).
+// is Redis answering no to the configuration. Not answering is not
+// refusing: a dead or unreachable server, or one loading its data or busy,
+// may answer later.
 func refuses(err error) bool {
 	switch e := err.(type) {
 	case nil:
@@ -221,10 +222,11 @@ func refuses(err error) bool {
 }
 
 // LogRedisTo sends go-redis's own log lines (a failed dial per connection
-// attempt while Redis is down) to logger at debug level: failsafe already
-// reports store errors, at most once per interval. go-redis has one logger
-// per process, so this is for a program's main to call, once, before it
-// opens a store; a library leaves the process's logging alone.
+// attempt while Redis is down) to logger at debug level. The failsafe
+// store already reports store errors, at most once per interval. The
+// go-redis package has one logger per process. So this is for a program's
+// main to call, once, before it opens a store; a library leaves the
+// process's logging alone.
 func LogRedisTo(logger *slog.Logger) { redis.SetLogger(redisLog{logger}) }
 
 type redisLog struct{ logger *slog.Logger }

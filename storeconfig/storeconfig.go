@@ -53,30 +53,30 @@ type Config struct {
 	// Instances is how many processes share the Redis store, so that the
 	// "local" fallback gives each of them its share of a limit. Default 1.
 	Instances int `yaml:"instances"`
-	// Mode is how the shared limits are decided: "exact" (every decision
-	// in Redis, the default), "sync" (locally, counts sent every
-	// SyncPeriod; over the limit by a bounded amount) or "lease" (locally,
-	// from quota leased from Redis; never over the limit). docs/redis.md
-	// says when to choose which.
+	// Mode is how the shared limits are decided. "exact", the default,
+	// makes every decision in Redis. "sync" decides locally and sends the
+	// counts every SyncPeriod: over the limit by a bounded amount. "lease"
+	// decides locally, from quota leased from Redis: never over the limit.
+	// docs/redis.md says when to choose which.
 	Mode string `yaml:"mode"`
 	// SyncPeriod is how often sync and lease modes talk to Redis (default
 	// 100ms): shorter is closer to exact, longer costs Redis less.
 	SyncPeriod time.Duration `yaml:"sync_period"`
 	// TLS is how the TLS URLs (rediss://, rediss+sentinel://,
 	// rediss+cluster://) speak TLS: yaml `{ca_file, cert_file, key_file,
-	// server_name, insecure_skip_verify}`. ca_file is the CAs the servers'
-	// certificates must chain to (default: the system's); cert_file and
-	// key_file a client certificate, for servers that require one;
-	// server_name the name every server's certificate must hold (default:
-	// the host each is dialed at). It serves every connection: to the
-	// sentinels and the primary and replicas they name, to every cluster
-	// node. Set with another scheme, it is an error. Relative paths are
+	// server_name, insecure_skip_verify}`. Its ca_file is the CAs the servers'
+	// certificates must chain to (default: the system's). Its cert_file
+	// and key_file are a client certificate, for servers that require one.
+	// Its server_name is the name every server's certificate must hold
+	// (default: the host each is dialed at). It serves every connection: to
+	// the sentinels and the primary and replicas they name, to every
+	// cluster node. Set with another scheme, it is an error. Relative paths are
 	// relative to the working directory until Resolve.
 	TLS tlsconfig.Client `yaml:"tls"`
-	// PasswordFile is a file that holds Redis's password (a trailing
-	// newline is not part of it), so that it is needed neither in the URL
-	// nor on a command line: a Kubernetes Secret mounted as a file, a
-	// systemd credential. Relative to the working directory until Resolve.
+	// PasswordFile is a file that holds Redis's password; a trailing
+	// newline is not part of it. The password is then needed neither in
+	// the URL nor on a command line: a Kubernetes Secret mounted as a
+	// file, a systemd credential. Relative to the working directory until Resolve.
 	PasswordFile string `yaml:"password_file"`
 	// Password is Redis's password given by the program (the commands read
 	// it from the RATEKEEPER_STORE_PASSWORD environment variable); never
@@ -133,6 +133,21 @@ func (c Config) IsMemory() bool {
 // Validate reports what is wrong with c, naming the field, or nil.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
+	u, err := c.parseURL()
+	if err == nil {
+		err = c.checkTLS(u.Scheme)
+	}
+	if err == nil {
+		err = c.checkSettings(u.Scheme)
+	}
+	if err == nil {
+		err = c.checkPassword(u)
+	}
+	return err
+}
+
+// parseURL parses c.URL and checks it as the store will read it.
+func (c Config) parseURL() (*url.URL, error) {
 	u, err := url.Parse(c.URL)
 	if err != nil {
 		// Not url.Parse's error itself, which quotes the URL whole,
@@ -141,27 +156,39 @@ func (c Config) Validate() error {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return fmt.Errorf("url: %w", err)
+		return nil, fmt.Errorf("url: %w", err)
 	}
 	switch u.Scheme {
 	case "memory":
+		return u, nil
 	case "redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster", "unix":
 	default:
-		return fmt.Errorf("url: unknown scheme %q in %q (memory://, redis://, rediss://, redis+sentinel://, redis+cluster://)", u.Scheme, redactURL(c.URL))
+		return nil, fmt.Errorf("url: unknown scheme %q in %q (memory://, redis://, rediss://, redis+sentinel://, redis+cluster://)", u.Scheme, redactURL(c.URL))
 	}
-	if u.Scheme != "memory" {
-		if err := parseRedisURL(c.URL); err != nil {
-			return fmt.Errorf("url: %w", err)
-		}
+	if err := parseRedisURL(c.URL); err != nil {
+		return nil, fmt.Errorf("url: %w", err)
 	}
-	if !c.TLS.IsZero() {
-		if !isTLS(u.Scheme) {
-			return fmt.Errorf("tls: is set, but %s:// is not TLS: use rediss:// (or rediss+sentinel://, rediss+cluster://)", u.Scheme)
-		}
-		if ps := c.TLS.Problems(); len(ps) > 0 {
-			return tlsError(ps[0])
-		}
+	return u, nil
+}
+
+// checkTLS refuses a tls section with a scheme that is not TLS, or with
+// a problem of its own.
+func (c Config) checkTLS(scheme string) error {
+	if c.TLS.IsZero() {
+		return nil
 	}
+	if !isTLS(scheme) {
+		return fmt.Errorf("tls: is set, but %s:// is not TLS: use rediss:// (or rediss+sentinel://, rediss+cluster://)", scheme)
+	}
+	if ps := c.TLS.Problems(); len(ps) > 0 {
+		return tlsError(ps[0])
+	}
+	return nil
+}
+
+// checkSettings checks the fields that are a number or a word, and those
+// that apply to one kind of store only.
+func (c Config) checkSettings(scheme string) error {
 	if c.Timeout < 0 {
 		return fmt.Errorf("timeout: must not be negative, not %v", c.Timeout)
 	}
@@ -184,26 +211,33 @@ func (c Config) Validate() error {
 	if c.MaxKeys < 0 {
 		return fmt.Errorf("max_keys: must not be negative, not %d", c.MaxKeys)
 	}
-	if c.MaxKeys > 0 && u.Scheme != "memory" {
-		return fmt.Errorf("max_keys: caps the memory store's keys, but the store is %s:// (Redis's own maxmemory bounds it)", u.Scheme)
+	if c.MaxKeys > 0 && scheme != "memory" {
+		return fmt.Errorf("max_keys: caps the memory store's keys, but the store is %s:// (Redis's own maxmemory bounds it)", scheme)
 	}
-	if c.Require && u.Scheme == "memory" {
+	if c.Require && scheme == "memory" {
 		return fmt.Errorf("require: waits for Redis at start, but the store is memory://")
 	}
-	if c.Password != "" || c.PasswordFile != "" {
-		if u.Scheme == "memory" {
-			return fmt.Errorf("password_file: the memory store has no password, but password_file or RATEKEEPER_STORE_PASSWORD gives one")
-		}
-		if c.Password != "" && c.PasswordFile != "" {
-			return fmt.Errorf("password_file: the password is given twice, by password_file and by RATEKEEPER_STORE_PASSWORD")
-		}
-		if _, has := u.User.Password(); has {
-			return fmt.Errorf("password_file: the password is given twice, in the URL and by password_file or RATEKEEPER_STORE_PASSWORD")
-		}
-		if c.PasswordFile != "" {
-			if _, err := readPassword(c.PasswordFile); err != nil {
-				return fmt.Errorf("password_file: %w", err)
-			}
+	return nil
+}
+
+// checkPassword refuses a password for the memory store, a password given
+// twice, and a password file that cannot be read.
+func (c Config) checkPassword(u *url.URL) error {
+	if c.Password == "" && c.PasswordFile == "" {
+		return nil
+	}
+	if u.Scheme == "memory" {
+		return fmt.Errorf("password_file: the memory store has no password, but password_file or RATEKEEPER_STORE_PASSWORD gives one")
+	}
+	if c.Password != "" && c.PasswordFile != "" {
+		return fmt.Errorf("password_file: the password is given twice, by password_file and by RATEKEEPER_STORE_PASSWORD")
+	}
+	if _, has := u.User.Password(); has {
+		return fmt.Errorf("password_file: the password is given twice, in the URL and by password_file or RATEKEEPER_STORE_PASSWORD")
+	}
+	if c.PasswordFile != "" {
+		if _, err := readPassword(c.PasswordFile); err != nil {
+			return fmt.Errorf("password_file: %w", err)
 		}
 	}
 	return nil
@@ -346,7 +380,7 @@ func Open(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.Store,
 }
 
 // SetLimitModes gives the limits in modes a mode of their own ("exact",
-// "sync" or "lease") on a Redis store that Open opened; on the memory
+// "sync" or "lease") on a Redis store that Open opened. On the memory
 // store, where every decision is local and exact, it does nothing.
 func SetLimitModes(s ratekeeper.Store, modes map[ratekeeper.Limit]string) error {
 	if fs, ok := s.(*failsafe.Store); ok {
@@ -383,10 +417,10 @@ func RegisterFlags(fs *flag.FlagSet, c *Config) {
 }
 
 // RegisterOverrideFlags defines the same flags as RegisterFlags for a
-// command whose config file has a store section: each flag overrides its
-// field, so the flags have no defaults of their own, and their help names
-// the field and its default instead of a default that the file would
-// silently override.
+// command whose config file has a store section. Each flag overrides its
+// field, so the flags have no defaults of their own. Their help names the
+// field and its default, not a default that the file would silently
+// override.
 func RegisterOverrideFlags(fs *flag.FlagSet, c *Config) {
 	d := Config{}.WithDefaults()
 	*c = Config{}

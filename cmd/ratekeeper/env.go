@@ -11,9 +11,9 @@ import (
 // Every flag of every command can also be set by an environment variable:
 // RATEKEEPER_ and the flag's name in capitals, dashes as underscores
 // (--store-timeout is RATEKEEPER_STORE_TIMEOUT). A flag on the command line
-// wins over its variable, and the variable over the config file: the order
-// a container platform needs, where the image's command line is fixed, the
-// environment is the deployment's, and the file is shared.
+// wins over its variable, and the variable over the config file. That is
+// the order a container platform needs: the image's command line is fixed,
+// the environment is the deployment's, and the file is shared.
 
 // envPrefix starts every variable of a flag.
 const envPrefix = "RATEKEEPER_"

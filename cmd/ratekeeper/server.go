@@ -42,9 +42,9 @@ func registerServerFlags(fs *flag.FlagSet, configHelp string, storeFlags func(*f
 }
 
 // parse parses args into fs, then the environment (env.go), checks that
-// --config was given and builds the logger, which then says which
-// variables set flags and which named none. what names --config's value in
-// the usage error ("FILE", "PATH").
+// --config was given and builds the logger. The logger then says which
+// variables set flags and which named none. what names --config's value
+// in the usage error ("FILE", "PATH").
 func (f *serverFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer, what string) (*slog.Logger, error) {
 	env, err := osEnv(fs, args)
 	if err != nil {
@@ -122,8 +122,8 @@ func seconds(_ []string, a slog.Attr) slog.Attr {
 // serverGCPercent is the collector's heap growth target in proxy and serve
 // unless the GOGC environment variable sets one. Both allocate a few KB per
 // request or call (mostly in net/http and grpc-go) against a live heap of a
-// few MB, so at Go's default of 100 the collector runs dozens of times a
-// second; 400 bought about a fifth more throughput in bench/run-gateway.sh
+// few MB. At Go's default of 100 the collector then runs dozens of times a
+// second. 400 bought about a fifth more throughput in bench/run-gateway.sh
 // and took a quarter off serve's CPU time per decision in bench/run-rls.sh.
 // The price is memory: the heap may grow to five times what is live instead
 // of twice, which matters only with the memory store holding millions of

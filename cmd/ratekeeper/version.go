@@ -9,10 +9,10 @@ import (
 	"github.com/ratekeeper/ratekeeper/internal/server/buildinfo"
 )
 
-// runVersion is `ratekeeper version` (and `ratekeeper --version`): the
-// module version and the source revision the binary was built from, as the
-// Go toolchain recorded them, and the Go release that built it: the values
-// of the ratekeeper_build_info metric.
+// runVersion is `ratekeeper version` (and `ratekeeper --version`). It
+// prints the module version and the source revision the binary was built
+// from, as the Go toolchain recorded them, and the Go release that built
+// it: the values of the ratekeeper_build_info metric.
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
 	fs.SetOutput(stderr)
