@@ -103,6 +103,9 @@ func (s *Store) slotFallback(ctx context.Context, req ratekeeper.SlotRequest) (r
 		s.fbDeny.Add(1)
 		d = ratekeeper.Decision{Fallback: ratekeeper.FallbackUncounted, Limit: req.Max, RetryAfter: DenyRetryAfter, At: at}
 	case Local:
+		if s.local == nil {
+			return d, errNoLocal
+		}
 		s.fbLocal.Add(1)
 		lreq := req
 		if s.instances > 1 {

@@ -68,17 +68,15 @@ func (s *Store) runBy(ctx context.Context, j job, deadline time.Time) (string, e
 	return v, err
 }
 
-// OnAnswer has the store call f, from now on until stop is called, after
-// each of its calls that Redis answered with a reply (not an error) among
-// those that decide or count: decisions, TakeAll, refunds, the probe,
-// concurrency slots (not InFlight), and in sync and lease modes the syncs,
-// leases and give-backs it makes in the background. Calls sent together
-// to one primary are one answer. part is the Cluster primary the call
-// went to, as Part names it ("" when the client is not a Cluster's, or the
-// primary was not known). f must be fast and safe for concurrent use. The
-// failsafe store counts these answers rather than the store's decisions,
-// some of which are made without asking Redis (failsafe.Answerer); each
-// failsafe store wrapping this one listens, until it is closed.
+// OnAnswer has the store call f after each of its calls that Redis
+// answered with a reply (not an error), until stop is called. The calls
+// are those that decide or count: decisions, TakeAll, refunds, the probe,
+// concurrency slots (not InFlight), and the background syncs, leases and
+// give-backs of sync and lease modes. Calls sent together to one primary
+// are one answer. part is the call's Cluster primary, as Part names it. f
+// must be fast and safe for concurrent use. The failsafe store counts these
+// answers rather than decisions, some of which ask no server
+// (failsafe.NetworkStore).
 func (s *Store) OnAnswer(f func(part string)) (stop func()) {
 	l := &f
 	s.setListeners(func(ls []*func(string)) []*func(string) { return append(ls, l) })
@@ -216,7 +214,7 @@ func newStore(client redis.UniversalClient, owned bool, opts []Option) (*Store, 
 	if c.autoPipeline {
 		s.pipe = newPipes(client, s.answered)
 	}
-	var sopts []shared.Option
+	sopts := []shared.Option{shared.WithParts(s.Part)}
 	if c.noDenialCache {
 		sopts = append(sopts, shared.WithoutDenialCache())
 	}

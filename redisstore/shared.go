@@ -119,13 +119,6 @@ func (r remote) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper
 	return r.s.refundExact(ctx, req, d)
 }
 
-var _ shared.Parted = remote{}
-
-// Part is the Cluster primary that holds key for l (shared.Parted).
-func (r remote) Part(key string, l ratekeeper.Limit) string {
-	return r.s.Part(ratekeeper.Request{Key: key, Limit: l})
-}
-
 func (r remote) Add(ctx context.Context, items []shared.Item) error {
 	return r.run(ctx, 'a', items)
 }
