@@ -29,7 +29,8 @@
 // opens, and calls go straight to the policy. Once the cool-down has
 // passed, the breaker probes the primary, one probe at a time. The first
 // successful probe closes the breaker; nothing else closes it, not even a
-// call that was in flight when it opened and succeeds after.
+// call that was in flight when it opened and succeeds after. Decisions come
+// from the primary again within about a cool-down of its return.
 //
 // A primary that is a NetworkStore (the Redis store is one) is watched
 // through its servers. Take bounds its calls by TakeBy's deadline, which
@@ -44,8 +45,7 @@
 //
 //   - their Fallback field;
 //   - Stats, which counts them by policy (FallbackAllowed, FallbackDenied,
-//     FallbackLocal) beside the breaker's state, openings, short-circuits,
-//     timeouts and probes;
+//     FallbackLocal), which metrics export, beside the breaker's figures;
 //   - WithFallbackHook, which sees each one;
 //   - WithErrorHook, which sees each store error.
 //

@@ -135,9 +135,9 @@ var (
 
 // NetworkStore is a primary that reaches its state through servers, as the
 // Redis store does. The failsafe store then watches the servers rather than
-// the decisions: it bounds each call by TakeBy's deadline, keeps a circuit
-// breaker per part, probes an open one in the background, and counts a
-// success only when the servers answered.
+// the decisions. It bounds each call by TakeBy's deadline and keeps a
+// circuit breaker per part. It probes an open one in the background. Only
+// the servers' answers reset a count of failures.
 type NetworkStore interface {
 	ratekeeper.Store
 	// TakeBy is Take bounded by deadline as well as by ctx, at less cost
@@ -153,9 +153,9 @@ type NetworkStore interface {
 	// when part holds no key any more, so that its breaker closes.
 	ProbePart(ctx context.Context, part string) error
 	// OnAnswer has the store call f after each call its servers answered
-	// with a reply (an error is no answer), naming the call's part as Part
-	// does, until stop is called. f is cheap and safe for concurrent use.
-	// New calls OnAnswer once; Close calls stop.
+	// with a reply, until stop is called. An error is no answer. f gets the
+	// call's part as Part names it; it is cheap and safe for concurrent
+	// use. New calls OnAnswer once; Close calls stop.
 	OnAnswer(f func(part string)) (stop func())
 }
 
@@ -422,8 +422,8 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 }
 
 // Refund gives back to the primary, within the timeout and unless the
-// breaker is open; when that fails, the Local policy's store gets it (the
-// decision may have come from there) and no error is returned.
+// breaker is open. When that fails, the local store gets it (the decision
+// may have come from there), and no error is returned.
 func (s *Store) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper.Decision) error {
 	b := s.breakerFor(req)
 	ok, probe := s.admit(b)
@@ -484,7 +484,7 @@ func (s *Store) callPrimary(ctx context.Context, call func(context.Context) (rat
 }
 
 // settle counts the outcome err of a call to the primary made for ctx on
-// the parts of breakers bs and returns err, saying so if it was the
+// the parts of breakers bs. It returns err, saying so if it was the
 // timeout (late: the call ended past it). A probe is a call on one part.
 func (s *Store) settle(ctx context.Context, err error, probe, late bool, bs ...*breaker) error {
 	if err == nil {
@@ -723,7 +723,7 @@ var _ ratekeeper.BatchStore = (*Store)(nil)
 // batch if the primary is a BatchStore, else take and refund), within the
 // timeout and unless the breaker is open. When that fails the policy
 // decides every request: Allow allows all, Deny refuses all, Local decides
-// the batch on the in-memory store, all or none.
+// the batch on the local store, all or none.
 func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ratekeeper.Decision) (bool, error) {
 	s.calls.Add(1)
 	bs := s.breakersFor(reqs)
