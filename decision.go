@@ -141,14 +141,13 @@ type BatchStore interface {
 	TakeAll(ctx context.Context, reqs []Request, out []Decision) (bool, error)
 }
 
-// Binder is the interface for store authors whose store decides faster when
-// it knows the limit ahead of time; a store need not implement it. When the
-// store is a Binder, New binds the Limiter to it once, and the Limiter then
-// asks the bound store instead of Store.Take: each decision passes only a
-// key, a cost and whether to reserve, and skips whatever the store does once
-// per limit (the memory store converts the limit and picks the algorithm at
-// Bind). Callers other than a Limiter use Store.Take, so a Binder still
-// decides everything there too.
+// Binder is a Store that decides faster when it knows the limit ahead of
+// time; a store need not implement it. New binds the Limiter to a Binder
+// once, and the Limiter then asks the bound store instead of Store.Take.
+// Each decision passes only a key, a cost and whether to reserve, and skips
+// what the store does once per limit (the memory store converts the limit
+// and picks the algorithm at Bind). Callers other than a Limiter use
+// Store.Take, so a Binder still decides everything there too.
 type Binder interface {
 	Store
 	// Bind returns the store bound to l, which New has validated, deciding at
@@ -157,12 +156,14 @@ type Binder interface {
 }
 
 // BoundStore is a store bound to one limit l and one clock by Binder.Bind.
-// Take(ctx, r) decides exactly as the store's Take would decide
-// Request{Key: r.Key, Limit: l, N: r.N, Reserve: r.Reserve, Now:
-// clock.Now()} (Now zero when clock is nil); it may read the clock as late as
-// it likes (the memory store reads it under the key's lock). storetest.Run
-// runs every timeline through both. Implementations are safe for concurrent
-// use.
+// Take(ctx, r) decides exactly as the store's Take would decide this:
+//
+//	Request{Key: r.Key, Limit: l, N: r.N, Reserve: r.Reserve, Now: clock.Now()}
+//
+// with Now zero when clock is nil. It may read the clock as late as it
+// likes (the memory store reads it under the key's lock). storetest.Run
+// runs every timeline through both. Implementations are safe for
+// concurrent use.
 type BoundStore interface {
 	Take(ctx context.Context, r BoundRequest) (Decision, error)
 }
