@@ -163,13 +163,13 @@ func WithMinTTL(d time.Duration) Option {
 }
 
 // WithAutoPipeline says whether concurrent calls are coalesced (default
-// true): calls wait in a batch that goes in one round trip once it holds
-// half the waiting callers, or all the calls that can come before a reply,
-// as one script run that makes them in turn on a standalone or
-// Sentinel-managed server, as a pipeline on Cluster. Many callers then share
-// round trips and the server's per-command costs, which multiplies
-// throughput under load; a call alone goes straight to the server. Each
-// caller still waits no longer than its context allows.
+// true). Calls wait in a batch that goes in one round trip once it holds
+// half the waiting callers, or all the calls that can come before a reply.
+// A batch is one script run on a standalone or Sentinel-managed server, a
+// pipeline on Cluster. Many callers then share round trips and the
+// server's per-command costs, which multiplies throughput under load. A
+// call alone goes straight to the server. Each caller still waits no longer
+// than its context allows.
 func WithAutoPipeline(on bool) Option {
 	return optionFunc(func(c *config) { c.autoPipeline = on })
 }
@@ -362,15 +362,15 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 // TakeBy is Take bounded by deadline as well as by ctx (a zero deadline:
 // by ctx only). With the automatic pipeline on a client that honours
 // deadlines (ContextTimeoutEnabled, as Open sets), it costs less than a
-// context with that deadline: a call that waits for a batch sets no timer
-// of its own, since the batch's round trip ends by the latest deadline of
-// its calls. The failsafe store bounds its calls this way.
+// context with that deadline. A call that waits for a batch sets no timer
+// of its own: the batch's round trip ends by the latest deadline of its
+// calls. The failsafe store bounds its calls this way.
 //
 // The price of sparing the timer: a call waiting for a batch is bounded
 // only by round trips. A batch that also holds a call with no deadline at
-// all runs bounded by the client's read timeout alone, and so may then the
-// calls queued behind it; when some callers of one Store set no deadline,
-// TakeBy's bound is that read timeout. The failsafe store, which the
+// all runs bounded by the client's read timeout alone, and so may the
+// calls queued behind it. So when some callers of one Store set no
+// deadline, TakeBy's bound is that read timeout. The failsafe store, which the
 // gateway and the decision service use, bounds every call it makes.
 func (s *Store) TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
 	if s.shared.Decides(req) {
@@ -445,21 +445,23 @@ func (s *Store) refundExact(ctx context.Context, req ratekeeper.Request, d ratek
 	return nil
 }
 
-// Reset forgets key's state for l's algorithm: it deletes the key's Redis
-// key, and drops what this instance holds of it (in sync and lease modes
-// its local count, unsent counts and leased quota; in every mode its
-// denial cache), waiting first for a sync or lease of the key in flight.
+// Reset forgets key's state for l's algorithm. It deletes the key's Redis
+// key and drops what this instance holds of it: its denial cache and, in
+// sync and lease modes, its local count, unsent counts and leased quota. It
+// waits first for a sync or lease of the key in flight.
 //
-// Other instances sharing the store learn of the reset only through Redis:
-// until then each keeps what it holds. In exact mode that is the denial
-// cache: a key an instance refused stays refused there until the refusal's
-// retry-after has passed (WithDenialCache(false) turns it off). In sync
-// mode an instance decides from the count it last read, plus its own, until
-// its next sync (within one sync period), which adds its unsent count to
-// the fresh key and reads the key back. In lease mode an instance admits
-// from the quota it holds, which the deleted key no longer counts, until
-// that quota is used up or expires: the key may admit that much more than
-// its limit in the meantime.
+// Other instances sharing the store learn of the reset only through Redis;
+// until then each keeps what it holds:
+//
+//   - Exact mode: a key an instance refused stays refused in its denial
+//     cache until the refusal's retry-after has passed
+//     (WithDenialCache(false) turns it off).
+//   - Sync mode: an instance decides from the count it last read, plus its
+//     own, until its next sync (within one sync period). That sync adds its
+//     unsent count to the fresh key and reads the key back.
+//   - Lease mode: an instance admits from the quota it holds, which the
+//     deleted key no longer counts, until that quota is used up or expires.
+//     The key may admit that much more than its limit in the meantime.
 func (s *Store) Reset(ctx context.Context, key string, l ratekeeper.Limit) error {
 	k := s.Key(key, l.Algorithm)
 	if k == "" {
