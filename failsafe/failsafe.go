@@ -680,39 +680,44 @@ func (s *Store) localLimit(l ratekeeper.Limit) ratekeeper.Limit {
 }
 
 func (s *Store) fallback(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
-	c := req.Limit.Capacity()
-	at := req.Now
-	if at.IsZero() {
-		at = s.now()
-	}
-	var d ratekeeper.Decision
-	switch s.policy {
-	case Deny:
-		s.fbDeny.Add(1)
-		d = ratekeeper.Decision{Fallback: ratekeeper.FallbackUncounted, Limit: c, RetryAfter: DenyRetryAfter, At: at}
-	case Local:
-		if s.local == nil {
-			return d, errNoLocal
-		}
-		s.fbLocal.Add(1)
+	d, err := s.policyDecision(ctx, req.Limit.Capacity(), req.Now, func(ctx context.Context) (ratekeeper.Decision, error) {
 		lreq := req
 		lreq.Limit = s.localLimit(req.Limit)
 		lreq.N = min(req.N, lreq.Limit.Capacity())
-		var err error
-		if d, err = s.local.Take(ctx, lreq); err != nil {
+		return s.local.Take(ctx, lreq)
+	})
+	if err == nil && s.onFallback != nil {
+		s.onFallback(req, d)
+	}
+	return d, err
+}
+
+// policyDecision is the policy's decision on a request whose limit is
+// limit, at now (the store's clock if zero). local makes the Local
+// policy's decision on the local store. Allow's and Deny's count nothing:
+// Remaining and ResetAfter stay zero, and Fallback says they mean nothing.
+func (s *Store) policyDecision(ctx context.Context, limit int, now time.Time, local func(context.Context) (ratekeeper.Decision, error)) (ratekeeper.Decision, error) {
+	if now.IsZero() {
+		now = s.now()
+	}
+	switch s.policy {
+	case Deny:
+		s.fbDeny.Add(1)
+		return ratekeeper.Decision{Fallback: ratekeeper.FallbackUncounted, Limit: limit, RetryAfter: DenyRetryAfter, At: now}, nil
+	case Local:
+		if s.local == nil {
+			return ratekeeper.Decision{}, errNoLocal
+		}
+		s.fbLocal.Add(1)
+		d, err := local(ctx)
+		if err != nil {
 			return d, err
 		}
 		d.Fallback = ratekeeper.FallbackLocal
-	default:
-		s.fbAllow.Add(1)
-		// Nothing was counted: Remaining and ResetAfter stay zero, and
-		// Fallback says they mean nothing.
-		d = ratekeeper.Decision{Allowed: true, Fallback: ratekeeper.FallbackUncounted, Limit: c, At: at}
+		return d, nil
 	}
-	if s.onFallback != nil {
-		s.onFallback(req, d)
-	}
-	return d, nil
+	s.fbAllow.Add(1)
+	return ratekeeper.Decision{Allowed: true, Fallback: ratekeeper.FallbackUncounted, Limit: limit, At: now}, nil
 }
 
 // Interface guard: TakeAll passes a batch to a primary that is a

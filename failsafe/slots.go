@@ -97,39 +97,19 @@ func (s *Store) releasePrimary(ctx context.Context, cs ratekeeper.ConcurrencySto
 }
 
 func (s *Store) slotFallback(ctx context.Context, req ratekeeper.SlotRequest) (ratekeeper.Decision, error) {
-	at := req.Now
-	if at.IsZero() {
-		at = s.now()
-	}
-	var d ratekeeper.Decision
-	switch s.policy {
-	case Deny:
-		s.fbDeny.Add(1)
-		d = ratekeeper.Decision{Fallback: ratekeeper.FallbackUncounted, Limit: req.Max, RetryAfter: DenyRetryAfter, At: at}
-	case Local:
-		if s.local == nil {
-			return d, errNoLocal
-		}
-		s.fbLocal.Add(1)
+	d, err := s.policyDecision(ctx, req.Max, req.Now, func(ctx context.Context) (ratekeeper.Decision, error) {
 		lreq := req
 		if s.instances > 1 {
 			lreq.Max = max(1, req.Max/s.instances)
 		}
-		var err error
-		if d, err = s.local.AcquireSlot(ctx, lreq); err != nil {
-			return d, err
-		}
-		d.Fallback = ratekeeper.FallbackLocal
-	default:
-		s.fbAllow.Add(1)
-		d = ratekeeper.Decision{Allowed: true, Fallback: ratekeeper.FallbackUncounted, Limit: req.Max, At: at}
-	}
-	if s.onFallback != nil {
+		return s.local.AcquireSlot(ctx, lreq)
+	})
+	if err == nil && s.onFallback != nil {
 		// The hook sees a rate limit request: the key, and the limit as
 		// a window of Max, so that it can tell what was decided for whom.
 		s.onFallback(ratekeeper.Request{Key: req.Key, N: 1, Now: req.Now}, d)
 	}
-	return d, nil
+	return d, err
 }
 
 // RefreshSlot extends a slot where decision d took it. On the primary it
