@@ -34,8 +34,8 @@ type Concurrency struct {
 	// slots stay taken for at most TTL.
 	TTL time.Duration
 	// RetryAfter is what a refusal tells the caller to wait before asking
-	// again (Decision.RetryAfter), and how often Acquire asks the store again
-	// while it waits for a slot that another process may free; zero means
+	// again (Decision.RetryAfter). Acquire asks the store again that often
+	// while it waits for a slot that another process may free. Zero means
 	// DefaultRetryHint. No slot has a known end, so it is a hint, not a
 	// promise.
 	RetryAfter time.Duration

@@ -141,14 +141,13 @@ type BatchStore interface {
 	TakeAll(ctx context.Context, reqs []Request, out []Decision) (bool, error)
 }
 
-// Binder is the interface for store authors whose store decides faster when
-// it knows the limit ahead of time; a store need not implement it. When the
-// store is a Binder, New binds the Limiter to it once, and the Limiter then
-// asks the bound store instead of Store.Take: each decision passes only a
-// key, a cost and whether to reserve, and skips whatever the store does once
-// per limit (the memory store converts the limit and picks the algorithm at
-// Bind). Callers other than a Limiter use Store.Take, so a Binder still
-// decides everything there too.
+// Binder is a Store that decides faster when it knows the limit ahead of
+// time; a store need not implement it. New binds the Limiter to a Binder
+// once, and the Limiter then asks the bound store instead of Store.Take.
+// Each decision passes only a key, a cost and whether to reserve, and skips
+// what the store does once per limit (the memory store converts the limit
+// and picks the algorithm at Bind). Callers other than a Limiter use
+// Store.Take, so a Binder still decides everything there too.
 type Binder interface {
 	Store
 	// Bind returns the store bound to l, which New has validated, deciding at
@@ -157,12 +156,14 @@ type Binder interface {
 }
 
 // BoundStore is a store bound to one limit l and one clock by Binder.Bind.
-// Take(ctx, r) decides exactly as the store's Take would decide
-// Request{Key: r.Key, Limit: l, N: r.N, Reserve: r.Reserve, Now:
-// clock.Now()} (Now zero when clock is nil); it may read the clock as late as
-// it likes (the memory store reads it under the key's lock). storetest.Run
-// runs every timeline through both. Implementations are safe for concurrent
-// use.
+// Take(ctx, r) decides exactly as the store's Take would decide this:
+//
+//	Request{Key: r.Key, Limit: l, N: r.N, Reserve: r.Reserve, Now: clock.Now()}
+//
+// with Now zero when clock is nil. It may read the clock as late as it
+// likes (the memory store reads it under the key's lock). storetest.Run
+// runs every timeline through both. Implementations are safe for
+// concurrent use.
 type BoundStore interface {
 	Take(ctx context.Context, r BoundRequest) (Decision, error)
 }
@@ -177,38 +178,49 @@ type BoundRequest struct {
 
 // TakeAll decides reqs together on s: it reports true only if every request
 // is allowed, and then each has taken its cost. When one is refused, none
-// keeps anything: a BatchStore guarantees that atomically; on other stores
-// TakeAll refunds the requests already allowed, which is exact unless another
-// client took from the same keys in between.
+// keeps anything. A BatchStore guarantees that atomically; other stores go
+// through TakeEach.
 func TakeAll(ctx context.Context, s Store, reqs []Request, out []Decision) (bool, error) {
 	if b, ok := s.(BatchStore); ok {
 		return b.TakeAll(ctx, reqs, out)
 	}
+	return TakeEach(ctx, reqs, out, s.Take, s.Refund)
+}
+
+// TakeEach is the all or none of TakeAll made of single-key calls, for a
+// store whose batch spans keys it cannot decide together. It decides reqs
+// in order with take. When one is refused or fails, refund gives back what
+// those before it took. That is exact unless another client took from the
+// same keys in between. After a refusal, out holds what each later request
+// would see, asked at cost 0.
+func TakeEach(ctx context.Context, reqs []Request, out []Decision,
+	take func(context.Context, Request) (Decision, error),
+	refund func(context.Context, Request, Decision) error) (bool, error) {
 	for i, req := range reqs {
-		d, err := s.Take(ctx, req)
+		d, err := take(ctx, req)
 		if err != nil {
-			refundAll(ctx, s, reqs[:i], out[:i])
+			refundAll(ctx, refund, reqs[:i], out[:i])
 			return false, err
 		}
 		out[i] = d
 		if !d.Allowed {
-			// Report what the later requests would see without taking.
 			for j := i + 1; j < len(reqs); j++ {
 				q := reqs[j]
 				q.N = 0
-				out[j], _ = s.Take(ctx, q)
+				out[j], _ = take(ctx, q)
 			}
-			refundAll(ctx, s, reqs[:i], out[:i])
+			refundAll(ctx, refund, reqs[:i], out[:i])
 			return false, nil
 		}
 	}
 	return true, nil
 }
 
-func refundAll(ctx context.Context, s Store, reqs []Request, ds []Decision) {
+// refundAll gives back what the allowed decisions ds of reqs took.
+func refundAll(ctx context.Context, refund func(context.Context, Request, Decision) error, reqs []Request, ds []Decision) {
 	for i := range reqs {
 		if ds[i].Allowed && reqs[i].N > 0 {
-			_ = s.Refund(ctx, reqs[i], ds[i])
+			_ = refund(ctx, reqs[i], ds[i])
 		}
 	}
 }

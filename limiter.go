@@ -106,18 +106,18 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 }
 
 // AllowN decides now whether n requests for key may pass, and takes them if
-// so. It never waits: for the leaky bucket it is the meter. n == 0 reports the
-// state without taking anything (allowed, with RetryAfter the wait until one
-// unit would be: see Peek); n above the limit's capacity is an error
-// wrapping ErrCost.
+// so. It never waits: for the leaky bucket it is the meter. With n == 0 it
+// reports the state without taking anything: allowed, with RetryAfter the
+// wait until one unit would be (see Peek). A cost n above the limit's
+// capacity is an error wrapping ErrCost.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) (Decision, error) {
 	return l.take(ctx, key, n, false)
 }
 
-// Peek reports key's state without taking anything: Remaining and
-// ResetAfter as AllowN(ctx, key, 0) reports them, and for a request of cost
-// 1 whether it would be allowed now (Allowed) and, if not, the least wait
-// until it would (RetryAfter). It asks as Allow does (a leaky bucket's
+// Peek reports key's state without taking anything. Remaining and
+// ResetAfter are as AllowN(ctx, key, 0) reports them. Allowed says whether
+// a request of cost 1 would be allowed now and, if not, RetryAfter is the
+// least wait until it would. It asks as Allow does (a leaky bucket's
 // meter, not its queue).
 func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
 	d, err := l.take(ctx, key, 0, false)
@@ -162,10 +162,10 @@ func (l *Limiter) Reserve(ctx context.Context, key string) (Decision, error) {
 //     refused (Allowed false, RetryAfter until there is room) when more than
 //     Burst requests would be waiting.
 //   - token bucket: the wait for enough tokens. It takes them now, on credit,
-//     and never refuses; bound the wait with Wait's context deadline.
+//     and never refuses. Bound the wait with Wait's context deadline.
 //   - window algorithms: no place can be held in a future window, so ReserveN
-//     decides as AllowN does, with Delay zero; a refused request retries after
-//     RetryAfter (which is what Wait does).
+//     decides as AllowN does, with Delay zero. A refused request retries
+//     after RetryAfter (which is what Wait does).
 //
 // A caller that does not proceed should give its place back with Cancel.
 func (l *Limiter) ReserveN(ctx context.Context, key string, n int) (Decision, error) {
@@ -173,18 +173,18 @@ func (l *Limiter) ReserveN(ctx context.Context, key string, n int) (Decision, er
 }
 
 // Refund gives back what an allowed decision d of AllowN(ctx, key, n) took,
-// as far as the algorithm allows: tokens return to the token bucket, water
-// drains from the leaky bucket's meter, a window counter is decremented if
-// that window still counts, a log entry is removed.
+// as far as the algorithm allows. Tokens return to the token bucket; water
+// drains from the leaky bucket's meter; a window counter is decremented if
+// that window still counts; a log entry is removed.
 func (l *Limiter) Refund(ctx context.Context, key string, n int, d Decision) error {
 	return l.refund(ctx, key, n, d, false)
 }
 
 // Cancel gives back the place that an allowed decision d of
-// ReserveN(ctx, key, n) took: a leaky bucket's queue slots are freed if no
-// later request queued behind them (otherwise they stay an idle gap, so the
-// queue never sends two requests in one slot); the other algorithms refund
-// as Refund does.
+// ReserveN(ctx, key, n) took. A leaky bucket's queue slots are freed if no
+// later request queued behind them. Otherwise they stay an idle gap, so
+// that the queue never sends two requests in one slot. The other
+// algorithms refund as Refund does.
 func (l *Limiter) Cancel(ctx context.Context, key string, n int, d Decision) error {
 	return l.refund(ctx, key, n, d, true)
 }

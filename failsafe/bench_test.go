@@ -12,7 +12,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/redisstore"
 )
 
-// instant is a DeadlineStore that allows everything at once: what the
+// instant is a NetworkStore that allows everything at once: what the
 // failsafe store itself costs on top of its primary.
 type instant struct{}
 
@@ -25,6 +25,10 @@ func (instant) TakeBy(ctx context.Context, req ratekeeper.Request, _ time.Time) 
 }
 
 func (instant) Refund(context.Context, ratekeeper.Request, ratekeeper.Decision) error { return nil }
+
+func (instant) Part(ratekeeper.Request) string           { return "" }
+func (instant) ProbePart(context.Context, string) error  { return nil }
+func (instant) OnAnswer(func(part string)) (stop func()) { return func() {} }
 
 var benchLimit = ratekeeper.Limit{Algorithm: ratekeeper.TokenBucket, Rate: 1 << 30, Period: time.Second}
 

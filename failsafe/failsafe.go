@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
-	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
 // Policy says what a decision is when the primary store fails.
@@ -23,8 +22,8 @@ const (
 	Allow Policy = "allow"
 	// Deny fails closed: the request is refused.
 	Deny Policy = "deny"
-	// Local decides with an in-memory store, the limit divided by the
-	// number of instances.
+	// Local decides with the store WithLocalStore gives, the limit divided
+	// by the number of instances.
 	Local Policy = "local"
 )
 
@@ -57,7 +56,7 @@ const (
 	Closed BreakerState = "closed"
 	// Open: calls go straight to the policy until the cool-down ends.
 	Open BreakerState = "open"
-	// HalfOpen: one probe is testing the primary (a Prober's health check
+	// HalfOpen: one probe is testing the primary (a NetworkStore's probe
 	// in the background, or else one call); calls go to the policy.
 	HalfOpen BreakerState = "half-open"
 )
@@ -80,7 +79,7 @@ type Stats struct {
 	BreakerOpens uint64
 	// ProbeSuccesses and ProbeFailures count the open breaker's probes by
 	// result: a success closed it, a failure (a timeout included) kept it
-	// open for another cool-down. A probe of a Prober is not a call:
+	// open for another cool-down. A NetworkStore's probe is not a call:
 	// Errors and Timeouts do not count it.
 	ProbeSuccesses, ProbeFailures uint64
 	// Breaker is its state now.
@@ -92,7 +91,6 @@ type Stats struct {
 type Store struct {
 	config
 	primary ratekeeper.Store
-	local   *memstore.Store
 
 	main     breaker    // the primary's, or the keys' of no known part
 	mainOnly []*breaker // main alone, for batches
@@ -105,11 +103,9 @@ type Store struct {
 
 	// The breaker's probes, after the fields every call touches, which
 	// keep their places.
-	prober               Prober      // primary's, or nil
-	parted               Partitioned // primary's, or nil
-	answers              bool        // the primary is an Answerer: successful decisions reset no count
-	stopAnswers          func()      // ends the Answerer's reports, or nil
-	parts                sync.Map    // part → *breaker, when parted (read on every call: no lock)
+	net                  NetworkStore // the primary, if it is one; else nil
+	stopAnswers          func()       // ends net's answers, or nil
+	parts                sync.Map     // part → *breaker, for net (read on every call: no lock)
 	probeOK, probeFailed atomic.Uint64
 	probeMu              sync.Mutex     // guards closed and the start of a probe
 	closed               bool           // Close was called: no probe starts
@@ -122,7 +118,7 @@ type Store struct {
 }
 
 // breaker is a circuit breaker: the store's, or one part's of a
-// Partitioned primary.
+// NetworkStore.
 type breaker struct {
 	state     atomic.Int32 // 0 closed, 1 open
 	failures  atomic.Int32
@@ -137,62 +133,44 @@ var (
 	_ ratekeeper.Resetter = (*Store)(nil)
 )
 
-// DeadlineStore is a primary that can bound a decision by a deadline given
-// beside its context, at less cost than a context with that deadline (a
-// timer and a registration with the caller's context on every call). The
-// Redis store is one. TakeBy must return by about the deadline, as Take
-// would by its context's, and report running out of time as an error.
-// When the primary is a DeadlineStore, Take bounds its calls this way.
-type DeadlineStore interface {
+// NetworkStore is a primary that reaches its state through servers, as the
+// Redis store does. The failsafe store then watches the servers rather than
+// the decisions. It bounds each call by TakeBy's deadline and keeps a
+// circuit breaker per part. It probes an open one in the background. Only
+// the servers' answers reset a count of failures.
+type NetworkStore interface {
 	ratekeeper.Store
+	// TakeBy is Take bounded by deadline as well as by ctx, at less cost
+	// than a context with that deadline. It returns by about the deadline,
+	// with an error.
 	TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error)
-}
-
-// Prober is a primary that can tell whether it decides, without counting
-// anything a caller asked for. The Redis store is one (a decision on a key
-// of its own: a PING was answered while decisions were not). When the
-// primary is a Prober, no call waits on the primary while the breaker is
-// open: once the cool-down has passed, the call that finds
-// it so starts a probe in the background, bounded by the timeout
-// (DefaultTimeout if that is zero or less), and it and every other call
-// decide by the policy at once. At most one probe runs at a time; the first
-// that succeeds closes the breaker, a failed one keeps it open for another
-// cool-down, and Close waits for the one in flight. Probe must return by
-// about ctx's deadline.
-type Prober interface {
-	Probe(ctx context.Context) error
-}
-
-// Partitioned is a primary whose keys live on servers that fail apart,
-// as a Redis Cluster's primaries do. The failsafe store keeps a circuit
-// breaker per part, so a dead server's keys go to the policy alone.
-//
-// Part names the part that holds req's key now, or "" when not known
-// (the store's own breaker then serves). It runs on every decision and
-// must be cheap. ProbePart reports whether a part answers within ctx. It
-// returns nil when the part holds no key any more, so its breaker closes
-// and is forgotten.
-type Partitioned interface {
-	Prober
+	// Part names the servers that hold req's key now, or "" when not known
+	// (the store's own breaker then serves). Parts fail apart. Part runs on
+	// every decision and must be cheap.
 	Part(req ratekeeper.Request) string
+	// ProbePart reports whether part decides within ctx, without counting
+	// anything a caller asked for; part "" asks every part. It returns nil
+	// when part holds no key any more, so that its breaker closes.
 	ProbePart(ctx context.Context, part string) error
+	// OnAnswer has the store call f after each call its servers answered
+	// with a reply, until stop is called. An error is no answer. f gets the
+	// call's part as Part names it; it is cheap and safe for concurrent
+	// use. New calls OnAnswer once; Close calls stop.
+	OnAnswer(f func(part string)) (stop func())
 }
 
-// Answerer is a primary that says which of its calls its servers
-// answered. For an Answerer, the breaker still counts failed decisions,
-// but only an answered call resets that count: a decision made without a
-// call proves nothing about the server.
-//
-// New calls OnAnswer once. The primary then calls f after each call its
-// servers answered, with the call's part as Partitioned names it ("" when
-// not known). A reply that is an error is not an answer. f is cheap and
-// safe for concurrent use. Close calls stop.
-type Answerer interface {
-	OnAnswer(f func(part string)) (stop func())
+// LocalStore is what the Local policy decides with: a store of this
+// instance alone, such as memstore's.
+type LocalStore interface {
+	ratekeeper.Resetter
+	ratekeeper.BatchStore
+	ratekeeper.ConcurrencyStore
+	Close() error
 }
 
 // config is what the options set.
 type config struct {
+	local      LocalStore // nil unless WithLocalStore
 	timeout    time.Duration
 	policy     Policy
 	instances  int
@@ -237,8 +215,16 @@ func WithTimeout(d time.Duration) Option {
 }
 
 // WithPolicy sets what decides when the primary fails (default Allow).
+// Local needs WithLocalStore too: New panics without it, rather than
+// failing every decision once the primary fails.
 func WithPolicy(p Policy) Option {
 	return optionFunc(func(c *config) { c.policy = p })
+}
+
+// WithLocalStore gives the store the Local policy decides with, such as
+// memstore.New(). The failsafe Store owns it: Close closes it.
+func WithLocalStore(l LocalStore) Option {
+	return optionFunc(func(c *config) { c.local = l })
 }
 
 // WithInstances sets how many instances share the primary, so that the
@@ -295,28 +281,24 @@ func WithFallbackHook(f func(ratekeeper.Request, ratekeeper.Decision)) Option {
 	return optionFunc(func(c *config) { c.onFallback = f })
 }
 
-// New wraps primary. With the Local policy it starts an in-memory store,
-// which Close stops; primary is the caller's to close.
+// New wraps primary, which stays the caller's to close. It panics if the
+// policy is Local and no WithLocalStore gives its store.
 func New(primary ratekeeper.Store, opts ...Option) *Store {
 	s := &Store{config: buildConfig(opts), primary: primary}
+	if s.policy == Local && s.local == nil {
+		panic("failsafe: WithPolicy(Local) needs WithLocalStore (such as memstore.New()) to decide with")
+	}
 	s.mainOnly = []*breaker{&s.main}
-	s.prober, _ = primary.(Prober)
-	if p, ok := primary.(Partitioned); ok {
-		s.parted = p
-	}
-	if a, ok := primary.(Answerer); ok {
-		s.answers = true
-		s.stopAnswers = a.OnAnswer(s.answered)
-	}
-	if s.policy == Local {
-		s.local = memstore.New()
+	if n, ok := primary.(NetworkStore); ok {
+		s.net = n
+		s.stopAnswers = n.OnAnswer(s.answered)
 	}
 	return s
 }
 
-// Close waits for the breaker's probe in flight, if any (a Prober's,
-// bounded by the timeout), starts no other, stops listening to an
-// Answerer's answers and stops the Local policy's in-memory store, if any.
+// Close waits for the breaker's probe in flight, if any (a NetworkStore's,
+// bounded by the timeout), starts no other, stops listening to a
+// NetworkStore's answers and closes the local store, if any.
 // It does not close the primary.
 func (s *Store) Close() error {
 	s.probeMu.Lock()
@@ -347,7 +329,7 @@ func (s *Store) Stats() Stats {
 		ProbeFailures:   s.probeFailed.Load(),
 		Breaker:         s.main.report(),
 	}
-	if s.parted != nil {
+	if s.net != nil {
 		s.parts.Range(func(_, b any) bool {
 			st.Breaker = worse(st.Breaker, b.(*breaker).report())
 			return true
@@ -386,12 +368,12 @@ func worse(a, b BreakerState) BreakerState {
 }
 
 // breakerFor is the breaker of req's part: the store's unless the primary
-// is Partitioned and knows the part.
+// is a NetworkStore and knows the part.
 func (s *Store) breakerFor(req ratekeeper.Request) *breaker {
-	if s.parted == nil {
+	if s.net == nil {
 		return &s.main
 	}
-	part := s.parted.Part(req)
+	part := s.net.Part(req)
 	if part == "" {
 		return &s.main
 	}
@@ -423,9 +405,9 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 		d   ratekeeper.Decision
 		err error
 	)
-	if ds, ok := s.primary.(DeadlineStore); ok && s.timeout > 0 {
+	if s.net != nil && s.timeout > 0 {
 		deadline := time.Now().Add(s.timeout)
-		d, err = ds.TakeBy(ctx, req, deadline)
+		d, err = s.net.TakeBy(ctx, req, deadline)
 		err = s.settle(ctx, err, probe, err != nil && !time.Now().Before(deadline), b)
 	} else {
 		d, err = s.callPrimary(ctx, func(ctx context.Context) (ratekeeper.Decision, error) {
@@ -442,8 +424,8 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 }
 
 // Refund gives back to the primary, within the timeout and unless the
-// breaker is open; when that fails, the Local policy's store gets it (the
-// decision may have come from there) and no error is returned.
+// breaker is open. When that fails, the local store gets it (the decision
+// may have come from there), and no error is returned.
 func (s *Store) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper.Decision) error {
 	b := s.breakerFor(req)
 	ok, probe := s.admit(b)
@@ -504,13 +486,13 @@ func (s *Store) callPrimary(ctx context.Context, call func(context.Context) (rat
 }
 
 // settle counts the outcome err of a call to the primary made for ctx on
-// the parts of breakers bs and returns err, saying so if it was the
+// the parts of breakers bs. It returns err, saying so if it was the
 // timeout (late: the call ended past it). A probe is a call on one part.
 func (s *Store) settle(ctx context.Context, err error, probe, late bool, bs ...*breaker) error {
 	if err == nil {
 		if probe {
 			s.probeOK.Add(1)
-		} else if s.answers {
+		} else if s.net != nil {
 			return nil // the primary says what its servers answered
 		}
 		for _, b := range bs {
@@ -544,9 +526,9 @@ func (s *Store) settle(ctx context.Context, err error, probe, late bool, bs ...*
 }
 
 // admit says whether to call the primary, and whether the call is the
-// half-open breaker's probe. With a Prober, no call is: the call that
-// finds the cool-down over starts the probe in the background and is not
-// admitted.
+// half-open breaker's probe. With a NetworkStore, no call is: the call
+// that finds the cool-down over starts the probe in the background and is
+// not admitted.
 func (s *Store) admit(b *breaker) (ok, probe bool) {
 	if s.threshold <= 0 || b.state.Load() == 0 {
 		return true, false
@@ -555,7 +537,7 @@ func (s *Store) admit(b *breaker) (ok, probe bool) {
 		return false, false
 	}
 	if b.probing.CompareAndSwap(false, true) {
-		if s.prober != nil {
+		if s.net != nil {
 			s.startProbe(b)
 			return false, false
 		}
@@ -564,7 +546,7 @@ func (s *Store) admit(b *breaker) (ok, probe bool) {
 	return false, false
 }
 
-// startProbe runs the Prober's health check of b's part in a goroutine of
+// startProbe runs the NetworkStore's probe of b's part in a goroutine of
 // its own, unless Close was called. The caller holds b.probing.
 func (s *Store) startProbe(b *breaker) {
 	s.probeMu.Lock()
@@ -578,7 +560,7 @@ func (s *Store) startProbe(b *breaker) {
 	go s.probe(b)
 }
 
-// probe asks the Prober whether b's part answers, within the timeout: yes
+// probe asks the NetworkStore whether b's part decides, within the timeout: yes
 // closes the breaker, no keeps it open for another cool-down.
 func (s *Store) probe(b *breaker) {
 	defer s.probes.Done()
@@ -587,12 +569,7 @@ func (s *Store) probe(b *breaker) {
 		timeout = DefaultTimeout
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	var err error
-	if b.part == "" {
-		err = s.prober.Probe(ctx)
-	} else {
-		err = s.parted.ProbePart(ctx, b.part)
-	}
+	err := s.net.ProbePart(ctx, b.part)
 	cancel()
 	if err == nil {
 		s.probeOK.Add(1)
@@ -612,13 +589,9 @@ func (s *Store) probe(b *breaker) {
 }
 
 // succeeded counts a call to the primary that succeeded. Only the probe
-// closes an open breaker: a call that began before the breaker opened and
-// succeeded after it (another key's, on a Cluster node that is up, while
-// calls to one that is down opened it) says nothing of the part that
-// fails. Closing on such a call made the breaker flap through a Cluster's
-// partial outage, and each time it closed and opened again the local
-// fallback's buckets, full again, admitted beside Redis: the fault harness
-// measured a hot key at 1.6 to 2 times its limit while a primary was down.
+// closes an open breaker. A call that began before the breaker opened and
+// succeeded after it says nothing of the part that fails. Closing on such
+// calls made the breaker flap, and the local fallback admit beside Redis.
 func (s *Store) succeeded(b *breaker, probe bool) {
 	if b.state.Load() != 0 {
 		if !probe {
@@ -636,7 +609,7 @@ func (s *Store) succeeded(b *breaker, probe bool) {
 	}
 }
 
-// answered counts a call an Answerer's servers answered on part: the
+// answered counts a call the NetworkStore's servers answered on part: the
 // part's count of consecutive failures starts again. Like any call but the
 // probe, it does not close an open breaker (see succeeded).
 func (s *Store) answered(part string) {
@@ -709,36 +682,41 @@ func (s *Store) localLimit(l ratekeeper.Limit) ratekeeper.Limit {
 }
 
 func (s *Store) fallback(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
-	c := req.Limit.Capacity()
-	at := req.Now
-	if at.IsZero() {
-		at = s.now()
-	}
-	var d ratekeeper.Decision
-	switch s.policy {
-	case Deny:
-		s.fbDeny.Add(1)
-		d = ratekeeper.Decision{Fallback: ratekeeper.FallbackUncounted, Limit: c, RetryAfter: DenyRetryAfter, At: at}
-	case Local:
-		s.fbLocal.Add(1)
+	d, err := s.policyDecision(ctx, req.Limit.Capacity(), req.Now, func(ctx context.Context) (ratekeeper.Decision, error) {
 		lreq := req
 		lreq.Limit = s.localLimit(req.Limit)
 		lreq.N = min(req.N, lreq.Limit.Capacity())
-		var err error
-		if d, err = s.local.Take(ctx, lreq); err != nil {
+		return s.local.Take(ctx, lreq)
+	})
+	if err == nil && s.onFallback != nil {
+		s.onFallback(req, d)
+	}
+	return d, err
+}
+
+// policyDecision is the policy's decision on a request whose limit is
+// limit, at now (the store's clock if zero). local makes the Local
+// policy's decision on the local store. Allow's and Deny's count nothing:
+// Remaining and ResetAfter stay zero, and Fallback says they mean nothing.
+func (s *Store) policyDecision(ctx context.Context, limit int, now time.Time, local func(context.Context) (ratekeeper.Decision, error)) (ratekeeper.Decision, error) {
+	if now.IsZero() {
+		now = s.now()
+	}
+	switch s.policy {
+	case Deny:
+		s.fbDeny.Add(1)
+		return ratekeeper.Decision{Fallback: ratekeeper.FallbackUncounted, Limit: limit, RetryAfter: DenyRetryAfter, At: now}, nil
+	case Local:
+		s.fbLocal.Add(1)
+		d, err := local(ctx)
+		if err != nil {
 			return d, err
 		}
 		d.Fallback = ratekeeper.FallbackLocal
-	default:
-		s.fbAllow.Add(1)
-		// Nothing was counted: Remaining and ResetAfter stay zero, and
-		// Fallback says they mean nothing.
-		d = ratekeeper.Decision{Allowed: true, Fallback: ratekeeper.FallbackUncounted, Limit: c, At: at}
+		return d, nil
 	}
-	if s.onFallback != nil {
-		s.onFallback(req, d)
-	}
-	return d, nil
+	s.fbAllow.Add(1)
+	return ratekeeper.Decision{Allowed: true, Fallback: ratekeeper.FallbackUncounted, Limit: limit, At: now}, nil
 }
 
 // Interface guard: TakeAll passes a batch to a primary that is a
@@ -749,7 +727,7 @@ var _ ratekeeper.BatchStore = (*Store)(nil)
 // batch if the primary is a BatchStore, else take and refund), within the
 // timeout and unless the breaker is open. When that fails the policy
 // decides every request: Allow allows all, Deny refuses all, Local decides
-// the batch on the in-memory store, all or none.
+// the batch on the local store, all or none.
 func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ratekeeper.Decision) (bool, error) {
 	s.calls.Add(1)
 	bs := s.breakersFor(reqs)
@@ -806,7 +784,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ra
 
 // breakersFor are the breakers of reqs' parts, each once.
 func (s *Store) breakersFor(reqs []ratekeeper.Request) []*breaker {
-	if s.parted == nil || len(reqs) == 0 {
+	if s.net == nil || len(reqs) == 0 {
 		return s.mainOnly
 	}
 	var bs []*breaker // the parts' breakers; main's is added at the end
@@ -829,17 +807,16 @@ func (s *Store) breakersFor(reqs []ratekeeper.Request) []*breaker {
 }
 
 // admitAll says whether to call the primary for a batch on the parts of
-// bs: when every breaker admits it. A batch is a probe only on one part:
-// a batch on several parts is not admitted while one of them is open, and
-// that one's probe comes from a call on it alone (or, with a Prober, from
-// the background).
+// bs: when every breaker admits it. A batch is a probe only on one part.
+// A batch on several parts is not admitted while one of them is open; that
+// one's probe comes from a call on it alone, or from the background.
 func (s *Store) admitAll(bs []*breaker) (ok, probe bool) {
 	if len(bs) == 1 {
 		return s.admit(bs[0])
 	}
 	for _, b := range bs {
 		if s.threshold > 0 && b.state.Load() != 0 {
-			s.admit(b) // starts a Prober's probe once the cool-down has passed
+			s.admit(b) // starts a NetworkStore's probe once the cool-down has passed
 			return false, false
 		}
 	}

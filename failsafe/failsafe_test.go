@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
 // flaky is a primary that fails while down is set, and blocks until the
@@ -75,7 +77,7 @@ func TestPolicies(t *testing.T) {
 			p := &flaky{}
 			p.down.Store(true)
 			var fallbacks atomic.Int64
-			s := New(p, WithPolicy(tt.policy), WithInstances(2), WithBreaker(0, 0),
+			s := New(p, WithPolicy(tt.policy), WithLocalStore(memstore.New()), WithInstances(2), WithBreaker(0, 0),
 				WithFallbackHook(func(ratekeeper.Request, ratekeeper.Decision) { fallbacks.Add(1) }))
 			defer s.Close()
 			for i, want := range tt.allowed {
@@ -192,7 +194,7 @@ func TestRefundAfterLocalFallback(t *testing.T) {
 	ctx := context.Background()
 	p := &flaky{}
 	p.down.Store(true)
-	s := New(p, WithPolicy(Local), WithBreaker(0, 0))
+	s := New(p, WithPolicy(Local), WithLocalStore(memstore.New()), WithBreaker(0, 0))
 	defer s.Close()
 	var last ratekeeper.Decision
 	for i := 0; i < 4; i++ {
@@ -240,7 +242,7 @@ func TestTakeAll(t *testing.T) {
 	} {
 		t.Run(string(tt.policy), func(t *testing.T) {
 			p := &flaky{}
-			s := New(p, WithPolicy(tt.policy), WithInstances(2), WithBreaker(0, 0))
+			s := New(p, WithPolicy(tt.policy), WithLocalStore(memstore.New()), WithInstances(2), WithBreaker(0, 0))
 			defer s.Close()
 			out := make([]ratekeeper.Decision, 2)
 			if all, err := s.TakeAll(ctx, two, out); err != nil || !all || out[0].Remaining != 7 {
@@ -260,11 +262,27 @@ func TestTakeAll(t *testing.T) {
 	}
 }
 
-// byDeadline is a DeadlineStore that, while hang is set, returns an error
+// onePart is what a test NetworkStore of one part adds to its primary:
+// Part is "", and no call is reported answered.
+type onePart struct{}
+
+func (onePart) Part(ratekeeper.Request) string           { return "" }
+func (onePart) OnAnswer(func(part string)) (stop func()) { return func() {} }
+
+// takeBy bounds s.Take by a context with deadline: the TakeBy of a test
+// NetworkStore with nothing cheaper.
+func takeBy(ctx context.Context, s ratekeeper.Store, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	return s.Take(ctx, req)
+}
+
+// byDeadline is a NetworkStore that, while hang is set, returns an error
 // that is not context.DeadlineExceeded (as a socket deadline gives) once
 // the deadline has passed; it records the deadlines it was given.
 type byDeadline struct {
 	flaky
+	onePart
 	deadlines []time.Time
 }
 
@@ -283,7 +301,9 @@ func (b *byDeadline) TakeBy(ctx context.Context, req ratekeeper.Request, deadlin
 	return b.flaky.Take(ctx, req)
 }
 
-// TestTakeBy: with a DeadlineStore, Take passes it the deadline now +
+func (b *byDeadline) ProbePart(context.Context, string) error { return nil }
+
+// TestTakeBy: with a NetworkStore, Take passes it the deadline now +
 // timeout, counts an error past it as a timeout, and a cancelled caller as
 // none.
 func TestTakeBy(t *testing.T) {
@@ -319,18 +339,23 @@ func TestTakeBy(t *testing.T) {
 	})
 }
 
-var _ DeadlineStore = (*byDeadline)(nil)
+var _ NetworkStore = (*byDeadline)(nil)
 
-// probed is a primary that is a Prober: Take fails while down is set, and
-// each Probe blocks until the test sends its result on release or its
+// probed is a NetworkStore of one part: Take fails while down is set, and
+// each probe blocks until the test sends its result on release or its
 // context ends.
 type probed struct {
 	flaky
+	onePart
 	probes  atomic.Int64
 	release chan error
 }
 
-func (p *probed) Probe(ctx context.Context) error {
+func (p *probed) TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
+	return takeBy(ctx, &p.flaky, req, deadline)
+}
+
+func (p *probed) ProbePart(ctx context.Context, _ string) error {
 	p.probes.Add(1)
 	select {
 	case err := <-p.release:
@@ -340,7 +365,7 @@ func (p *probed) Probe(ctx context.Context) error {
 	}
 }
 
-var _ Prober = (*probed)(nil)
+var _ NetworkStore = (*probed)(nil)
 
 // TestProbeInBackground: once the breaker is open, no call waits on the
 // primary. The call that finds the cool-down over starts one probe in the
@@ -457,7 +482,7 @@ func TestProbeInBackground(t *testing.T) {
 	})
 }
 
-// TestProbeByACall: a primary that is not a Prober keeps the breaker's
+// TestProbeByACall: a primary that is not a NetworkStore keeps the breaker's
 // probe in band. After the cool-down one call goes to the primary (and
 // waits for it, up to the timeout), while the calls that come meanwhile
 // decide by the policy at once.
@@ -521,7 +546,7 @@ func TestFallbackMarks(t *testing.T) {
 		t.Run(string(tt.policy), func(t *testing.T) {
 			p := &flaky{}
 			p.down.Store(true)
-			s := New(p, WithPolicy(tt.policy), WithBreaker(0, 0))
+			s := New(p, WithPolicy(tt.policy), WithLocalStore(memstore.New()), WithBreaker(0, 0))
 			defer s.Close()
 			d, err := s.Take(ctx, req("k"))
 			if err != nil || d.Fallback != tt.want || d.Limit != 4 {
@@ -600,7 +625,7 @@ func TestOnlyTheProbeCloses(t *testing.T) {
 		if d, _ := s.Take(ctx, req("other")); d.Fallback == ratekeeper.NoFallback {
 			t.Fatal("a call reached the primary while the breaker was open")
 		}
-		// After the cool-down the probe (in band: no Prober) closes it.
+		// After the cool-down the probe (in band: no NetworkStore) closes it.
 		time.Sleep(250 * time.Millisecond)
 		if d, _ := s.Take(ctx, req("other")); d.Fallback != ratekeeper.NoFallback {
 			t.Fatalf("the probe: %+v", d)
@@ -611,7 +636,7 @@ func TestOnlyTheProbeCloses(t *testing.T) {
 	})
 }
 
-// parted is a Partitioned primary of two parts, a and b: a key's part is
+// parted is a NetworkStore of two parts, a and b: a key's part is
 // its first letter; keys of a part in down fail; ProbePart answers from
 // down, and says gone parts are fine.
 type parted struct {
@@ -645,7 +670,11 @@ func (p *parted) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.D
 
 func (p *parted) Refund(context.Context, ratekeeper.Request, ratekeeper.Decision) error { return nil }
 
-func (p *parted) Probe(ctx context.Context) error { return p.ProbePart(ctx, "") }
+func (p *parted) TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
+	return takeBy(ctx, p, req, deadline)
+}
+
+func (p *parted) OnAnswer(func(part string)) (stop func()) { return func() {} }
 
 func (p *parted) ProbePart(ctx context.Context, part string) error {
 	p.mu.Lock()
@@ -663,9 +692,9 @@ func (p *parted) count(m map[string]int, part string) int {
 	return m[part]
 }
 
-var _ Partitioned = (*parted)(nil)
+var _ NetworkStore = (*parted)(nil)
 
-// TestPartsFailApart: with a Partitioned primary (a Redis Cluster), one
+// TestPartsFailApart: with a NetworkStore of parts (a Redis Cluster), one
 // dead part opens its own breaker though the other part's calls succeed
 // in between (with one breaker for the store they reset its count, and
 // every call on the dead part waited out the timeout); its keys then go to
@@ -735,7 +764,7 @@ func TestPartsFailApart(t *testing.T) {
 	})
 }
 
-// answering is parted as an Answerer: its decisions on keys starting with
+// answering is parted reporting its answers: its decisions on keys starting with
 // "l" are made without a call (as the Redis store's denial cache and
 // leases are), and it reports an answer only for a call its part made.
 type answering struct {
@@ -746,6 +775,10 @@ type answering struct {
 func (a *answering) OnAnswer(f func(part string)) (stop func()) {
 	a.report = f
 	return func() { a.report = nil }
+}
+
+func (a *answering) TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
+	return takeBy(ctx, a, req, deadline)
 }
 
 func (a *answering) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
@@ -759,9 +792,9 @@ func (a *answering) Take(ctx context.Context, req ratekeeper.Request) (ratekeepe
 	return d, err
 }
 
-var _ Answerer = (*answering)(nil)
+var _ NetworkStore = (*answering)(nil)
 
-// TestAnswersNotDecisionsResetTheCount: for an Answerer, a decision made
+// TestAnswersNotDecisionsResetTheCount: for a NetworkStore, a decision made
 // without a call resets no part's count of failures (the part may be dead:
 // with it, a dead part's breaker never opened while such decisions came
 // between its failures), an answered call resets its own part's count and
@@ -772,7 +805,7 @@ func TestAnswersNotDecisionsResetTheCount(t *testing.T) {
 	s := New(a, WithBreaker(3, time.Hour), WithPolicy(Deny))
 	defer s.Close()
 	if a.report == nil {
-		t.Fatal("New did not ask the Answerer for its answers")
+		t.Fatal("New did not ask the NetworkStore for its answers")
 	}
 	a.setDown("a", true)
 	// a's failures, with local decisions on a and answered calls on b in
@@ -812,4 +845,15 @@ func TestAnswersNotDecisionsResetTheCount(t *testing.T) {
 	if d, _ := s.Take(ctx, req("ar")); d.Fallback != ratekeeper.FallbackUncounted {
 		t.Fatalf("part a's key after an answer, its breaker open: %+v", d)
 	}
+}
+
+// TestLocalWithoutStore: the Local policy without WithLocalStore stops New
+// at once, rather than failing every decision once the primary fails.
+func TestLocalWithoutStore(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "WithLocalStore") {
+			t.Fatalf("New with Local and no local store: recovered %v, want a panic naming WithLocalStore", r)
+		}
+	}()
+	New(&flaky{}, WithPolicy(Local))
 }

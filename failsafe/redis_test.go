@@ -12,39 +12,32 @@ import (
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/failsafe"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 	"github.com/redis/go-redis/v9"
 )
 
-// watched is the Redis store, remembering when it last answered.
+// watched is the Redis store, remembering when it last answered. Unless
+// byDeadline, its TakeBy bounds Take by a context, as a NetworkStore with
+// nothing cheaper would; else it is the Redis store's own, as serve runs it.
 type watched struct {
-	ratekeeper.Store
-	lastOK atomic.Int64 // unix ns
+	*redisstore.Store
+	byDeadline bool
+	lastOK     atomic.Int64 // unix ns
 }
 
 func (w *watched) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
-	d, err := w.Store.Take(ctx, req)
-	if err == nil {
-		w.lastOK.Store(time.Now().UnixNano())
+	return w.TakeBy(ctx, req, time.Time{})
+}
+
+func (w *watched) TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
+	if !w.byDeadline && !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+		deadline = time.Time{}
 	}
-	return d, err
-}
-
-// Probe is the Redis store's, so that the open breaker probes Redis in the
-// background, as it does in the gateway and serve.
-func (w *watched) Probe(ctx context.Context) error {
-	return w.Store.(failsafe.Prober).Probe(ctx)
-}
-
-// watchedBy is watched with the Redis store's TakeBy, which the failsafe
-// store then uses to bound its calls instead of a context per call.
-type watchedBy struct {
-	*watched
-	rs *redisstore.Store
-}
-
-func (w watchedBy) TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
-	d, err := w.rs.TakeBy(ctx, req, deadline)
+	d, err := w.Store.TakeBy(ctx, req, deadline)
 	if err == nil {
 		w.lastOK.Store(time.Now().UnixNano())
 	}
@@ -52,10 +45,8 @@ func (w watchedBy) TakeBy(ctx context.Context, req ratekeeper.Request, deadline 
 }
 
 var (
-	_ failsafe.DeadlineStore = watchedBy{}
-	_ failsafe.DeadlineStore = (*redisstore.Store)(nil) // serve bounds its Redis calls by TakeBy
-	_ failsafe.Prober        = (*redisstore.Store)(nil) // the open breaker probes Redis by PING
-	_ failsafe.Prober        = watchedBy{}
+	_ failsafe.NetworkStore = (*watched)(nil)
+	_ failsafe.NetworkStore = (*redisstore.Store)(nil) // serve bounds its Redis calls by TakeBy
 )
 
 // call is one decision under load.
@@ -118,12 +109,8 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				w := &watched{Store: rs}
-				var primary ratekeeper.Store = w
-				if by {
-					primary = watchedBy{w, rs}
-				}
-				fs := failsafe.New(primary, failsafe.WithTimeout(timeout), failsafe.WithPolicy(tt.policy),
+				w := &watched{Store: rs, byDeadline: by}
+				fs := failsafe.New(w, failsafe.WithLocalStore(memstore.New()), failsafe.WithTimeout(timeout), failsafe.WithPolicy(tt.policy),
 					failsafe.WithInstances(2), failsafe.WithBreaker(5, 100*time.Millisecond))
 				lim, err := ratekeeper.New(fs, tt.limit)
 				if err != nil {
@@ -625,7 +612,7 @@ func TestSlotTimedOutOnStoppedRedisIsGivenBack(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer rs.Close()
-			fs := failsafe.New(rs, failsafe.WithPolicy(policy), failsafe.WithTimeout(100*time.Millisecond), failsafe.WithBreaker(0, 0))
+			fs := failsafe.New(rs, failsafe.WithPolicy(policy), failsafe.WithLocalStore(memstore.New()), failsafe.WithTimeout(100*time.Millisecond), failsafe.WithBreaker(0, 0))
 			defer fs.Close()
 			lim, err := ratekeeper.NewConcurrencyLimiter(fs, ratekeeper.Concurrency{Max: 1, TTL: 30 * time.Second})
 			if err != nil {

@@ -15,7 +15,7 @@ import (
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) ratekeeper.Store {
 		m := memstore.New()
-		s := New(m, WithPolicy(Local), WithTimeout(0))
+		s := New(m, WithPolicy(Local), WithLocalStore(memstore.New()), WithTimeout(0))
 		t.Cleanup(func() { s.Close(); m.Close() })
 		return s
 	})
@@ -28,7 +28,7 @@ func TestResetLocalFallback(t *testing.T) {
 	m := memstore.New()
 	defer m.Close()
 	p := &resettable{Store: m}
-	s := New(p, WithPolicy(Local), WithBreaker(0, 0))
+	s := New(p, WithPolicy(Local), WithLocalStore(memstore.New()), WithBreaker(0, 0))
 	defer s.Close()
 	lim, err := ratekeeper.New(s, limit)
 	if err != nil {

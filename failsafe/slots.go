@@ -29,13 +29,17 @@ func (s *Store) slotBreaker(key string) *breaker {
 }
 
 // AcquireSlot asks the primary, within the timeout and unless the breaker
-// is open; when that fails, the policy decides (see the package doc): Allow
-// grants a slot that nothing counts, Deny refuses with RetryAfter
-// DenyRetryAfter, Local takes a slot in the in-memory store, Max divided by
-// the number of instances (at least 1). Only a caller's own cancelled
-// context, or a primary that holds no slots, is returned as an error. A
-// slot the primary may have taken too late for the timeout is freed there
-// when the policy's slot is released (or at once, when none is granted).
+// is open. When that fails, the policy decides (see the package doc):
+//
+//   - Allow grants a slot that nothing counts;
+//   - Deny refuses with RetryAfter DenyRetryAfter;
+//   - Local takes a slot in the local store, Max divided by the number of
+//     instances (at least 1).
+//
+// Only a caller's own cancelled context, or a primary that holds no slots,
+// is returned as an error. A slot the primary may have taken too late for
+// the timeout is freed there when the policy's slot is released (or at
+// once, when none is granted).
 func (s *Store) AcquireSlot(ctx context.Context, req ratekeeper.SlotRequest) (ratekeeper.Decision, error) {
 	cs, err := s.slotPrimary()
 	if err != nil {
@@ -61,9 +65,9 @@ func (s *Store) AcquireSlot(ctx context.Context, req ratekeeper.SlotRequest) (ra
 		return ratekeeper.Decision{}, err
 	}
 	// The primary may have taken the slot and answered too late (Redis
-	// ran the script; the reply missed the timeout): a slot the policy
+	// ran the script; the reply missed the timeout). A slot the policy
 	// grants frees the primary's as well when it is released, and a
-	// refusal frees it now; else that lease would stand, unreleased and
+	// refusal frees it now. Else that lease would stand, unreleased and
 	// unrefreshed, for a whole TTL.
 	d, err = s.slotFallback(ctx, req)
 	if err == nil && d.Allowed {
@@ -93,43 +97,26 @@ func (s *Store) releasePrimary(ctx context.Context, cs ratekeeper.ConcurrencySto
 }
 
 func (s *Store) slotFallback(ctx context.Context, req ratekeeper.SlotRequest) (ratekeeper.Decision, error) {
-	at := req.Now
-	if at.IsZero() {
-		at = s.now()
-	}
-	var d ratekeeper.Decision
-	switch s.policy {
-	case Deny:
-		s.fbDeny.Add(1)
-		d = ratekeeper.Decision{Fallback: ratekeeper.FallbackUncounted, Limit: req.Max, RetryAfter: DenyRetryAfter, At: at}
-	case Local:
-		s.fbLocal.Add(1)
+	d, err := s.policyDecision(ctx, req.Max, req.Now, func(ctx context.Context) (ratekeeper.Decision, error) {
 		lreq := req
 		if s.instances > 1 {
 			lreq.Max = max(1, req.Max/s.instances)
 		}
-		var err error
-		if d, err = s.local.AcquireSlot(ctx, lreq); err != nil {
-			return d, err
-		}
-		d.Fallback = ratekeeper.FallbackLocal
-	default:
-		s.fbAllow.Add(1)
-		d = ratekeeper.Decision{Allowed: true, Fallback: ratekeeper.FallbackUncounted, Limit: req.Max, At: at}
-	}
-	if s.onFallback != nil {
+		return s.local.AcquireSlot(ctx, lreq)
+	})
+	if err == nil && s.onFallback != nil {
 		// The hook sees a rate limit request: the key, and the limit as
 		// a window of Max, so that it can tell what was decided for whom.
 		s.onFallback(ratekeeper.Request{Key: req.Key, N: 1, Now: req.Now}, d)
 	}
-	return d, nil
+	return d, err
 }
 
-// RefreshSlot extends a slot where decision d took it: on the primary
-// (within the timeout and unless the breaker is open; an error is
-// returned, and the limiter tries again at its next refresh), in the
-// in-memory store for Local's slots. A slot that Allow granted was never
-// counted: it is reported held.
+// RefreshSlot extends a slot where decision d took it. On the primary it
+// runs within the timeout and unless the breaker is open; an error is
+// returned, and the limiter tries again at its next refresh. Local's slots
+// are in the local store. A slot that Allow granted was never counted: it
+// is reported held.
 func (s *Store) RefreshSlot(ctx context.Context, req ratekeeper.SlotRequest, d ratekeeper.Decision) (bool, error) {
 	switch d.Fallback {
 	case ratekeeper.FallbackUncounted:
@@ -156,7 +143,7 @@ func (s *Store) RefreshSlot(ctx context.Context, req ratekeeper.SlotRequest, d r
 }
 
 // ReleaseSlot frees a slot where decision d took it: on the primary
-// (within the timeout and unless the breaker is open), in the in-memory
+// (within the timeout and unless the breaker is open), in the local
 // store for Local's slots, nowhere for Allow's. A failure is counted and
 // logged like a decision's, not returned: the slot's lease expires by
 // itself, at most its TTL later.

@@ -84,7 +84,7 @@ func TestSlotPolicies(t *testing.T) {
 		t.Run(string(tt.policy), func(t *testing.T) {
 			p := newSlotFlaky(t)
 			p.down.Store(true)
-			s := New(p, WithPolicy(tt.policy), WithInstances(2), WithBreaker(0, 0))
+			s := New(p, WithPolicy(tt.policy), WithLocalStore(memstore.New()), WithInstances(2), WithBreaker(0, 0))
 			defer s.Close()
 			l, _ := ratekeeper.NewConcurrencyLimiter(s, ratekeeper.Concurrency{Max: 4, RetryAfter: 5 * time.Second})
 			var held []*ratekeeper.Permit
@@ -179,7 +179,7 @@ func TestSlotTakenLateIsReleased(t *testing.T) {
 		t.Run(string(policy), func(t *testing.T) {
 			m := memstore.New()
 			defer m.Close()
-			s := New(slotLate{m}, WithPolicy(policy), WithTimeout(5*time.Millisecond), WithBreaker(0, 0))
+			s := New(slotLate{m}, WithPolicy(policy), WithLocalStore(memstore.New()), WithTimeout(5*time.Millisecond), WithBreaker(0, 0))
 			defer s.Close()
 			l, _ := ratekeeper.NewConcurrencyLimiter(s, ratekeeper.Concurrency{Max: 1, TTL: time.Minute})
 			p, d, err := l.TryAcquire(ctx, "k")

@@ -12,6 +12,7 @@ import (
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/failsafe"
 	"github.com/ratekeeper/ratekeeper/internal/server/metrics"
+	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
 // twoRulesYAML puts each POST /v1/posts under two rules: 2 per second per
@@ -24,7 +25,7 @@ const twoRulesYAML = postsYAML + `  - name: global
 // is down, deciding by policy.
 func overFailsafe(t *testing.T, f *fixture, policy failsafe.Policy) *failsafe.Store {
 	t.Helper()
-	fs := failsafe.New(brokenStore{}, failsafe.WithPolicy(policy), failsafe.WithInstances(2))
+	fs := failsafe.New(brokenStore{}, failsafe.WithPolicy(policy), failsafe.WithInstances(2), failsafe.WithLocalStore(memstore.New()))
 	t.Cleanup(func() { fs.Close() })
 	mw, err := New(fs, f.mw.Rules(), WithMetrics(f.mt))
 	if err != nil {

@@ -13,9 +13,10 @@
 // about 55. A decision on an existing key allocates nothing.
 //
 // Every decision takes one path, however it arrives (Take, a Limiter bound
-// to the store through ratekeeper.Binder, TakeAll): the limit prepared once
-// (converted, its algorithm chosen) and cached, then the key's state decided
-// under its shard's lock by the same code, an existing bucket in place.
+// to the store through ratekeeper.Binder, TakeAll). The limit is prepared
+// once (converted, its algorithm chosen) and cached. The key's state is
+// then decided under its shard's lock by the same code, an existing bucket
+// in place.
 // TakeAll decides a batch all or nothing under the locks of every key
 // involved: each request once, undone if another is refused. One janitor
 // goroutine, stopped by Close, sweeps out keys whose state is back to fresh
@@ -26,7 +27,7 @@
 // bound. When a shard is full, a new key evicts, among a random sample of 8
 // keys of that shard, one that is already idle or else the one closest to
 // idle. An evicted client starts again with a fresh limit, so under such a
-// flood a few clients may get more than their limit: the store stays within
+// flood a few clients may get more than their limit. The store stays within
 // its memory and keeps deciding, which is the trade a server under attack
 // wants. Store.Evictions counts these forced evictions.
 //
@@ -34,8 +35,8 @@
 // anchored to the wall clock: one clock read per decision where time.Now
 // takes two. A step of the wall clock (an NTP correction, an operator
 // setting the date, a suspended machine waking up) therefore reaches the
-// store at the janitor's next sweep, which re-anchors when the two clocks
-// have drifted apart by more than a millisecond; without a janitor the
-// store keeps the anchor New took. Slewing, the usual NTP adjustment, moves
+// store at the janitor's next sweep. The sweep re-anchors when the two
+// clocks have drifted apart by more than a millisecond. Without a janitor
+// the store keeps the anchor New took. Slewing, the usual NTP adjustment, moves
 // both clocks alike.
 package memstore

@@ -80,9 +80,8 @@ const maxPrepared = 1024
 // prepare returns l prepared, from the store's cache: a copy-on-write map,
 // since a store serves a few limits and adds one rarely. In front of the
 // map, a small direct-mapped table indexed by a cheap mix of the limit's
-// numbers answers most calls with one comparison, where the map hashes the
-// whole limit, algorithm name included (a request under three rules asked
-// the map three times, 5% of its decision).
+// numbers answers most calls with one comparison. The map hashes the whole
+// limit, algorithm name included (5% of a decision under three rules).
 func (s *Store) prepare(l *ratekeeper.Limit) *prepared {
 	slot := &s.recent[recentSlot(l)]
 	if pl := slot.Load(); pl != nil && pl.l == *l {
@@ -342,10 +341,10 @@ type bound struct {
 }
 
 // Take decides as Store.Take does under the bound limit and clock, through
-// the same sh.take, with one shortcut inside: a decision that takes from an
+// the same sh.take, with one shortcut inside. A decision that takes from an
 // existing bucket, a Limiter's common case, is applied here in place as
-// sh.take would apply it, one call shorter (8% fewer instructions for a
-// Limiter's Allow on a bucket).
+// sh.take would apply it. That is one call shorter (8% fewer instructions
+// for a Limiter's Allow on a bucket).
 func (b *bound) Take(_ context.Context, req ratekeeper.BoundRequest) (ratekeeper.Decision, error) {
 	s, pl := b.s, b.pl
 	var buf algo.Limit
@@ -376,9 +375,9 @@ func (b *bound) Take(_ context.Context, req ratekeeper.BoundRequest) (ratekeeper
 
 // TakeAll decides reqs as one under the locks of all their shards, taken in
 // shard order so that concurrent batches cannot deadlock. It decides each
-// request once, in place, remembering the state it replaced; if one is
-// refused, the others are put back as they were (a sliding log, whose state
-// is too large to copy, is only checked, and written once all have passed).
+// request once, in place, remembering the state it replaced. If one is
+// refused, the others are put back as they were. A sliding log, whose state
+// is too large to copy, is only checked, and written once all have passed.
 // At the key cap, a new key that a refused batch created may have evicted
 // another before the batch was undone; that is the cap's usual loss.
 func (s *Store) TakeAll(_ context.Context, reqs []ratekeeper.Request, out []ratekeeper.Decision) (bool, error) {
@@ -543,7 +542,7 @@ func kindOf(alg ratekeeper.Algorithm, reserve bool) kind {
 }
 
 // take decides n for key, as k says, with parameters lp at now, on the
-// shard, which the caller has locked: every decision of the store comes
+// shard, which the caller has locked. Every decision of the store comes
 // here or, for an existing bucket, to the same Apply in bound.Take. With
 // commit false it only says what it would decide. undo, if not nil, receives
 // the state the key had. A refused request leaves the state as it was.
@@ -637,9 +636,9 @@ func (sh *shard) insert(s *Store, now int64) {
 	sh.n++
 }
 
-// evict removes one key: among a sample of up to 8 of each kind of state,
-// from a random place in each table, an idle one if there is one, else the
-// one closest to idle. It reports whether the victim was idle.
+// evict removes one key from a sample of up to 8 of each kind of state,
+// taken from a random place in each table. It picks an idle one if there is
+// one, else the one closest to idle. It reports whether the victim was idle.
 func (sh *shard) evict(s *Store, now int64) bool {
 	const sample = 8
 	var (

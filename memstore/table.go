@@ -8,12 +8,11 @@ type id struct{ h, x uint64 }
 
 // table maps ids to values of type V stored in the table itself: open
 // addressing with linear probing over one slot array. A lookup on a large
-// table costs one cache miss, for the slot, where a Go map of strings to
-// pointers costs a control word, a slot, the key's bytes and the value; and
-// a table of values without pointers is never scanned by the garbage
-// collector.
+// table costs one cache miss, for the slot. A Go map of strings to pointers
+// costs a control word, a slot, the key's bytes and the value. A table of
+// values without pointers is never scanned by the garbage collector.
 //
-// The array's length need not be a power of two: an id's top 32 bits pick
+// The array's length need not be a power of two. An id's top 32 bits pick
 // the home slot by multiply-shift, so the table can grow by half (keeping
 // between 53% and 81% of its slots full) rather than double. The caller
 // holds the shard's lock. Pointers returned by get and put are valid until

@@ -16,13 +16,12 @@ import (
 // Interface guard.
 var _ ratekeeper.BatchStore = (*Store)(nil)
 
-// TakeAll decides reqs as one, all or none: in one script run when their
-// keys share a slot (always on a standalone or Sentinel-managed server; on
-// Cluster when the keys share a hash tag), which takes them all and, if one
-// is refused, gives back the others before anything else can run. Otherwise
-// it takes them one by one and refunds those already taken when one is
-// refused, as ratekeeper.TakeAll does for stores without batches. Keys must
-// be distinct.
+// TakeAll decides reqs as one, all or none. When their keys share a slot,
+// one script run takes them all and, if one is refused, gives back the
+// others before anything else can run. Keys always share it on a standalone
+// or Sentinel-managed server, and on Cluster when they share a hash tag.
+// Otherwise, and when a request is decided locally (sync and lease modes),
+// TakeAll goes through ratekeeper.TakeEach. Keys must be distinct.
 func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ratekeeper.Decision) (bool, error) {
 	switch {
 	case len(reqs) == 0:
@@ -32,9 +31,8 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ra
 		out[0] = d
 		return err == nil && d.Allowed, err
 	case !s.oneSlot(reqs) || s.decidesAny(reqs):
-		// Locally decided requests are taken one by one and refunded
-		// locally, which is exact.
-		return ratekeeper.TakeAll(ctx, single{s}, reqs, out)
+		// A locally decided request is refunded locally, which is exact.
+		return ratekeeper.TakeEach(ctx, reqs, out, s.Take, s.Refund)
 	}
 	keys := make([]string, len(reqs))
 	args := make([]any, 1, 1+3*len(reqs))
@@ -65,18 +63,6 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ra
 		out[i] = decision(req, v[8+decisionSize*i:8+decisionSize*(i+1)])
 	}
 	return float(v, 0) == 1, nil
-}
-
-// single is a Store seen without its TakeAll, for ratekeeper.TakeAll's
-// take-and-refund.
-type single struct{ s *Store }
-
-func (x single) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
-	return x.s.Take(ctx, req)
-}
-
-func (x single) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper.Decision) error {
-	return x.s.Refund(ctx, req, d)
 }
 
 // oneSlot reports whether every request's key is in one slot: always

@@ -17,7 +17,7 @@ import (
 // algorithms, one key each) through the memory store's TakeAll and the
 // Redis store's, on the same instants, and demands the same answers. keyOf
 // names rule j's key for client c. Unless strict, a refused batch is
-// compared only up to its first refusal: ratekeeper.TakeAll's take-and-refund
+// compared only up to its first refusal: ratekeeper.TakeEach's take-and-refund
 // reports the requests after it as a peek (N = 0) would see them.
 func takeAllDifferential(t *testing.T, got ratekeeper.BatchStore, seed uint64, strict bool, keyOf func(c, j int) string) (refused int) {
 	t.Helper()

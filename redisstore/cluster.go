@@ -11,10 +11,8 @@ import (
 // when a command fails other than by Redis's own reply (a primary that
 // died, a timeout). Left alone, go-redis keeps sending a dead primary's
 // slots to it until its periodic reload (ClusterStateReloadInterval, 10 s
-// by default), long after a replica has taken over: the fault harness
-// (bench/faults, cluster-kill-primary) measured every decision on those
-// slots falling back for 10 s after the promotion. go-redis coalesces the
-// reloads (one at a time, 200 ms apart), so a burst of failures costs one
+// by default), long after a replica has taken over. The reloads are
+// coalesced (one at a time, 200 ms apart), so a burst of failures costs one
 // CLUSTER SLOTS.
 type reloadOnFailure struct{ c *redis.ClusterClient }
 

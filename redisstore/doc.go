@@ -14,24 +14,25 @@
 // Every key has a TTL that ends when its state is back to fresh, so idle
 // clients cost nothing. Each request uses one key, wrapped in a hash tag
 // ("{client-key}") unless the key already holds one, so the scripts run on
-// Redis Cluster; a key that holds its own tag ("user:{42}:posts") shares a
+// Redis Cluster. A key that holds its own tag ("user:{42}:posts") shares a
 // slot with every key of the same tag.
 //
 // Concurrent calls are coalesced into batches, so that many callers share
-// round trips: on a standalone or Sentinel-managed server a batch is one
+// round trips. On a standalone or Sentinel-managed server a batch is one
 // script run that makes each decision in turn (one command and one TIME for
-// all), on Cluster a pipeline of one script run per decision. See
+// all). On Cluster it is a pipeline of one script run per decision. See
 // WithAutoPipeline and docs/benchmarks.md.
 //
 // TakeAll (ratekeeper.BatchStore) decides several requests in one script
 // run, all or none, when their keys share a slot: always on a standalone or
 // Sentinel-managed server, and on Cluster when the keys share a hash tag.
 // The script takes every request and, if one is refused, gives the others
-// back with the algorithms' refunds before anything else can run. Otherwise
-// (on Cluster the keys of different rules live in different slots, where no
-// script sees them together) it takes them one by one and refunds those
-// already taken when one is refused, which is exact unless another client
-// takes from the same keys in between.
+// back with the algorithms' refunds before anything else can run. On
+// Cluster the keys of different rules live in different slots, where no
+// script sees them together. TakeAll then goes through ratekeeper.TakeEach:
+// it takes them one by one and refunds those already taken when one is
+// refused. That is exact unless another client takes from the same keys in
+// between.
 //
 // Open accepts these URLs:
 //
@@ -47,7 +48,7 @@
 // it has any, go in the sentinel_username and sentinel_password options.
 // Other options are go-redis's URL options (dial_timeout, read_timeout,
 // pool_size, ...). The TLS forms trust the system's CAs and send no client
-// certificate; for a CA or a client certificate of your own, build the
+// certificate. For a CA or a client certificate of your own, build the
 // client with NewClient and WithTLSConfig and give it to New.
 // docs/redis.md explains deployment.
 package redisstore

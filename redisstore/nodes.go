@@ -10,16 +10,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// pipes hands each call to a batcher: the one batcher of a standalone or
-// Sentinel-managed server or, on a Cluster, the batcher of the primary that
-// holds the call's key, so that a primary that does not answer holds its
-// own calls only. With one batcher for a whole Cluster a batch waited for
-// its slowest node: while a primary was dead, the live primaries' calls
-// batched beside its calls waited out their deadline and failed, which
-// opened the live primaries' circuit breakers too, and both flushers sat on
-// such batches while new calls queued behind them (the fault harness,
-// cluster-kill-primary: a p99 of the store timeout while a primary was
-// down).
+// pipes hands each call to a batcher. A standalone or Sentinel-managed
+// server has one. On a Cluster, each primary has its own, which takes the
+// calls on the keys it holds. A primary that does not answer then holds its
+// own calls only, not those batched beside them.
 //
 // A batcher whose address is no longer a primary's (its replica took
 // over) is retired: its calls not yet sent get errClosed and go again to
@@ -69,9 +63,8 @@ func newPipes(client redis.UniversalClient, answered func(addr string)) *pipes {
 }
 
 // pruneEvery is how often the batchers are pruned besides when a primary
-// is new: a primary can also go without another coming (its slots moved
-// to the others as a Cluster is scaled in), and its batcher, which no call
-// reaches any more, would keep its flushers for the store's life.
+// is new. A primary can also go without another coming (a Cluster scaled
+// in), and its batcher would keep its flushers for the store's life.
 const pruneEvery = 10 * time.Second
 
 // prunes prunes every pruneEvery until close.
@@ -94,12 +87,11 @@ func (p *pipes) prunes() {
 }
 
 // noLoad is a done context. MasterForKey given it answers from the slots
-// the client holds, and when it holds none yet (a client no call has
-// reached Redis through) fails at once instead of loading them: it would
-// send CLUSTER SLOTS to each node in turn bounded by the context alone,
-// which a call's deadline is not part of (TakeBy), for as long as the
-// nodes do not answer. The call then goes through p.one, whose round trip
-// loads the slots within the call's bound.
+// the client holds. When it holds none yet, it fails at once instead of
+// loading them. Loading would send CLUSTER SLOTS to each node in turn,
+// bounded by the context alone, not by a TakeBy deadline. The call then
+// goes through p.one, whose round trip loads the slots within the call's
+// bound.
 var noLoad = func() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

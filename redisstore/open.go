@@ -117,20 +117,20 @@ func WithTLSConfig(cfg *tls.Config) ClientOption {
 	return clientOptionFunc(func(c *clientConfig) { c.tls = cfg })
 }
 
-// WithPassword sets the password of the Redis servers (the primary and
-// replicas, every cluster node; not the sentinels', which the URL's
-// sentinel_password sets), in place of one in the URL: a password read from
-// a file or the environment need not be written into a URL, which ends up
-// in command lines and logs. An empty p changes nothing.
+// WithPassword sets the password of the Redis servers, in place of one in
+// the URL. It serves the primary and replicas and every cluster node, not
+// the sentinels (the URL's sentinel_password sets theirs). A password read
+// from a file or the environment then stays out of URLs, which end up in
+// command lines and logs. An empty p changes nothing.
 func WithPassword(p string) ClientOption {
 	return clientOptionFunc(func(c *clientConfig) { c.password = p })
 }
 
 // tlsFor returns the TLS config for a client whose URL gave fromURL (nil
-// for a clear-text URL): the configured one if any, and never one that
-// names a server, so that go-redis's default (the first address's host)
-// does not make the sentinels, replicas and other cluster nodes answer to
-// that host's name. A dial with no name verifies the dialed host's.
+// for a clear-text URL): the configured one if any. It never returns one
+// that names a server. go-redis's default, the first address's host, would
+// make every other server answer to that host's name. A dial with no name
+// verifies the dialed host's.
 func (c clientConfig) tlsFor(fromURL *tls.Config) *tls.Config {
 	if fromURL == nil {
 		return nil
@@ -147,10 +147,10 @@ func (c clientConfig) tlsFor(fromURL *tls.Config) *tls.Config {
 	return cfg
 }
 
-// resp picks RESP2 unless the URL asked for a protocol: the store needs
-// none of RESP3's push messages, and go-redis reads pending pushes before
-// each command without a deadline, which would hold a call on a hung server
-// past its context.
+// resp picks RESP2 unless the URL asked for a protocol. The store needs
+// none of RESP3's push messages. go-redis reads pending pushes before each
+// command without a deadline, which would hold a call on a hung server past
+// its context.
 func resp(p int) int {
 	if p == 0 {
 		return 2

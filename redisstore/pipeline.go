@@ -13,9 +13,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// job is one script run: a decision or refund on one key (algo >= 0),
-// whose arguments the pipeliner packs as the script or many.lua wants them,
-// or TakeAll's batch script (algo < 0) with its keys and args as given.
+// job is one script run. With algo >= 0 it is a decision or refund on one
+// key, whose arguments the pipeliner packs as the script or many.lua wants
+// them. With algo < 0 it is TakeAll's batch script, with its keys and args
+// as given.
 type job struct {
 	script *redis.Script
 	algo   int // algoIndex, or -1
@@ -70,9 +71,9 @@ type scripter interface {
 
 // once is a scripter whose EVAL and EVALSHA commands go-redis does not
 // send again after a failure, as it does other commands (up to
-// MaxRetries): the failure may have come after the server ran the script,
-// as when a connection breaks before the reply. It still sends them again
-// when it knows they were not written (its "forced" retry), and a pooled
+// MaxRetries). The failure may have come after the server ran the script,
+// as when a connection breaks before the reply. go-redis still sends them
+// again when it knows they were not written (its "forced" retry). A pooled
 // connection found dead is replaced before the write, which is no failure.
 // A failed dial is not retried: the give-back is then lost, which only
 // over-counts. In a pipeline, one such command keeps go-redis from sending
@@ -144,23 +145,28 @@ func (j *job) appendRecord(b []byte) []byte {
 	return binary.LittleEndian.AppendUint64(b, math.Float64bits(x8))
 }
 
-// batcher coalesces concurrent script runs: callers add their calls to a
-// pending batch, and a batch goes to one of a few flushers, which sends it in
-// one round trip (one run of many.lua on a standalone server, a pipeline on
-// Cluster) and hands each caller its reply. A caller waits for its reply or
-// its context, whichever comes first, so a hung server never holds a caller
-// past its deadline (go-redis's own autopipeliner waits out the batch).
+// batcher coalesces concurrent script runs. Callers add their calls to a
+// pending batch, and a batch goes to one of a few flushers. A flusher sends
+// it in one round trip (one run of many.lua on a standalone server, a
+// pipeline on Cluster) and hands each caller its reply. A caller waits for
+// its reply or its context, whichever comes first, so a hung server never
+// holds a caller past its deadline.
 //
 // When a batch goes is what makes it cheap: each round trip costs the client
 // and the server about as much as a dozen decisions inside it. A batch goes
-// once it holds half the callers waiting for a reply, or every caller not
-// waiting on a batch already sent (no more calls can come before a reply),
-// or maxBatch calls; and only while fewer than flushers batches are in
-// flight. A batch's callers count as back once its reply arrives, before
-// they are woken, so under a steady load the callers of one reply make the
-// next batch: two batches in flight, each of half the callers, one on the
-// server while the other's callers decide and come back. A lone caller goes
-// at once (straight to the server, without a flusher, when nothing else is
+// once it holds one of these:
+//
+//   - half the callers waiting for a reply;
+//   - every caller not waiting on a batch already sent (no more calls can
+//     come before a reply);
+//   - maxBatch calls.
+//
+// It goes only while fewer than flushers batches are in flight. A batch's
+// callers count as back once its reply arrives, before they are woken. So
+// under a steady load the callers of one reply make the next batch. Two
+// batches are in flight, each of half the callers: one on the server while
+// the other's callers decide and come back. A lone caller goes at once
+// (straight to the server, without a flusher, when nothing else is
 // pending).
 type batcher struct {
 	client redis.UniversalClient
@@ -310,7 +316,7 @@ func (b *batcher) run(ctx context.Context, j job, deadline time.Time) (string, e
 }
 
 // runAll sends jobs in the next batches, as one caller each, and waits for
-// their replies, each at most until ctx is done: a job not answered by then
+// their replies, each at most until ctx is done. A job not answered by then
 // gets ctx's error, and the others keep their replies (on a Cluster, the
 // calls to primaries that answered).
 func (b *batcher) runAll(ctx context.Context, jobs []job) ([]string, []error) {
@@ -426,10 +432,10 @@ func (b *batcher) flusher() {
 	}
 }
 
-// exec runs f.calls and sets each one's reply: their decisions and refunds
-// in one script run if many.lua can take them (several, on one server), the
-// rest in one pipeline, run again with EVAL (which loads the script) if the
-// server answered NOSCRIPT.
+// exec runs f.calls and sets each one's reply. Their decisions and refunds
+// go in one script run if many.lua can take them (several, on one server).
+// The rest go in one pipeline, run again with EVAL (which loads the script)
+// if the server answered NOSCRIPT.
 func (b *batcher) exec(f *flush) {
 	// The round trip lives as long as the latest caller waits; callers
 	// whose context is already done are not sent.
@@ -563,9 +569,9 @@ var _ redis.Error = serverError("")
 var errManyReply = errors.New("redisstore: many.lua: malformed reply")
 
 // nextReply splits v, many.lua's reply, into the first call's reply or
-// error and the rest: 'd' and a 48-byte decision, 'r' (a refund's empty
-// reply), or 'o' (a reply) or 'e' (an error), a 4-byte little-endian length
-// and that many bytes. err is for a malformed v (every later call fails
+// error and the rest. A reply is 'd' and a 48-byte decision, or 'r' (a
+// refund's empty reply). Else it is 'o' (a reply) or 'e' (an error), a
+// 4-byte little-endian length and that many bytes. err is for a malformed v (every later call fails
 // too).
 func nextReply(v string) (reply string, callErr error, rest string, err error) {
 	if len(v) == 0 {

@@ -11,17 +11,13 @@ import (
 	"github.com/ratekeeper/ratekeeper"
 )
 
-// The failsafe store's probes (failsafe.Prober, failsafe.Partitioned) ask
-// what a decision asks: a script run that writes, on a key of the store's
-// own, rk:{probe}:probe, or on a Cluster rk:{probe:N}:probe, an N whose
-// slot the probed primary holds. Each probe counts one in a fixed window
-// of a second on that key, which then expires. A PING, which they sent before, was
-// answered while decisions were not: a Cluster's nodes answer CLUSTERDOWN
-// to every command from the moment a primary is marked failed until its
-// replica is elected (up to a second with cluster-node-timeout 1000: the
-// fault harness saw the live primaries' breakers close on a PING and open
-// again on the next calls, which waited out the timeout), and a Redis at
-// maxmemory with noeviction refuses every write.
+// probeLimit is the limit of the failsafe store's probes, which ask what a
+// decision asks: a script run that writes. It runs on a key of the
+// store's own, rk:{probe}:probe, or on a Cluster rk:{probe:N}:probe, an N
+// whose slot the probed primary holds. Each probe counts one in a fixed
+// window of a second on that key, which then expires. A PING is answered
+// while decisions are not: by a Cluster electing a replica (CLUSTERDOWN),
+// or a Redis at maxmemory with noeviction.
 func probeLimit() ratekeeper.Limit {
 	return ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1 << 30, Period: time.Second}
 }
@@ -31,13 +27,9 @@ func probeLimit() ratekeeper.Limit {
 // a third of them three.
 const probeTries = 1 << 18
 
-// Probe reports whether Redis decides within ctx (a probe decision, which
-// counts nothing a client asked for): the failsafe store's open circuit
-// breaker calls it in the background instead of letting a decision wait
-// on a server that may be down. On a Cluster every primary must decide: a
-// probe of whichever node answered let the breaker close while one primary
-// was dead, and the calls on that primary's slots opened it again, over
-// and over.
+// Probe reports whether Redis decides within ctx, by a probe decision that
+// counts nothing a client asked for. On a Cluster every primary must
+// decide: one dead primary fails the probe.
 func (s *Store) Probe(ctx context.Context) error {
 	c, ok := s.client.(*redis.ClusterClient)
 	if !ok {
@@ -54,12 +46,13 @@ func (s *Store) Probe(ctx context.Context) error {
 }
 
 // ProbePart reports whether the Cluster primary at address part decides
-// within ctx, as Probe does; nil too when part no longer holds a slot (its
-// replica took over: its keys are another part's now). Without a Cluster
-// it is Probe.
+// within ctx, as Probe does. It is nil too when part no longer holds a
+// slot (its replica took over). Without a Cluster, or for part "", it is
+// Probe. The failsafe store's open circuit breaker calls it in the
+// background (failsafe.NetworkStore).
 func (s *Store) ProbePart(ctx context.Context, part string) error {
 	c, ok := s.client.(*redis.ClusterClient)
-	if !ok {
+	if !ok || part == "" {
 		return s.Probe(ctx)
 	}
 	key, ok, err := s.probeKey(ctx, c, part)
@@ -127,13 +120,11 @@ func (s *Store) probeKey(ctx context.Context, c *redis.ClusterClient, part strin
 	return "", false, nil
 }
 
-// Part names the Cluster primary that holds req's key now, by its address
-// ("" when the client is not a Cluster's or the slot's primary is not
-// known, as before the client first read the slots): the failsafe store
-// keeps a circuit breaker per primary (failsafe.Partitioned), so that one
-// dead primary's keys go to the policy at once while the others' keys keep
-// Redis's decisions. It never reads the slots itself (see noLoad): it runs
-// before every decision, bounded by nothing.
+// Part names the Cluster primary that holds req's key now, by its address.
+// It is "" when the client is not a Cluster's or the slot's primary is not
+// known yet. The failsafe store keeps a circuit breaker per part
+// (failsafe.NetworkStore), and sync mode syncs each part apart. Part never
+// reads the slots itself (see noLoad): it runs before every decision.
 func (s *Store) Part(req ratekeeper.Request) string {
 	if _, ok := s.client.(*redis.ClusterClient); !ok {
 		return "" // before the key, which costs an allocation

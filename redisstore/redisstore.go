@@ -68,17 +68,15 @@ func (s *Store) runBy(ctx context.Context, j job, deadline time.Time) (string, e
 	return v, err
 }
 
-// OnAnswer has the store call f, from now on until stop is called, after
-// each of its calls that Redis answered with a reply (not an error) among
-// those that decide or count: decisions, TakeAll, refunds, the probe,
-// concurrency slots (not InFlight), and in sync and lease modes the syncs,
-// leases and give-backs it makes in the background. Calls sent together
-// to one primary are one answer. part is the Cluster primary the call
-// went to, as Part names it ("" when the client is not a Cluster's, or the
-// primary was not known). f must be fast and safe for concurrent use. The
-// failsafe store counts these answers rather than the store's decisions,
-// some of which are made without asking Redis (failsafe.Answerer); each
-// failsafe store wrapping this one listens, until it is closed.
+// OnAnswer has the store call f after each of its calls that Redis
+// answered with a reply (not an error), until stop is called. The calls
+// are those that decide or count: decisions, TakeAll, refunds, the probe,
+// concurrency slots (not InFlight), and the background syncs, leases and
+// give-backs of sync and lease modes. Calls sent together to one primary
+// are one answer. part is the call's Cluster primary, as Part names it. f
+// must be fast and safe for concurrent use. The failsafe store counts these
+// answers rather than decisions, some of which ask no server
+// (failsafe.NetworkStore).
 func (s *Store) OnAnswer(f func(part string)) (stop func()) {
 	l := &f
 	s.setListeners(func(ls []*func(string)) []*func(string) { return append(ls, l) })
@@ -165,13 +163,13 @@ func WithMinTTL(d time.Duration) Option {
 }
 
 // WithAutoPipeline says whether concurrent calls are coalesced (default
-// true): calls wait in a batch that goes in one round trip once it holds
-// half the waiting callers, or all the calls that can come before a reply,
-// as one script run that makes them in turn on a standalone or
-// Sentinel-managed server, as a pipeline on Cluster. Many callers then share
-// round trips and the server's per-command costs, which multiplies
-// throughput under load; a call alone goes straight to the server. Each
-// caller still waits no longer than its context allows.
+// true). Calls wait in a batch that goes in one round trip once it holds
+// half the waiting callers, or all the calls that can come before a reply.
+// A batch is one script run on a standalone or Sentinel-managed server, a
+// pipeline on Cluster. Many callers then share round trips and the
+// server's per-command costs, which multiplies throughput under load. A
+// call alone goes straight to the server. Each caller still waits no longer
+// than its context allows.
 func WithAutoPipeline(on bool) Option {
 	return optionFunc(func(c *config) { c.autoPipeline = on })
 }
@@ -216,7 +214,7 @@ func newStore(client redis.UniversalClient, owned bool, opts []Option) (*Store, 
 	if c.autoPipeline {
 		s.pipe = newPipes(client, s.answered)
 	}
-	var sopts []shared.Option
+	sopts := []shared.Option{shared.WithParts(s.Part)}
 	if c.noDenialCache {
 		sopts = append(sopts, shared.WithoutDenialCache())
 	}
@@ -364,15 +362,15 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 // TakeBy is Take bounded by deadline as well as by ctx (a zero deadline:
 // by ctx only). With the automatic pipeline on a client that honours
 // deadlines (ContextTimeoutEnabled, as Open sets), it costs less than a
-// context with that deadline: a call that waits for a batch sets no timer
-// of its own, since the batch's round trip ends by the latest deadline of
-// its calls. The failsafe store bounds its calls this way.
+// context with that deadline. A call that waits for a batch sets no timer
+// of its own: the batch's round trip ends by the latest deadline of its
+// calls. The failsafe store bounds its calls this way.
 //
 // The price of sparing the timer: a call waiting for a batch is bounded
 // only by round trips. A batch that also holds a call with no deadline at
-// all runs bounded by the client's read timeout alone, and so may then the
-// calls queued behind it; when some callers of one Store set no deadline,
-// TakeBy's bound is that read timeout. The failsafe store, which the
+// all runs bounded by the client's read timeout alone, and so may the
+// calls queued behind it. So when some callers of one Store set no
+// deadline, TakeBy's bound is that read timeout. The failsafe store, which the
 // gateway and the decision service use, bounds every call it makes.
 func (s *Store) TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
 	if s.shared.Decides(req) {
@@ -447,21 +445,23 @@ func (s *Store) refundExact(ctx context.Context, req ratekeeper.Request, d ratek
 	return nil
 }
 
-// Reset forgets key's state for l's algorithm: it deletes the key's Redis
-// key, and drops what this instance holds of it (in sync and lease modes
-// its local count, unsent counts and leased quota; in every mode its
-// denial cache), waiting first for a sync or lease of the key in flight.
+// Reset forgets key's state for l's algorithm. It deletes the key's Redis
+// key and drops what this instance holds of it: its denial cache and, in
+// sync and lease modes, its local count, unsent counts and leased quota. It
+// waits first for a sync or lease of the key in flight.
 //
-// Other instances sharing the store learn of the reset only through Redis:
-// until then each keeps what it holds. In exact mode that is the denial
-// cache: a key an instance refused stays refused there until the refusal's
-// retry-after has passed (WithDenialCache(false) turns it off). In sync
-// mode an instance decides from the count it last read, plus its own, until
-// its next sync (within one sync period), which adds its unsent count to
-// the fresh key and reads the key back. In lease mode an instance admits
-// from the quota it holds, which the deleted key no longer counts, until
-// that quota is used up or expires: the key may admit that much more than
-// its limit in the meantime.
+// Other instances sharing the store learn of the reset only through Redis;
+// until then each keeps what it holds:
+//
+//   - Exact mode: a key an instance refused stays refused in its denial
+//     cache until the refusal's retry-after has passed
+//     (WithDenialCache(false) turns it off).
+//   - Sync mode: an instance decides from the count it last read, plus its
+//     own, until its next sync (within one sync period). That sync adds its
+//     unsent count to the fresh key and reads the key back.
+//   - Lease mode: an instance admits from the quota it holds, which the
+//     deleted key no longer counts, until that quota is used up or expires.
+//     The key may admit that much more than its limit in the meantime.
 func (s *Store) Reset(ctx context.Context, key string, l ratekeeper.Limit) error {
 	k := s.Key(key, l.Algorithm)
 	if k == "" {

@@ -53,10 +53,10 @@ func WithMode(m Mode, syncPeriod time.Duration) Option {
 	return optionFunc(func(c *config) { c.mode, c.syncPeriod = m, syncPeriod })
 }
 
-// WithDenialCache says whether refusals are remembered (default true): a
-// key refused with retry-after R is then refused locally, for the same
-// cost, until R has passed or this store admits or refunds on the key,
-// without a call to Redis. Its answers are Redis's refusal with the
+// WithDenialCache says whether refusals are remembered (default true). A
+// key refused with retry-after R is then refused locally, without a call
+// to Redis, for the same cost. That lasts until R has passed or this store
+// admits or refunds on the key. Its answers are Redis's refusal with the
 // durations shortened by the time since, and Remaining as it was then
 // (never more than there is). Turn it off when something besides this
 // process's decisions can lower a key's count early (a reset by hand).
@@ -117,13 +117,6 @@ func (r remote) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 
 func (r remote) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper.Decision) error {
 	return r.s.refundExact(ctx, req, d)
-}
-
-var _ shared.Parted = remote{}
-
-// Part is the Cluster primary that holds key for l (shared.Parted).
-func (r remote) Part(key string, l ratekeeper.Limit) string {
-	return r.s.Part(ratekeeper.Request{Key: key, Limit: l})
 }
 
 func (r remote) Add(ctx context.Context, items []shared.Item) error {

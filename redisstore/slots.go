@@ -54,7 +54,7 @@ func (s *Store) slots(ctx context.Context, op string, req ratekeeper.SlotRequest
 // AcquireSlot drops key's expired leases and takes slot ID if fewer than
 // Max are held, in one script run, at Redis's clock unless req.Now is set.
 // When the call fails once sent (its context ended, the reply was lost),
-// Redis may still take the slot: the store then cancels it in the
+// Redis may still take the slot. The store then cancels it in the
 // background (see cancels), so that it does not stand unreleased for TTL.
 func (s *Store) AcquireSlot(ctx context.Context, req ratekeeper.SlotRequest) (ratekeeper.Decision, error) {
 	if err := ctx.Err(); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/failsafe"
 	"github.com/ratekeeper/ratekeeper/internal/server/metrics"
+	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
 // fallbackYAML has a limit of 2 per minute on k, and none at all on z
@@ -37,7 +38,7 @@ func fallbackService(t *testing.T, policy failsafe.Policy, opts ...Option) (*Ser
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := failsafe.New(failing{}, failsafe.WithPolicy(policy))
+	fs := failsafe.New(failing{}, failsafe.WithPolicy(policy), failsafe.WithLocalStore(memstore.New()))
 	t.Cleanup(func() { fs.Close() })
 	sm, err := NewMetrics(prometheus.NewRegistry(), nil)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/failsafe"
+	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/redisstore"
 	"github.com/ratekeeper/ratekeeper/tlsconfig"
 )
@@ -60,22 +61,22 @@ func openRedis(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.S
 		client.Close()
 		return nil, nil, err
 	}
-	fs := failsafe.New(rs,
+	opts := []failsafe.Option{
 		failsafe.WithTimeout(c.Timeout),
 		failsafe.WithPolicy(policy),
 		failsafe.WithInstances(c.Instances),
 		failsafe.WithLogger(logger),
-	)
+	}
+	if policy == failsafe.Local {
+		opts = append(opts, failsafe.WithLocalStore(memstore.New()))
+	}
+	fs := failsafe.New(rs, opts...)
 	return fs, closers{fs, rs, client}, nil
 }
 
-// The Redis store keeps a breaker per Cluster primary in failsafe, whose
-// counts of failures its answers reset (a primary that no longer matched
-// failsafe.Answerer would have its local decisions reset them again).
-var (
-	_ failsafe.Partitioned = (*redisstore.Store)(nil)
-	_ failsafe.Answerer    = (*redisstore.Store)(nil)
-)
+// The Redis store is watched through its servers by failsafe: a breaker
+// per Cluster primary, whose failure counts only Redis's answers reset.
+var _ failsafe.NetworkStore = (*redisstore.Store)(nil)
 
 // pingTimeout bounds the check at start that Redis answers.
 const pingTimeout = 2 * time.Second

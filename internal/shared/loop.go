@@ -117,21 +117,17 @@ func giveBack(l ratekeeper.Limit) bool {
 	return l.Algorithm == ratekeeper.FixedWindow || l.Algorithm == ratekeeper.SlidingWindow
 }
 
-// syncParts syncs es in one call bounded by timeout or, when the remote is
-// Parted, in one call per part at once. Unless wait, the loop does not
-// wait for the parts' calls (Close does): a part that does not answer
-// holds its own keys, busy until its call ends, and no other part's. The
-// loop's next turns sync the other parts' keys every period meanwhile;
-// waiting for every part held them all to the slowest, up to the timeout
-// per turn while a primary hung.
+// syncParts syncs es in one call bounded by timeout or, WithParts, in one
+// call per part at once. Unless wait, the loop does not wait for the
+// parts' calls (Close does). A part that does not answer holds its own
+// keys, busy until its call ends, and no other part's.
 func (s *Store) syncParts(es []*entry, timeout time.Duration, wait bool) {
 	run := func(es []*entry) {
 		ctx, cancel := context.WithTimeoutCause(context.Background(), timeout, ErrTimeout)
 		defer cancel()
 		s.syncEntries(ctx, es, 0) // each key at its own requests' instant, if they carry one
 	}
-	p, ok := s.remote.(Parted)
-	if !ok {
+	if s.part == nil {
 		run(es)
 		return
 	}
@@ -140,7 +136,7 @@ func (s *Store) syncParts(es []*entry, timeout time.Duration, wait bool) {
 		e.mu.Lock()
 		l := e.limit
 		e.mu.Unlock()
-		k := p.Part(e.key, l)
+		k := s.part(ratekeeper.Request{Key: e.key, Limit: l})
 		parts[k] = append(parts[k], e)
 	}
 	var wg sync.WaitGroup

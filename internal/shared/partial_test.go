@@ -98,12 +98,12 @@ func TestSyncItemsFailAlone(t *testing.T) {
 	})
 }
 
-// slowPart is a Parted remote whose part "a" (keys that begin with a)
+// slowPart is a remote whose part "a" (keys that begin with a)
 // answers a sync only after a second, as a dead Cluster primary does by
 // the loop's timeout.
 type slowPart struct{ *Model }
 
-func (slowPart) Part(key string, _ ratekeeper.Limit) string { return key[:1] }
+func (slowPart) Part(req ratekeeper.Request) string { return req.Key[:1] }
 
 func (p slowPart) Add(ctx context.Context, items []Item) error {
 	for _, it := range items {
@@ -119,14 +119,14 @@ func (p slowPart) Add(ctx context.Context, items []Item) error {
 	return p.Model.Add(ctx, items)
 }
 
-// The loop syncs each part of a Parted remote in a call of its own: the
+// The loop syncs each part of a remote WithParts in a call of its own: the
 // live part's keys are synced, and free, while the slow part's call is
 // still out. In one call, they waited out the slow part with it.
 func TestSyncByPart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		m := NewModel()
-		s := New(slowPart{m}, Sync, 100*time.Millisecond, WithoutLoop())
+		s := New(slowPart{m}, Sync, 100*time.Millisecond, WithoutLoop(), WithParts(slowPart{}.Part))
 		defer s.Close()
 		l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1000, Period: time.Hour}
 		// Each key is loaded on its own, twice counted locally: the counts

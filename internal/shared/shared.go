@@ -129,17 +129,6 @@ type Remote interface {
 	Lease(ctx context.Context, items []Item) error
 }
 
-// Parted is a Remote whose keys live on servers that fail apart (a Redis
-// Cluster's primaries). The loop then syncs each part's keys in a call of
-// their own, at once: one call for every key waited for the slowest
-// server, up to the loop's timeout while one was dead, and the live
-// servers' keys, busy meanwhile, held their decisions past the failsafe
-// store's timeout (the fault harness, cluster-kill-primary in sync mode).
-// Part names the part that holds key for limit l now ("" if not known).
-type Parted interface {
-	Part(key string, l ratekeeper.Limit) string
-}
-
 // Defaults.
 const (
 	DefaultPeriod = 100 * time.Millisecond
@@ -183,6 +172,8 @@ type Store struct {
 	// noLoop: no goroutine; the caller calls Flush every period, and an
 	// early sync runs in the decision that asks for it.
 	noLoop bool
+	// part names the servers that hold a request's key, or nil (WithParts).
+	part func(ratekeeper.Request) string
 
 	entries sync.Map // entryKey → *entry; read without a lock on every decision
 	nkeys   atomic.Int64
@@ -200,8 +191,8 @@ type Store struct {
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
-	// parts counts the loop's syncs of a Parted remote's parts still out
-	// (loop.go, syncParts).
+	// parts counts the loop's syncs of parts still out (loop.go,
+	// syncParts).
 	parts sync.WaitGroup
 
 	syncs, syncErrs, leases, leaseErrs, dropped, denials, locals atomic.Uint64
@@ -229,6 +220,14 @@ func WithClock(c ratekeeper.Clock) Option { return func(s *Store) { s.clock = c 
 // of its limit) runs within the decision that asks for it. It is how a
 // simulator on a virtual clock drives the store deterministically.
 func WithoutLoop() Option { return func(s *Store) { s.noLoop = true } }
+
+// WithParts says that the remote's keys live on servers that fail apart,
+// and part names the servers that hold a request's key ("" if not known).
+// The loop then syncs each part's keys in a call of their own, at once, so
+// that a dead server holds up only its own keys.
+func WithParts(part func(ratekeeper.Request) string) Option {
+	return func(s *Store) { s.part = part }
+}
 
 // New returns a Store deciding through remote in mode, syncing every period
 // (DefaultPeriod if zero or less) from a goroutine of its own, unless
