@@ -79,7 +79,7 @@ func load(t *testing.T, root string) []pkg {
 			t.Fatal(err)
 		}
 		name := short(p.ImportPath)
-		if strings.HasPrefix(name, "examples/") || name == "internal/redistest" || name == "internal/tlstest" || name == "gateway/internal/h1/h1test" || name == "internal/archmap" || name == "storetest" {
+		if strings.HasPrefix(name, "examples/") || name == "internal/redistest" || name == "internal/tlstest" || name == "internal/browsertest" || name == "gateway/internal/h1/h1test" || name == "internal/archmap" || name == "storetest" {
 			continue
 		}
 		pkgs = append(pkgs, p)
