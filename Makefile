@@ -14,7 +14,7 @@ test: test-deps
 	  cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -run . -timeout 10m ./...; fi
 
 test-deps:
-	@scripts/test-deps.sh curl:curl openssl:openssl
+	@scripts/test-deps.sh curl:curl openssl:openssl chromium:chromium chromedriver:chromium-driver
 
 build:
 	$(GO) build -buildvcs=auto -o bin/ratekeeper ./cmd/ratekeeper

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need and this machine lacks: redis-server and
-# redis-cli (Debian packages redis-server, redis-tools). Needs root or sudo;
-# without either it says so, and the Redis tests then skip (outside CI) or
-# fail (under CI=true).
+# redis-cli (Debian packages redis-server, redis-tools), and each argument
+# given as command:package (the Makefile passes curl, openssl, chromium and
+# chromedriver). Needs root or sudo; without either it says so, and the
+# tests that need them then skip (outside CI) or fail (under CI=true).
 set -euo pipefail
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)

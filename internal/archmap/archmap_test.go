@@ -90,7 +90,7 @@ func load(t *testing.T, root string) []pkg {
 // examples, the test helpers and this package.
 func excluded(name string) bool {
 	switch name {
-	case "internal/redistest", "internal/tlstest", "internal/server/tracing/tracetest", "gateway/internal/h1/h1test", "internal/archmap", "storetest":
+	case "internal/redistest", "internal/tlstest", "internal/browsertest", "internal/server/tracing/tracetest", "gateway/internal/h1/h1test", "internal/archmap", "storetest":
 		return true
 	}
 	return strings.HasPrefix(name, "examples/")

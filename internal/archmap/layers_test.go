@@ -25,7 +25,7 @@ var layers = []struct {
 	{"the rate limit fields", []string{"internal/ratefields"}},
 	{"the middleware", []string{"httplimit", "promlimit", "grpclimit"}},
 	{"the gateway's layers", []string{"gateway/internal/h1", "gateway/internal/upstream", "gateway/internal/fastpath", "gateway/internal/problem"}},
-	{"the servers' process", []string{"internal/server", "internal/server/metrics", "internal/server/watch", "internal/server/adminauth", "internal/server/buildinfo", "internal/server/tracing"}},
+	{"the servers' process", []string{"internal/server", "internal/server/metrics", "internal/server/watch", "internal/server/adminauth", "internal/server/buildinfo", "internal/server/tracing", "internal/server/dashboard"}},
 	{"the store a server opens", []string{"storeconfig", "internal/server/serverstore"}},
 	{"the charts", []string{"sim/chart"}},
 	{"the entry points", []string{"gateway", "rls", "sim", "cmd/ratekeeper"}},
