@@ -87,10 +87,11 @@ func load(t *testing.T, root string) []pkg {
 }
 
 // excluded reports whether the package named is left out of the map: the
-// examples, the test helpers and this package.
+// examples, the test helpers, the tests of how code reads, and this
+// package.
 func excluded(name string) bool {
 	switch name {
-	case "internal/redistest", "internal/tlstest", "internal/browsertest", "internal/server/tracing/tracetest", "gateway/internal/h1/h1test", "internal/archmap", "storetest":
+	case "internal/redistest", "internal/tlstest", "internal/browsertest", "internal/codecheck", "internal/server/tracing/tracetest", "gateway/internal/h1/h1test", "internal/archmap", "storetest":
 		return true
 	}
 	return strings.HasPrefix(name, "examples/")

@@ -81,9 +81,10 @@ func TestCommentSentencesAreShort(t *testing.T) {
 
 var (
 	codeSpan = regexp.MustCompile("`[^`]*`")
-	// A sentence ends at . ! ? or : followed by a space and a capital, an
-	// opening bracket or quote, or a list item.
-	sentenceEnd = regexp.MustCompile(`([.!?:])\s+([A-Z("'\-*]|\d+\.)`)
+	// A sentence ends at . ! ? or : (and a closing bracket or quote)
+	// followed by a space and a capital, an opening bracket or quote, or a
+	// list item.
+	sentenceEnd = regexp.MustCompile(`([.!?:]["')\]]?)\s+([A-Z("'\-*]|\d+\.)`)
 )
 
 // sentences splits a comment's text into sentences: its paragraphs, list

@@ -77,9 +77,9 @@ func Policy(l ratekeeper.Limit) (q int, w int64) {
 // Seconds is a decision's wait in whole seconds: rounded up after one
 // microsecond (the stores' tick) is taken off, and never negative. A
 // sliding window's place comes back a window and a microsecond after the
-// request that held it (its edge is inclusive), which is the window, not
-// a second more; a client that waits as long from the answer is never
-// early, since the answer leaves after the decision.
+// request that held it (its edge is inclusive): that is the window, not a
+// second more. A client that waits as long from the answer is never early,
+// since the answer leaves after the decision.
 func Seconds(d time.Duration) int64 {
 	return Ceil(d - time.Microsecond)
 }

@@ -259,10 +259,10 @@ func expectedName(t string) string {
 const maxRelocate = 1000
 
 // relocate finds the line that breaks the document when yaml.v3 reports
-// the start of the block it broke (an indentation error in a list is
-// "line 2: did not find expected '-' indicator" for a list that starts on
-// line 2): the first line after the longest start of the document that
-// parses. It returns line unchanged when that is no later.
+// the start of the block it broke. (An indentation error in a list that
+// starts on line 2 is "line 2: did not find expected '-' indicator".) It
+// is the first line after the longest start of the document that parses,
+// or line unchanged when that is no later.
 func relocate(data []byte, line int) int {
 	lines := strings.SplitAfter(string(data), "\n")
 	if len(lines) > maxRelocate {

@@ -341,9 +341,9 @@ func yamlKeys(t reflect.Type, keys []string) []string {
 }
 
 // KnownKeys reports the keys of mapping n, and of the mappings in it,
-// that struct type t does not have, as yaml.v3 reports unknown fields
-// (Decode names them and lists the valid ones): for a type with its own
-// UnmarshalYAML, whose n.Decode does not check them.
+// that struct type t does not have, as Decode reports unknown fields. It
+// is for a type with its own UnmarshalYAML, whose n.Decode does not check
+// them.
 func KnownKeys(n *yaml.Node, t reflect.Type) error {
 	var errs []string
 	unknownKeys(n, t, &errs, 0)
