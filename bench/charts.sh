@@ -146,8 +146,6 @@ if [[ -s results/tls.txt ]]; then
   tls -metric cpu-us/conn -xlabel "64 workers, one request per connection" -title "TLS at the edge: the proxy's CPU per new connection" \
     -ylabel "CPU µs per connection (lower is better)" -out "$img/bench-tls-handshakes-cpu.png"
   rm -f "$rounds"
-  upstream_chart results/tls.txt 9 "$img/bench-tls-upstream.png" \
-    "HTTP or HTTPS to the upstream, before the direct transport spoke TLS: CPU per request"
 fi
 
 if [[ -s results/tls-direct-upstream.txt ]]; then
