@@ -95,13 +95,17 @@ type SharedStats struct {
 	DenialHits uint64
 	// LocalDecisions counts decisions made without a call.
 	LocalDecisions uint64
+	// MaxLoopGap is the longest time between two turns of the loop that
+	// syncs and leases: its period unless the process was starved.
+	MaxLoopGap time.Duration
 }
 
 // SharedStats returns the counters of the store's local decisions.
 func (s *Store) SharedStats() SharedStats {
 	st := s.shared.Stats()
 	return SharedStats{Syncs: st.Syncs, SyncErrors: st.SyncErrors, Leases: st.Leases, LeaseErrors: st.LeaseErrors, GiveBacks: st.GiveBacks,
-		Dropped: st.Dropped, DenialHits: st.DenialHits, LocalDecisions: st.LocalDecisions}
+		Dropped: st.Dropped, DenialHits: st.DenialHits, LocalDecisions: st.LocalDecisions,
+		MaxLoopGap: time.Duration(st.MaxLoopGap) * time.Microsecond}
 }
 
 // Mode is the store's mode.
