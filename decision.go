@@ -178,8 +178,9 @@ type BoundRequest struct {
 
 // TakeAll decides reqs together on s: it reports true only if every request
 // is allowed, and then each has taken its cost. When one is refused, none
-// keeps anything. A BatchStore guarantees that atomically; other stores go
-// through TakeEach.
+// keeps anything, and each decision says what is left: an allowed one's
+// Remaining counts its cost as not taken. A BatchStore guarantees that
+// atomically; other stores go through TakeEach.
 func TakeAll(ctx context.Context, s Store, reqs []Request, out []Decision) (bool, error) {
 	if b, ok := s.(BatchStore); ok {
 		return b.TakeAll(ctx, reqs, out)
@@ -192,7 +193,8 @@ func TakeAll(ctx context.Context, s Store, reqs []Request, out []Decision) (bool
 // in order with take. When one is refused or fails, refund gives back what
 // those before it took. That is exact unless another client took from the
 // same keys in between. After a refusal, out holds what each later request
-// would see, asked at cost 0.
+// would see, asked at cost 0, and Untaken turns the earlier ones into what
+// is left.
 func TakeEach(ctx context.Context, reqs []Request, out []Decision,
 	take func(context.Context, Request) (Decision, error),
 	refund func(context.Context, Request, Decision) error) (bool, error) {
@@ -210,10 +212,23 @@ func TakeEach(ctx context.Context, reqs []Request, out []Decision,
 				out[j], _ = take(ctx, q)
 			}
 			refundAll(ctx, refund, reqs[:i], out[:i])
+			Untaken(reqs[:i], out[:i])
 			return false, nil
 		}
 	}
 	return true, nil
+}
+
+// Untaken turns the allowed decisions of a refused batch, which say what
+// taking would have left, into what is left: each one's cost is added back
+// to its Remaining, within its limit. A BatchStore that decides a refused
+// batch as if taking calls it before it returns.
+func Untaken(reqs []Request, out []Decision) {
+	for i := range reqs {
+		if out[i].Allowed && reqs[i].N > 0 {
+			out[i].Remaining = min(out[i].Remaining+reqs[i].N, out[i].Limit)
+		}
+	}
 }
 
 // refundAll gives back what the allowed decisions ds of reqs took.

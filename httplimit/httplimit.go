@@ -671,11 +671,15 @@ func (m *Middleware) refuseDelay(ctx context.Context, r *http.Request, v verdict
 }
 
 // giveBack refunds what the enforced rate rules took, and marks their
-// decisions refused, so that nothing is given back twice.
+// decisions refused, so that nothing is given back twice. Their results
+// then say what is left, as a refused batch's do.
 func (m *Middleware) giveBack(ctx context.Context, s *scratch) {
 	m.refundAll(ctx, s)
-	for k := range s.decs {
-		s.decs[k].Allowed = false
+	for j := range s.decs { // the rate rules: the first len(s.decs) of s.enforced
+		if i := s.enforced[j]; s.decs[j].Allowed {
+			s.results[i].Remaining = min(s.results[i].Remaining+s.reqs[j].N, s.results[i].Limit)
+		}
+		s.decs[j].Allowed = false
 	}
 }
 
@@ -761,12 +765,6 @@ func (m *Middleware) refused(ctx context.Context, r *http.Request, v verdict, s 
 	}
 	if !counted {
 		v.outcome = unavailable
-	}
-	// The other rules took nothing: show their state as it is.
-	for j, i := range s.enforced {
-		if s.results[i].Allowed {
-			s.results[i].Remaining = min(s.results[i].Remaining+s.reqs[j].N, s.results[i].Limit)
-		}
 	}
 	s.shadow = s.shadow[:0] // shadow rules are not asked about a refused request
 	msg := "rate limited"

@@ -430,6 +430,7 @@ func (s *Store) TakeAll(_ context.Context, reqs []ratekeeper.Request, out []rate
 		for j := len(undo) - 1; j >= 0; j-- {
 			undo[j].restore(&s.shards[s.shardIndex(undo[j].h)])
 		}
+		ratekeeper.Untaken(reqs, out)
 		return false, nil
 	}
 	if logs {

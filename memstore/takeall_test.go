@@ -77,6 +77,9 @@ func takeAllTimeline(t *testing.T, seed uint64) {
 			wantOK = wantOK && want[j].Allowed
 		}
 		ref.Close()
+		if !wantOK { // a refused batch took nothing: its decisions say what is left
+			ratekeeper.Untaken(reqs, want)
+		}
 
 		out := make([]ratekeeper.Decision, len(reqs))
 		ok, err := got.TakeAll(ctx, reqs, out)
@@ -94,5 +97,48 @@ func takeAllTimeline(t *testing.T, seed uint64) {
 		if ok {
 			passed = append(passed, step{reqs})
 		}
+	}
+}
+
+// After a refusal, a batch decided key by key (ratekeeper.TakeEach: the
+// later requests asked at cost 0) reads as the memory store's batch: every
+// Remaining is what is left. The later ones read their cost too high when
+// callers added it back to decisions that had taken nothing.
+func TestTakeEachReadsAsTakeAll(t *testing.T) {
+	l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 10, Period: time.Minute}
+	for _, refusedAt := range []int{0, 1, 2} {
+		batch := memstore.New(memstore.WithJanitorInterval(0))
+		each := memstore.New(memstore.WithJanitorInterval(0))
+		reqs := make([]ratekeeper.Request, 3)
+		for i := range reqs {
+			reqs[i] = ratekeeper.Request{Key: fmt.Sprint("k", i), Limit: l, N: 2, Now: storetest.Epoch}
+			// Each key has 4 taken; the refused one has 9.
+			used := 4
+			if i == refusedAt {
+				used = 9
+			}
+			for _, s := range []*memstore.Store{batch, each} {
+				if d, _ := s.Take(ctx, ratekeeper.Request{Key: reqs[i].Key, Limit: l, N: used, Now: storetest.Epoch}); !d.Allowed {
+					t.Fatal("setup refused")
+				}
+			}
+		}
+		got, want := make([]ratekeeper.Decision, 3), make([]ratekeeper.Decision, 3)
+		okB, _ := batch.TakeAll(ctx, reqs, want)
+		okE, _ := ratekeeper.TakeEach(ctx, reqs, got, each.Take, each.Refund)
+		if okB || okE {
+			t.Fatalf("refused at %d: TakeAll %v, TakeEach %v; want both false", refusedAt, okB, okE)
+		}
+		for i := range reqs {
+			left := 6
+			if i == refusedAt {
+				left = 1
+			}
+			if want[i].Remaining != left || got[i].Remaining != left {
+				t.Fatalf("refused at %d, request %d: Remaining %d by batch, %d key by key; want %d (nothing taken)", refusedAt, i, want[i].Remaining, got[i].Remaining, left)
+			}
+		}
+		batch.Close()
+		each.Close()
 	}
 }

@@ -62,7 +62,11 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ra
 	for i, req := range reqs {
 		out[i] = decision(req, v[8+decisionSize*i:8+decisionSize*(i+1)])
 	}
-	return float(v, 0) == 1, nil
+	all := float(v, 0) == 1
+	if !all {
+		ratekeeper.Untaken(reqs, out) // the script takes each, then gives back
+	}
+	return all, nil
 }
 
 // oneSlot reports whether every request's key is in one slot: always

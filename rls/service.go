@@ -678,24 +678,8 @@ func (s *Service) askEach(ctx context.Context, reqs []ratekeeper.Request, out []
 // takeAll takes reqs all or none, deciding each into out. When one is
 // refused, the allowed ones took nothing, and their Remaining says so.
 func (s *Service) takeAll(ctx context.Context, reqs []ratekeeper.Request, out []ratekeeper.Decision) error {
-	all, err := ratekeeper.TakeAll(ctx, s.store, reqs, out)
-	if err != nil {
+	if _, err := ratekeeper.TakeAll(ctx, s.store, reqs, out); err != nil {
 		return fmt.Errorf("store: %w", err)
-	}
-	if all {
-		return nil
-	}
-	// An allowed decision says what taking would have left. A BatchStore
-	// decides every request as if taking. ratekeeper.TakeAll's fallback
-	// does so for those before the first refusal, and asks the later ones
-	// without taking.
-	_, batched := s.store.(ratekeeper.BatchStore)
-	refused := false
-	for j := range out {
-		refused = refused || !out[j].Allowed
-		if out[j].Allowed && (batched || !refused) {
-			out[j].Remaining = min(out[j].Remaining+reqs[j].N, out[j].Limit)
-		}
 	}
 	return nil
 }

@@ -46,6 +46,13 @@ type fixture struct {
 
 func newFixture(t *testing.T, path string, opts ...Option) *fixture {
 	t.Helper()
+	return newFixtureWith(t, path, nil, opts...)
+}
+
+// newFixtureWith is newFixture with the service's store wrapped by wrap
+// (nil: the memory store itself).
+func newFixtureWith(t *testing.T, path string, wrap func(ratekeeper.Store) ratekeeper.Store, opts ...Option) *fixture {
+	t.Helper()
 	c, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +70,11 @@ func newFixture(t *testing.T, path string, opts ...Option) *fixture {
 		t.Fatal(err)
 	}
 	opts = append([]Option{WithMetrics(sm), WithClock(clk)}, opts...)
-	return &fixture{svc: NewService(ms, rules, opts...), clock: clk, store: ms, reg: reg}
+	var store ratekeeper.Store = ms
+	if wrap != nil {
+		store = wrap(ms)
+	}
+	return &fixture{svc: NewService(store, rules, opts...), clock: clk, store: ms, reg: reg}
 }
 
 func newFixtureYAML(t *testing.T, yaml string, opts ...Option) *fixture {
@@ -188,6 +199,40 @@ func TestAllOrNothing(t *testing.T) {
 	r = f.ask(t, "messaging", 0, desc("to_number", "3"))
 	if r.Statuses[0].LimitRemaining != 99 {
 		t.Fatalf("remaining %d after a refused request, want 99", r.Statuses[0].LimitRemaining)
+	}
+}
+
+// eachBatch is a BatchStore that decides batches key by key, as the Redis
+// store does across Cluster slots and in sync and lease mode.
+type eachBatch struct{ ratekeeper.Store }
+
+func (e eachBatch) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ratekeeper.Decision) (bool, error) {
+	return ratekeeper.TakeEach(ctx, reqs, out, e.Take, e.Refund)
+}
+
+// plain hides a store's batch.
+type plain struct{ ratekeeper.Store }
+
+// A refused all-or-nothing request reads the same on every kind of store:
+// the descriptor within its limit says what is left. On a batch store
+// decided key by key, it read its cost too high.
+func TestAllOrNothingReadsAlike(t *testing.T) {
+	for name, wrap := range map[string]func(ratekeeper.Store) ratekeeper.Store{
+		"batch":       nil,
+		"key by key":  func(s ratekeeper.Store) ratekeeper.Store { return plain{s} },
+		"batch, each": func(s ratekeeper.Store) ratekeeper.Store { return eachBatch{s} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixtureWith(t, "testdata/reference", wrap, WithAllOrNothing(true))
+			m := desc("message_type", "marketing", "to_number", "1")
+			for range 5 {
+				f.ask(t, "messaging", 0, m, desc("to_number", "1"))
+			}
+			r := f.ask(t, "messaging", 0, m, desc("to_number", "1"))
+			if codesOf(r) != "OVER_LIMIT OVER_LIMIT OK" || r.Statuses[1].LimitRemaining != 95 {
+				t.Fatalf("%s, remaining %d; want OVER_LIMIT OVER_LIMIT OK, 95", codesOf(r), r.Statuses[1].LimitRemaining)
+			}
+		})
 	}
 }
 
