@@ -1,9 +1,10 @@
 // Command gubernator runs one gubernator node (github.com/gubernator-io/gubernator,
-// built from its Go module) so that bench/run-rls.sh can load it side by
-// side with ratekeeper serve and Envoy's reference service. It is a single
-// node without peers: discovery is off and the node owns every key, so each
-// decision is made in its own memory (gubernator keeps its counts there; it
-// has no shared store), with its default cache and worker settings.
+// built from its Go module). It lets bench/run-rls.sh load gubernator side
+// by side with ratekeeper serve and Envoy's reference service. It is a
+// single node without peers: discovery is off and the node owns every key.
+// So each decision is made in its own memory, where gubernator keeps its
+// counts (it has no shared store). The node runs with its default cache and
+// worker settings.
 package main
 
 import (

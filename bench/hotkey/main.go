@@ -1,9 +1,10 @@
-// Command hotkey measures the shared modes on one hot global key: several
+// Command hotkey measures the shared modes on one hot global key. Several
 // OS processes, each with many callers, take from one key of one Redis
-// server as fast as they can, and it reports decisions per second, the
-// latency percentiles, Redis commands and Redis CPU per decision, and how
-// far the admissions went past (sync) or fell short of (lease) the limit in
-// each window. bench/run-hotkey.sh runs it for every mode and sync period.
+// server as fast as they can. It reports decisions per second, the latency
+// percentiles, and Redis commands and Redis CPU per decision. It also
+// reports how far the admissions went past (sync) or fell short of (lease)
+// the limit in each window. The script bench/run-hotkey.sh runs it for every
+// mode and sync period.
 //
 //	hotkey -redis URL -mode lease -period 100ms [-processes 3 -callers 64 -duration 5s]
 package main

@@ -19,19 +19,23 @@ import (
 )
 
 // The lean client speaks gRPC over h2c with golang.org/x/net/http2's
-// Framer and hpack, standing in for Envoy's C++ client: a call is one
+// Framer and hpack. It stands in for Envoy's C++ client. A call is one
 // HEADERS frame of pre-encoded, indexed fields and one DATA frame of a
-// request message encoded once per key, on a connection shared by many
-// concurrent streams. Each connection has a writer goroutine, which writes
-// the frames queued by the callers and flushes when the queue stays empty
-// (so that, as in Envoy's event loop, the calls that are ready together
-// share a write system call), and a reader goroutine, which answers
-// SETTINGS and PING, returns flow-control credit, and hands each stream's
-// response to its caller; the caller checks the :status, the grpc-status of
-// the trailers and the message. What it does not do: compression, TLS,
-// deadlines (grpc-timeout), server push, or responses larger than its
-// stream window (1 MiB). A call whose context ends closes its connection
-// (the load generator's contexts end only when a service stops answering).
+// request message encoded once per key. Many concurrent streams share a
+// connection.
+//
+// Each connection has a writer goroutine and a reader goroutine. The writer
+// writes the frames queued by the callers and flushes when the queue stays
+// empty. So, as in Envoy's event loop, the calls that are ready together
+// share a write system call. The reader answers SETTINGS and PING, returns
+// flow-control credit, and hands each stream's response to its caller. The
+// caller checks the :status, the grpc-status of the trailers and the
+// message.
+//
+// What it does not do: compression, TLS, deadlines (grpc-timeout), server
+// push, or responses larger than its stream window (1 MiB). A call whose
+// context ends closes its connection. The load generator's contexts end
+// only when a service stops answering.
 
 const (
 	// leanStreamWindow is the window the lean client gives each stream

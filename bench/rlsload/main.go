@@ -1,7 +1,7 @@
 // Command rlsload drives a rate limit service that speaks Envoy's gRPC API
-// (envoy.service.ratelimit.v3) with concurrent callers and prints, in the Go
-// benchmark format that benchstat reads, the decisions per second and the
-// p50 and p99 latencies of each configuration:
+// (envoy.service.ratelimit.v3) with concurrent callers. It prints the
+// decisions per second and the p50 and p99 latencies of each configuration,
+// in the Go benchmark format that benchstat reads:
 //
 //	BenchmarkRLS/alg=fixed_window/keys=1/callers=64/impl=ratekeeper  N  ns/op  decisions/s  p50-µs  p99-µs
 //
@@ -12,10 +12,10 @@
 // -keys distinct values.
 //
 // With -client lean (the default) the calls go over a lean gRPC client of
-// its own (lean.go: HTTP/2 frames written and read with
-// golang.org/x/net/http2 and hpack, pre-encoded headers and messages),
-// which spends a fraction of grpc-go's CPU per call and so stands in for
-// Envoy's C++ client; -client grpc uses grpc-go's client as before.
+// its own (lean.go). It writes and reads HTTP/2 frames with
+// golang.org/x/net/http2 and hpack, from pre-encoded headers and messages.
+// It spends a fraction of grpc-go's CPU per call, so it stands in for
+// Envoy's C++ client. With -client grpc the calls use grpc-go's client.
 package main
 
 import (
@@ -162,19 +162,21 @@ type result struct {
 }
 
 // run has callers goroutines call ShouldRateLimit until d has passed or
-// maxCalls calls were made (0: no bound but d), and waits for the calls in
+// maxCalls calls were made (0: no bound but d). It waits for the calls in
 // flight at that moment, so that none of them runs into the next
 // configuration. The rate is the calls answered within the window over its
-// length, the concurrency being full all along it; the latencies are those
-// of every call started within it, the late ones included, since leaving
-// them out would favour the short calls. Each call is bounded by
-// callTimeout past the window (one context for the run: a context and timer
-// per call would be the load generator's cost, not the service's). The
-// context is cancelled then rather than given a deadline: gRPC would send
-// the time left as a grpc-timeout header, different on every call, which
-// neither side's HPACK table can index (encoding and decoding it cost both
-// sides CPU) and for which the service arms a timer per call. Envoy sends
-// its fixed timeout, which HPACK indexes after the first call.
+// length; the concurrency is full all along it. The latencies are those of
+// every call started within the window, the late ones included. Leaving
+// them out would favour the short calls.
+//
+// Each call is bounded by callTimeout past the window. One context serves
+// the whole run: a context and timer per call would be the load generator's
+// cost, not the service's. The context is cancelled then rather than given
+// a deadline. With a deadline, gRPC would send the time left as a
+// grpc-timeout header, different on every call. Neither side's HPACK table
+// can index it, so encoding and decoding it cost both sides CPU. The
+// service would also arm a timer per call for it. Envoy sends its fixed
+// timeout, which HPACK indexes after the first call.
 func run(call caller, callers int, d time.Duration, maxCalls int) result {
 	var (
 		stop atomic.Bool

@@ -2,8 +2,8 @@
 // service, without the gateway: one limit keyed by API key on one route,
 // and a rules file's limits around the whole mux.
 //
-// The rules file's per-ip limit covers every route, /v1/search included, so
-// it is larger than the search limit it wraps: four searches (the fourth
+// The rules file's per-ip limit covers every route, /v1/search included.
+// So it is larger than the search limit it wraps. Four searches (the fourth
 // refused by search-per-key) leave room for the requests after them.
 //
 //	go run ./examples/httplimit

@@ -2,10 +2,10 @@
 // net/http, no limits, no header handling. Each client connection gets its
 // own upstream connection, and each request's head is copied line by line
 // and its body by Content-Length, then the response the same way back. It
-// is not a proxy anyone should run (no chunked bodies, no X-Forwarded-For,
-// no timeouts); it is the benchmark's floor: what any Go proxy pays on this
+// is not a proxy anyone should run: no chunked bodies, no X-Forwarded-For,
+// no timeouts. It is the benchmark's floor: what any Go proxy pays on this
 // machine for the goroutines, the netpoller and the four system calls of a
-// proxied request, against which nginx and the gateway are read.
+// proxied request. The figures of nginx and the gateway are read against it.
 package main
 
 import (

@@ -4,14 +4,16 @@
 // It reports connections per second and the latency of each (dial to last
 // byte).
 //
-// Every handshake is a full one (the server signs with its certificate's
-// key) unless -resume, which keeps a session cache so that a connection
-// resumes an earlier one's session: in TLS 1.3 a PSK with a fresh key
-// exchange, no certificate and no signature. wrk always resumes (it keeps
-// its session across reconnects), so its "Connection: close" runs measure
-// only the second kind. The client offers X25519 alone, as OpenSSL 3.0's
-// clients do (Go's default would offer X25519MLKEM768 first, which a Go
-// server takes and nginx on OpenSSL 3.0 cannot), and "http/1.1" by ALPN.
+// Every handshake is a full one, where the server signs with its
+// certificate's key, unless -resume. With -resume a session cache lets a
+// connection resume an earlier one's session: in TLS 1.3 a PSK with a fresh
+// key exchange, no certificate and no signature. Runs of wrk with
+// "Connection: close" measure only this second kind: wrk always resumes,
+// keeping its session across reconnects.
+//
+// The client offers X25519 alone, as OpenSSL 3.0's clients do, and
+// "http/1.1" by ALPN. Go's default would offer X25519MLKEM768 first, which
+// a Go server takes and nginx on OpenSSL 3.0 cannot.
 // Like wrk it leaves the certificate chain unchecked: on a shared machine
 // the client's work is taken from the servers'.
 package main

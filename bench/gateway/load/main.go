@@ -1,7 +1,8 @@
 // Command load sends requests at a fixed rate over a fixed number of
-// connections and reports latency percentiles. wrk runs closed-loop at full
-// speed, where a saturated proxy's latency is only its queue; at a fixed rate
-// below saturation the difference between contenders is what each adds.
+// connections and reports latency percentiles. By contrast, wrk runs
+// closed-loop at full speed, where a saturated proxy's latency is only its
+// queue. At a fixed rate below saturation, the difference between
+// contenders is what each adds.
 // Latency is measured from each request's scheduled send time, so a stall
 // counts against the contender (no coordinated omission).
 package main

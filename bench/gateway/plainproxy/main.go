@@ -1,7 +1,7 @@
-// Command plainproxy is httputil.ReverseProxy with nothing in front, set up
-// as the gateway sets up its own (same transport settings): the benchmark's
-// measure of what Go's reverse proxy costs by itself, so that the figures
-// separate the limiter's cost from the proxy's.
+// Command plainproxy is httputil.ReverseProxy with nothing in front. It is
+// set up as the gateway sets up its own, with the same transport settings.
+// It is the benchmark's measure of what Go's reverse proxy costs by itself,
+// so that the figures separate the limiter's cost from the proxy's.
 package main
 
 import (
