@@ -41,17 +41,21 @@ type record struct {
 	decided   bool
 	rules     []string
 	refusedBy string
+	key       string // the refusing rule's key as the admin shows it
 }
 
 type recordKey struct{}
 
-// decided is the middleware's WithDecided hook: it copies the decision into
-// the request's record, if the access log gave it one.
-func decided(r *http.Request, d httplimit.Decided) {
+// logDecision copies the decision into the request's record, if the access
+// log gave it one.
+func logDecision(r *http.Request, d httplimit.Decided) {
 	if rec, ok := r.Context().Value(recordKey{}).(*record); ok {
 		rec.decided = true
 		rec.rules = append(rec.rules[:0], d.Rules...)
 		rec.refusedBy = d.RefusedBy
+		if rl := d.Refused.Rule; rl != nil {
+			rec.key = rl.DisplayKey(d.Refused.Key)
+		}
 	}
 }
 
@@ -80,6 +84,7 @@ func (a *accessLog) handler(next http.Handler, clientIP func(*http.Request) stri
 			slog.Int("status", status),
 			slog.Any("rules", rules),
 			slog.String("refused_by", rec.refusedBy),
+			slog.String("key", rec.key),
 			slog.Float64("duration", time.Since(start).Seconds()),
 		)
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/problem"
 	"github.com/ratekeeper/ratekeeper/internal/server/adminauth"
+	"github.com/ratekeeper/ratekeeper/internal/server/dashboard"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
 
@@ -26,7 +27,9 @@ import (
 //     the state of the counter that rule keeps for the request described.
 //     It takes nothing.
 //   - POST /v1/rules/{rule}/reset?...: forget that counter (admin.reset and
-//     the bearer token only).
+//     the bearer token only);
+//   - GET /v1/top, GET /v1/status and the page at /ui/: who is limited
+//     (top.go).
 //
 // The request is described rather than its key given, so that the rule's
 // own key function builds the key, exactly as for a real request.
@@ -52,6 +55,13 @@ func (g *Gateway) adminHandler() http.Handler {
 		}
 	}
 	mux := http.NewServeMux()
+	dash := g.dashboard(func(w http.ResponseWriter, r *http.Request) bool {
+		cfg := g.cfg.Load()
+		return !cfg.Admin.ProtectReads || guard.Authorize(w, r, cfg.adminToken)
+	})
+	for _, p := range []string{"GET /ui", "GET /ui/", "GET " + dashboard.StatusPath, "GET " + dashboard.TopPath} {
+		mux.Handle(p, dash)
+	}
 	mux.HandleFunc("GET /v1/rules", read(g.adminRules))
 	mux.HandleFunc("GET /v1/rules/{rule}/state", read(g.adminState))
 	mux.HandleFunc("POST /v1/rules/{rule}/reset", func(w http.ResponseWriter, r *http.Request) {

@@ -27,6 +27,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/internal/server"
 	"github.com/ratekeeper/ratekeeper/internal/server/metrics"
 	"github.com/ratekeeper/ratekeeper/internal/server/serverstore"
+	"github.com/ratekeeper/ratekeeper/internal/topk"
 	"github.com/ratekeeper/ratekeeper/rules"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
 	"github.com/ratekeeper/ratekeeper/tlsconfig"
@@ -59,6 +60,11 @@ type Gateway struct {
 	// settings bound clients and the upstream; read at start.
 	settings settings
 	headers  atomic.Pointer[ruleHeaders] // the headers the rules read
+
+	// top counts each rule's refused and near-limit keys (GET /v1/top);
+	// accessLog is whether the access log is on (read at start).
+	top       *topk.Board
+	accessLog bool
 
 	cfg  atomic.Pointer[Config] // the config being served
 	file startFields            // the file's start-only fields as last read; reloads only
@@ -106,7 +112,7 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 	if cfg.Upstream == "" {
 		return nil, &rules.Error{File: path, Field: "upstream", Err: errors.New("is missing: the URL of the API to protect, or builtin:demo")}
 	}
-	g := &Gateway{path: path, proc: proc, logger: proc.Logger, metrics: proc.Metrics, file: file, settings: settingsOf(cfg)}
+	g := &Gateway{path: path, proc: proc, logger: proc.Logger, metrics: proc.Metrics, file: file, settings: settingsOf(cfg), top: topk.NewBoard(topKeys)}
 	g.cfg.Store(cfg)
 	store, err := proc.OpenStore(ctx, serverstore.Opener(cfg.Store))
 	if err != nil {
@@ -116,11 +122,9 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 		proc.Close()
 		return nil, err
 	}
-	mwOpts := []httplimit.Option{httplimit.WithLogger(g.logger), httplimit.WithMetrics(g.metrics)}
 	al := newAccessLog(cfg.AccessLog, cmp.Or[io.Writer](o.AccessLog, os.Stdout))
-	if al != nil {
-		mwOpts = append(mwOpts, httplimit.WithDecided(decided))
-	}
+	g.accessLog = al != nil
+	mwOpts := []httplimit.Option{httplimit.WithLogger(g.logger), httplimit.WithMetrics(g.metrics), httplimit.WithDecided(g.decided)}
 	g.mw, err = httplimit.New(store, set, mwOpts...)
 	if err != nil {
 		proc.Close()
@@ -560,6 +564,11 @@ func (g *Gateway) reload() (int, []any, error) {
 	cfg.AccessLog = old.AccessLog
 	g.mw.SetRules(set)
 	g.cfg.Store(cfg)
+	keep := map[string]bool{}
+	for _, rl := range set.Rules {
+		keep[rl.Name] = true
+	}
+	g.top.Forget(keep)
 	return len(set.Rules), []any{"rules", len(set.Rules)}, nil
 }
 

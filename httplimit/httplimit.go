@@ -110,6 +110,13 @@ type Decided struct {
 	// it was admitted. A refusal because the store is unavailable names
 	// the rule reported in the headers.
 	RefusedBy string
+	// Refused is that rule and the request's key under it; zero when the
+	// request was admitted or refused by the access list.
+	Refused rules.Match
+	// Near are the enforced rules that admitted the request with at most a
+	// tenth of their limit left, with their keys. The slice is the
+	// middleware's: valid only during the call.
+	Near []rules.Match
 }
 
 // WithDecided calls f after each request the middleware decided, before
@@ -301,9 +308,10 @@ type scratch struct {
 	shadow   []int
 	results  []ratekeeper.Decision // per match, for headers
 	keyBuf   []byte
-	hb       []byte   // header values are built here
-	names    []string // the matched rules' names, for WithDecided
-	conc     []int    // indexes into matches of concurrency rules
+	hb       []byte        // header values are built here
+	names    []string      // the matched rules' names, for WithDecided
+	near     []rules.Match // the rules near their limit, for WithDecided
+	conc     []int         // indexes into matches of concurrency rules
 	permits  []*ratekeeper.Permit
 }
 
@@ -485,12 +493,28 @@ func (m *Middleware) report(r *http.Request, v verdict, s *scratch) {
 		d.RefusedBy = "access"
 	case refuse, unavailable, badCost:
 		if len(s.matches) > 0 {
-			d.RefusedBy = s.matches[v.worst].Rule.Name
+			d.Refused = s.matches[v.worst]
+			d.RefusedBy = d.Refused.Rule.Name
 		}
+	default:
+		d.Near = s.nearLimit()
 	}
 	m.decided(r, d)
 	clear(d.Rules)
 	s.names = d.Rules[:0]
+	clear(s.near)
+	s.near = s.near[:0]
+}
+
+// nearLimit returns the enforced rules whose decisions admitted the
+// request with at most a tenth of their limit left.
+func (s *scratch) nearLimit() []rules.Match {
+	for _, i := range s.enforced {
+		if d := &s.results[i]; d.Allowed && d.Limit > 0 && d.Remaining*10 <= d.Limit {
+			s.near = append(s.near, s.matches[i])
+		}
+	}
+	return s.near
 }
 
 // hold waits out a queued request's delay. When the client leaves first it

@@ -96,6 +96,9 @@ type RuleConfig struct {
 	Tiers TiersConfig `yaml:"tiers"`
 	// Refused shapes the answer to a request the rule refuses.
 	Refused RefusedConfig `yaml:"refused"`
+	// ShowKey shows header values in the admin's lists of limited clients
+	// as they are, not as fingerprints.
+	ShowKey bool `yaml:"show_key"`
 }
 
 // List is a list of strings that a file may write as its one item when

@@ -203,6 +203,42 @@ func keyPrefix(name string, l ratekeeper.Limit) string {
 // its limit.
 func (rl *Rule) KeyPrefix() string { return rl.prefix }
 
+// DisplayKey is key, one of the rule's keys, as the admin shows it: its
+// parts joined by '|', an IP as the masked address, a header value as a
+// fingerprint unless the rule has show_key. A fingerprint is stable across
+// gateways and restarts, and gives an API key no one can use.
+func (rl *Rule) DisplayKey(key string) string {
+	rest, ok := strings.CutPrefix(key, rl.Name+":")
+	switch {
+	case !ok:
+		return Fingerprint(key)
+	case strings.HasPrefix(rest, "cc:"): // a concurrency rule's
+		rest = rest[3:]
+	case len(rest) >= 9 && rest[8] == ':': // the limit's hash: the rule's, an override's or a tier's
+		rest = rest[9:]
+	}
+	if !strings.Contains(rest, "h=") {
+		return rest
+	}
+	parts := strings.Split(rest, "|")
+	for i, p := range parts {
+		if v, ok := strings.CutPrefix(p, "h="); ok {
+			parts[i] = v // as the key holds it: hashed if long or with '|' or braces
+			if !rl.Config.ShowKey {
+				parts[i] = Fingerprint(v)
+			}
+		}
+	}
+	return strings.Join(parts, "|")
+}
+
+// Fingerprint is v hashed for display: "fp:" and 12 hex digits of its
+// SHA-256.
+func Fingerprint(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return "fp:" + hex.EncodeToString(sum[:6])
+}
+
 // Describe says in one line what the rule does.
 func (rl *Rule) Describe() string {
 	var b strings.Builder

@@ -55,6 +55,22 @@ type Process struct {
 	closeOnce sync.Once
 	mu        sync.Mutex // serialises reloads
 	ready     atomic.Bool
+	last      atomic.Pointer[LoadResult]
+}
+
+// LoadResult is the outcome of a load of the configuration.
+type LoadResult struct {
+	At  time.Time
+	Err error // nil: it serves
+}
+
+// LastLoad is the outcome of the configuration's last load: the first, or
+// the last reload. Its At is zero before the first.
+func (p *Process) LastLoad() LoadResult {
+	if r := p.last.Load(); r != nil {
+		return *r
+	}
+	return LoadResult{}
 }
 
 // New starts watching the configuration at path (a file or a directory of
@@ -111,7 +127,10 @@ func (p *Process) Close() error {
 }
 
 // Loaded records the first configuration, of n rules.
-func (p *Process) Loaded(n int) { p.Metrics.Loaded(n) }
+func (p *Process) Loaded(n int) {
+	p.Metrics.Loaded(n)
+	p.last.Store(&LoadResult{At: time.Now()})
+}
 
 // Reload calls load, which reads and applies the configuration and
 // returns how many rules it now serves and what to log about them. It logs
@@ -123,6 +142,7 @@ func (p *Process) Reload(load func() (rules int, attrs []any, err error)) error 
 	defer p.mu.Unlock()
 	p.watcher.Loaded()
 	n, attrs, err := load()
+	p.last.Store(&LoadResult{At: time.Now(), Err: err})
 	if err != nil {
 		p.Metrics.Reload(false, 0)
 		p.Logger.Error("config reload failed; the previous rules keep serving", "config", p.path, "err", err)
