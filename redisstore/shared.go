@@ -95,9 +95,10 @@ type SharedStats struct {
 	DenialHits uint64
 	// LocalDecisions counts decisions made without a call.
 	LocalDecisions uint64
-	// MaxLoopGap is the longest time between two turns of the loop that
-	// syncs and leases: its period unless the process was starved.
-	MaxLoopGap time.Duration
+	// MaxUnsent is the longest an admitted request waited to be sent to
+	// Redis (sync mode): about the sync period, unless the process was
+	// starved or Redis slow. Sync mode's over-admission grows with it.
+	MaxUnsent time.Duration
 }
 
 // SharedStats returns the counters of the store's local decisions.
@@ -105,7 +106,7 @@ func (s *Store) SharedStats() SharedStats {
 	st := s.shared.Stats()
 	return SharedStats{Syncs: st.Syncs, SyncErrors: st.SyncErrors, Leases: st.Leases, LeaseErrors: st.LeaseErrors, GiveBacks: st.GiveBacks,
 		Dropped: st.Dropped, DenialHits: st.DenialHits, LocalDecisions: st.LocalDecisions,
-		MaxLoopGap: time.Duration(st.MaxLoopGap) * time.Microsecond}
+		MaxUnsent: time.Duration(st.MaxUnsent) * time.Microsecond}
 }
 
 // Mode is the store's mode.

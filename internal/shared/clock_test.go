@@ -68,3 +68,29 @@ func TestEstimateNeverGoesBack(t *testing.T) {
 		}
 	}
 }
+
+// The estimate keeps the offset of the answer with the shortest round trip:
+// a slow answer's offset is off by up to half its round trip. An answer
+// that cannot agree with it means the remote's clock changed; an old one
+// gives way to any.
+func TestLearnKeepsTheShortestRoundTrip(t *testing.T) {
+	s := New(NewModel(), Sync, time.Second, WithoutLoop())
+	defer s.Close()
+	s.learn(0, 10, 5) // offset 0, ±5 µs
+	for _, c := range []struct {
+		name              string
+		sent, recv, stamp int64
+		want              int64
+	}{
+		{"a slow answer, stamped late in its round trip", 100, 300, 290, 0},
+		{"a slow answer, stamped early", 400, 600, 410, 0},
+		{"the remote's clock moved by a minute", 700, 900, 800 + 60e6, 60e6},
+		{"a faster answer", 1000, 1004, 1002 + 60e6 + 1, 60e6 + 1},
+		{"after clockAge, any answer", 1000 + clockAge.Microseconds() + 1, 1000 + clockAge.Microseconds() + 201, 1000 + clockAge.Microseconds() + 101 + 60e6 + 90, 60e6 + 90},
+	} {
+		s.learn(c.sent, c.recv, c.stamp)
+		if got := s.offset.Load(); got != c.want {
+			t.Fatalf("%s: offset %d, want %d", c.name, got, c.want)
+		}
+	}
+}

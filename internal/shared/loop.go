@@ -14,7 +14,6 @@ func (s *Store) loop() {
 	defer close(s.done)
 	t := time.NewTicker(s.period)
 	defer t.Stop()
-	last := s.localMicros()
 	for {
 		select {
 		case <-s.stop:
@@ -24,11 +23,6 @@ func (s *Store) loop() {
 		case <-t.C:
 		case <-s.kick:
 		}
-		// A loop that does not keep its period (a starved process) widens
-		// sync mode's bound on over-admission: Stats reports it.
-		now := s.localMicros()
-		s.maxGap.Store(max(s.maxGap.Load(), now-last))
-		last = now
 		s.flush(false)
 	}
 }

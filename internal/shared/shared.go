@@ -155,7 +155,7 @@ type Stats struct {
 	DenialHits     uint64 // refusals answered by the denial cache
 	LocalDecisions uint64 // decisions made without a remote call
 	MaxRoundTrip   int64  // the slowest answered call to the remote, µs
-	MaxLoopGap     int64  // the longest time between two turns of the sync loop, µs
+	MaxUnsent      int64  // the longest an admitted count waited to be sent (sync mode), µs
 }
 
 // Store decides through a Remote in one of the modes. It is a
@@ -198,7 +198,10 @@ type Store struct {
 	syncs, syncErrs, leases, leaseErrs, dropped, denials, locals atomic.Uint64
 	givebacks                                                    atomic.Uint64
 	maxRTT                                                       atomic.Int64
-	maxGap                                                       atomic.Int64 // written by the loop alone
+	maxUnsent                                                    atomic.Int64
+
+	clockMu sync.Mutex
+	best    clockSample // the answer whose offset the estimate uses
 }
 
 type entryKey struct {
@@ -252,7 +255,7 @@ func New(remote Remote, mode Mode, period time.Duration, opts ...Option) *Store 
 func (s *Store) Stats() Stats {
 	return Stats{Syncs: s.syncs.Load(), SyncErrors: s.syncErrs.Load(), Leases: s.leases.Load(), LeaseErrors: s.leaseErrs.Load(), GiveBacks: s.givebacks.Load(),
 		Dropped: s.dropped.Load(), DenialHits: s.denials.Load(), LocalDecisions: s.locals.Load(), MaxRoundTrip: s.maxRTT.Load(),
-		MaxLoopGap: s.maxGap.Load()}
+		MaxUnsent: s.maxUnsent.Load()}
 }
 
 // Mode is the store's mode.
@@ -348,10 +351,35 @@ func (s *Store) now() int64 {
 // the error of an offset learned from it.
 func (s *Store) maxBack() int64 { return max(s.period, time.Second).Microseconds() }
 
+// clockAge is how long the offset of one answer is kept when no answer
+// with a shorter round trip comes: clocks drift apart slowly.
+const clockAge = 10 * time.Second
+
+// clockSample is the offset one answer gave, its round trip (twice the
+// offset's error, at most) and its local instant, µs.
+type clockSample struct{ offset, rtt, at int64 }
+
 // learn updates the clock offset from an answer sent at local instant sent
-// and received at recv, stamped remote by the remote.
+// and received at recv, stamped remote by the remote. It keeps the offset
+// of the answer with the shortest round trip of the last clockAge: under
+// load a call waits on either side of the stamp, and its offset is off by
+// up to half its round trip. An answer whose offset cannot agree with the
+// kept one (further apart than their errors allow) means the remote's
+// clock changed: its offset is taken.
 func (s *Store) learn(sent, recv, remote int64) {
-	s.offset.Store(remote - (sent+recv)/2)
+	smp := clockSample{offset: remote - (sent+recv)/2, rtt: recv - sent, at: recv}
+	s.clockMu.Lock()
+	defer s.clockMu.Unlock()
+	b := s.best
+	apart := smp.offset - b.offset
+	if apart < 0 {
+		apart = -apart
+	}
+	const slack = 1000 // µs: the stamps' rounding and drift
+	if !s.learned.Load() || smp.rtt <= b.rtt || recv-b.at > clockAge.Microseconds() || apart > (smp.rtt+b.rtt)/2+slack {
+		s.best = smp
+		s.offset.Store(smp.offset)
+	}
 	s.learned.Store(true)
 }
 

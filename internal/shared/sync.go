@@ -101,7 +101,7 @@ func (s *Store) decideSync(e *entry, req ratekeeper.Request) ratekeeper.Decision
 		// Sent at an instant of the window it counted in: a state ahead
 		// of now counts it in its own window, which Redis would not if
 		// told now.
-		e.addPending(e.countedAt(r.At), n)
+		e.addPending(e.countedAt(r.At), n, s.localMicros())
 		early = e.pending() >= max(1, int64(req.Limit.Capacity())/8)
 	}
 	e.touched, e.local = true, true
@@ -114,20 +114,25 @@ func (s *Store) decideSync(e *entry, req ratekeeper.Request) ratekeeper.Decision
 	return algo.Decision(r)
 }
 
-// delta is a count admitted at instant at (remote µs) not yet sent.
-type delta struct{ at, n int64 }
+// delta is a count admitted at instant at (remote µs) not yet sent, since
+// local µs since (its first admission's; 0 for a refund).
+type delta struct{ at, n, since int64 }
 
 // addPending records n admitted at at, merged with the last record when
 // the remote counts both as one: in the same window, or for a bucket as
 // algo.MergeAdds says.
-func (e *entry) addPending(at, n int64) {
+func (e *entry) addPending(at, n, since int64) {
 	if k := len(e.pend) - 1; k >= 0 {
 		if at, ok := e.merge(e.pend[k], at, n); ok {
-			e.pend[k] = delta{at, e.pend[k].n + n}
+			d := &e.pend[k]
+			d.at, d.n = at, d.n+n
+			if d.since == 0 {
+				d.since = since
+			}
 			return
 		}
 	}
-	e.pend = append(e.pend, delta{at, n})
+	e.pend = append(e.pend, delta{at, n, since})
 }
 
 // merge reports whether the remote counts d and then n admitted at at as
@@ -180,7 +185,7 @@ func (e *entry) refundSync(req ratekeeper.Request, d ratekeeper.Decision) {
 	default:
 		e.state.Bucket = e.state.Bucket.Refund(&e.p, int64(req.N), false, 0)
 	}
-	e.addPending(at, -int64(req.N))
+	e.addPending(at, -int64(req.N), 0)
 }
 
 // syncEntries sends each entry's unsent count and reads back its shared
@@ -194,6 +199,7 @@ func (s *Store) syncEntries(ctx context.Context, es []*entry, now int64) {
 		return
 	}
 	sent := s.localMicros()
+	s.unsentFor(parts, sent)
 	err := s.remote.Add(ctx, items)
 	recv := s.localMicros()
 	s.syncs.Add(1)
@@ -266,6 +272,24 @@ func (e *entry) syncItems(items []Item, ds []delta, now int64) []Item {
 		items = append(items, Item{Key: e.key, Limit: e.limit, N: d.n, At: d.at, Now: inst})
 	}
 	return items
+}
+
+// unsentFor records how long the oldest admission in parts waited until
+// sent: sync mode's over-admission grows with it.
+func (s *Store) unsentFor(parts []syncPart, sent int64) {
+	for _, p := range parts {
+		for _, d := range p.inflight {
+			if d.since == 0 {
+				continue
+			}
+			for w := sent - d.since; ; {
+				m := s.maxUnsent.Load()
+				if w <= m || s.maxUnsent.CompareAndSwap(m, w) {
+					break
+				}
+			}
+		}
+	}
 }
 
 // learnFromSync records the round trip of a sync call sent and received at
