@@ -34,6 +34,7 @@ var commands = map[string]command{
 	"simulate": {"show how each algorithm shapes a workload, as charts and a table", runSimulate},
 	"check":    {"validate a config file and print what each rule does", runCheck},
 	"limits":   {"list the rules of a running proxy or serve, show a client's state, reset it", runLimits},
+	"top":      {"show the clients a running proxy limits most, refreshed like top", runTop},
 	"version":  {"print the version and source revision of this binary", runVersion},
 }
 
