@@ -25,8 +25,10 @@ import (
 	"github.com/ratekeeper/ratekeeper/gateway/internal/upstream"
 	"github.com/ratekeeper/ratekeeper/httplimit"
 	"github.com/ratekeeper/ratekeeper/internal/server"
+	"github.com/ratekeeper/ratekeeper/internal/server/buildinfo"
 	"github.com/ratekeeper/ratekeeper/internal/server/metrics"
 	"github.com/ratekeeper/ratekeeper/internal/server/serverstore"
+	"github.com/ratekeeper/ratekeeper/internal/server/tracing"
 	"github.com/ratekeeper/ratekeeper/internal/topk"
 	"github.com/ratekeeper/ratekeeper/rules"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
@@ -65,6 +67,8 @@ type Gateway struct {
 	// accessLog is whether the access log is on (read at start).
 	top       *topk.Board
 	accessLog bool
+	// tracing is nil unless OTEL_TRACES_EXPORTER asks for traces.
+	tracing *tracing.Tracing
 
 	cfg  atomic.Pointer[Config] // the config being served
 	file startFields            // the file's start-only fields as last read; reloads only
@@ -124,7 +128,14 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 	}
 	al := newAccessLog(cfg.AccessLog, cmp.Or[io.Writer](o.AccessLog, os.Stdout))
 	g.accessLog = al != nil
+	if g.tracing, err = tracing.FromEnv(ctx, "ratekeeper-proxy", buildinfo.Read().Version); err != nil {
+		proc.Close()
+		return nil, err
+	}
 	mwOpts := []httplimit.Option{httplimit.WithLogger(g.logger), httplimit.WithMetrics(g.metrics), httplimit.WithDecided(g.decided)}
+	if g.tracing != nil {
+		mwOpts = append(mwOpts, httplimit.WithTrace(g.traceDecision))
+	}
 	g.mw, err = httplimit.New(store, set, mwOpts...)
 	if err != nil {
 		proc.Close()
@@ -136,6 +147,9 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.handler = g.view(g.mw.Handler(g.buffer(up)))
+	if g.tracing != nil {
+		g.handler = g.traced(g.handler)
+	}
 	if al != nil {
 		g.handler = al.handler(g.handler, func(r *http.Request) string { return g.mw.Rules().ClientIP().Addr(r).String() })
 	}
@@ -356,6 +370,7 @@ func (g *Gateway) rewriteTo(target *url.URL) func(*httputil.ProxyRequest) {
 		}
 		pr.SetURL(target)
 		pr.SetXForwarded()
+		g.tracing.Inject(pr.In.Context(), pr.Out.Header)
 		if pr.Out.Method == http.MethodHead {
 			// The connection ends with the answer: an upstream that
 			// writes the body it declared anyway cannot answer
@@ -396,6 +411,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 		g.proc.Close()
 		return err
 	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = g.tracing.Shutdown(ctx) // sends the spans not yet sent
+	}()
 	g.logger.Info("gateway listening", "addr", g.addr.String(), "tls", cfg.TLS.Enabled(), "h2c", cfg.H2C, "admin", g.adminAddr.String(), "upstream", redactedURL(cfg.Upstream), "store", cfg.Store.String(), "rules", len(g.mw.Rules().Rules))
 	return g.proc.Run(ctx, server.Run{
 		Name:            "gateway",
@@ -448,7 +468,7 @@ func (g *Gateway) listen(cfg *Config) (ln, aln net.Listener, err error) {
 func (g *Gateway) servers(cfg *Config, ln net.Listener) []server.Server {
 	srv := g.httpServer(cfg)
 	var fast *fastpath.Server
-	if cfg.ClientTransport != "standard" && g.direct != nil && newAccessLog(cfg.AccessLog, nil) == nil {
+	if cfg.ClientTransport != "standard" && g.direct != nil && newAccessLog(cfg.AccessLog, nil) == nil && g.tracing == nil {
 		// nil when the upstream URL has what the fast path does not
 		// forward (a query, an escaped path): net/http serves all then.
 		fast = fastpath.New(g.mw, g.direct, g.target, g.settings.fastPath(), g.logger, g.addr.Get())

@@ -34,6 +34,7 @@ type config struct {
 	headers *rules.HeaderStyle // nil: the set's
 	clock   ratekeeper.Clock   // nil: the store's
 	decided func(*http.Request, Decided)
+	trace   func(context.Context) (context.Context, func(Decided))
 }
 
 // buildConfig applies opts to the defaults, which are all here.
@@ -124,6 +125,14 @@ type Decided struct {
 // and safe for concurrent use.
 func WithDecided(f func(r *http.Request, d Decided)) Option {
 	return optionFunc(func(c *config) { c.decided = f })
+}
+
+// WithTrace calls start before each decision with the request's context.
+// The decision's store calls get the context start returns, and end is
+// called with the decision once made: a tracer's span around it. start
+// and end must be fast and safe for concurrent use.
+func WithTrace(start func(ctx context.Context) (_ context.Context, end func(Decided))) Option {
+	return optionFunc(func(c *config) { c.trace = start })
 }
 
 // WithMetrics counts decisions by rule and result in mt. Default: none.
@@ -428,9 +437,16 @@ func (m *Middleware) Admit(w http.ResponseWriter, r *http.Request, set *rules.Se
 // Handler (see needsHandler) or the rules in use are no longer set.
 func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Set) (Admission, *pending, []*ratekeeper.Permit) {
 	s := m.pool.Get().(*scratch)
-	v := m.decide(r.Context(), r, s, set)
-	if m.decided != nil && v.outcome != deferred {
-		m.report(r, v, s)
+	ctx, end := r.Context(), func(Decided) {}
+	if m.trace != nil {
+		ctx, end = m.trace(ctx)
+	}
+	v := m.decide(ctx, r, s, set)
+	switch {
+	case v.outcome == deferred:
+		end(Decided{})
+	case m.decided != nil || m.trace != nil:
+		m.report(r, v, s, end)
 	}
 	switch v.outcome {
 	case deferred:
@@ -482,8 +498,8 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Se
 	return Admitted, p, held
 }
 
-// report calls the WithDecided hook with v.
-func (m *Middleware) report(r *http.Request, v verdict, s *scratch) {
+// report calls the WithDecided hook, and end, with v.
+func (m *Middleware) report(r *http.Request, v verdict, s *scratch, end func(Decided)) {
 	d := Decided{Rules: s.names[:0]}
 	for _, mt := range s.matches {
 		d.Rules = append(d.Rules, mt.Rule.Name)
@@ -499,7 +515,10 @@ func (m *Middleware) report(r *http.Request, v verdict, s *scratch) {
 	default:
 		d.Near = s.nearLimit()
 	}
-	m.decided(r, d)
+	if m.decided != nil {
+		m.decided(r, d)
+	}
+	end(d)
 	clear(d.Rules)
 	s.names = d.Rules[:0]
 	clear(s.near)

@@ -1,0 +1,123 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper/internal/server/tracing/tracetest"
+)
+
+// With OTEL_TRACES_EXPORTER=otlp, a request's span continues the trace the
+// client sent, the decision is its child, and the upstream sees the same
+// trace with the request's span as parent. A refusal's span names the rule
+// and the key as the admin shows it.
+func TestTraces(t *testing.T) {
+	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	rcv := tracetest.Start(t)
+	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+rcv.GRPC)
+	t.Setenv("OTEL_SERVICE_NAME", "")
+	seen := make(chan string, 4)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Get("Traceparent")
+	}))
+	defer up.Close()
+	g := newTestGateway(t, "upstream: "+up.URL+`
+rules:
+  - name: per-key
+    key: [header:X-API-Key]
+    limit: {algorithm: fixed_window, rate: 1, period: 1h}
+`)
+	if g.tracing == nil {
+		t.Fatal("tracing is off")
+	}
+	send := func() int {
+		r := httptest.NewRequest("GET", "/v1/x", nil)
+		r.RemoteAddr = "192.0.2.1:4000"
+		r.Header.Set("Traceparent", "00-"+trace+"-00f067aa0ba902b7-01")
+		r.Header.Set("X-API-Key", "sk_live_abc")
+		w := httptest.NewRecorder()
+		g.handler.ServeHTTP(w, r)
+		return w.Code
+	}
+	if code := send(); code != 200 {
+		t.Fatalf("first request: %d", code)
+	}
+	if code := send(); code != 429 {
+		t.Fatalf("second request: %d, want 429", code)
+	}
+	upstream := <-seen
+	if err := g.tracing.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := rcv.Await(t, 10*time.Second, func(s []tracetest.Span) bool { return len(s) == 4 })
+	var requests, decisions []tracetest.Span
+	for _, s := range spans {
+		if s.TraceID != trace || s.Service != "ratekeeper-proxy" {
+			t.Fatalf("span %+v: want trace %s, service ratekeeper-proxy", s, trace)
+		}
+		switch s.Name {
+		case "GET":
+			requests = append(requests, s)
+		case "ratekeeper.decide":
+			decisions = append(decisions, s)
+		}
+	}
+	if len(requests) != 2 || len(decisions) != 2 {
+		t.Fatalf("spans %+v: want two requests, each with its decision", spans)
+	}
+	parent := map[string]string{} // a request span's id -> its status
+	for _, r := range requests {
+		if r.ParentID != "00f067aa0ba902b7" || r.Kind != "server" {
+			t.Fatalf("request span %+v: want a server span under the client's", r)
+		}
+		parent[r.SpanID] = r.Attrs["http.response.status_code"]
+	}
+	for _, d := range decisions {
+		status, ok := parent[d.ParentID]
+		if !ok {
+			t.Fatalf("decision %+v: not a request span's child", d)
+		}
+		switch status {
+		case "200":
+			if d.Attrs["ratekeeper.result"] != "allowed" {
+				t.Fatalf("the admitted request's decision: %+v", d.Attrs)
+			}
+		case "429":
+			if d.Attrs["ratekeeper.result"] != "refused" || d.Attrs["ratekeeper.refused_by"] != "per-key" ||
+				!strings.HasPrefix(d.Attrs["ratekeeper.key"], "fp:") || d.Attrs["ratekeeper.store_mode"] != "memory" {
+				t.Fatalf("the refused request's decision: %+v", d.Attrs)
+			}
+		default:
+			t.Fatalf("request status %q", status)
+		}
+	}
+	// The upstream saw the trace, under the admitted request's span.
+	var admitted string
+	for id, status := range parent {
+		if status == "200" {
+			admitted = id
+		}
+	}
+	if want := "00-" + trace + "-" + admitted + "-01"; upstream != want {
+		t.Fatalf("upstream's traceparent %q, want %q", upstream, want)
+	}
+}
+
+// A typo in the exporter stops the gateway at start, naming the variable.
+func TestTracesTypo(t *testing.T) {
+	t.Setenv("OTEL_TRACES_EXPORTER", "otlp-grpc")
+	path := t.TempDir() + "/gw.yaml"
+	if err := os.WriteFile(path, []byte("upstream: builtin:demo\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(context.Background(), path, Options{}); err == nil || !strings.Contains(err.Error(), "OTEL_TRACES_EXPORTER") {
+		t.Fatalf("New: %v; want an error naming OTEL_TRACES_EXPORTER", err)
+	}
+}
