@@ -118,6 +118,15 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 	}
 	g := &Gateway{path: path, proc: proc, logger: proc.Logger, metrics: proc.Metrics, file: file, settings: settingsOf(cfg), top: topk.NewBoard(topKeys)}
 	g.cfg.Store(cfg)
+	if g.tracing, err = tracing.FromEnv(ctx, "ratekeeper-proxy", buildinfo.Read().Version); err != nil {
+		proc.Close()
+		return nil, err
+	}
+	if g.tracing != nil && !cfg.Store.IsMemory() {
+		proc.Metrics.TraceStore(func(ctx context.Context, call string) (context.Context, func(error)) {
+			return g.tracing.Call(ctx, "redis "+call, "redis")
+		})
+	}
 	store, err := proc.OpenStore(ctx, serverstore.Opener(cfg.Store))
 	if err != nil {
 		return nil, err
@@ -128,10 +137,6 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 	}
 	al := newAccessLog(cfg.AccessLog, cmp.Or[io.Writer](o.AccessLog, os.Stdout))
 	g.accessLog = al != nil
-	if g.tracing, err = tracing.FromEnv(ctx, "ratekeeper-proxy", buildinfo.Read().Version); err != nil {
-		proc.Close()
-		return nil, err
-	}
 	mwOpts := []httplimit.Option{httplimit.WithLogger(g.logger), httplimit.WithMetrics(g.metrics), httplimit.WithDecided(g.decided)}
 	if g.tracing != nil {
 		mwOpts = append(mwOpts, httplimit.WithTrace(g.traceDecision))

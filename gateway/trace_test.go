@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/internal/server/tracing/tracetest"
 )
 
@@ -119,5 +120,39 @@ func TestTracesTypo(t *testing.T) {
 	}
 	if _, err := New(context.Background(), path, Options{}); err == nil || !strings.Contains(err.Error(), "OTEL_TRACES_EXPORTER") {
 		t.Fatalf("New: %v; want an error naming OTEL_TRACES_EXPORTER", err)
+	}
+}
+
+// On Redis, each store call is a client span under the decision's.
+func TestTracesRedisCalls(t *testing.T) {
+	rcv := tracetest.Start(t)
+	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.HTTP)
+	g := newTestGateway(t, `upstream: builtin:demo
+store: {url: "`+redistest.Server(t)+`"}
+rules:
+  - name: per-ip
+    key: [ip]
+    limit: {algorithm: token_bucket, rate: 5, period: 1m}
+`)
+	if code := clientGet(g, "192.0.2.1", "/v1/x"); code != 200 {
+		t.Fatalf("request: %d", code)
+	}
+	if err := g.tracing.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := rcv.Await(t, 10*time.Second, func(s []tracetest.Span) bool { return len(s) >= 3 })
+	var decide, call tracetest.Span
+	for _, s := range spans {
+		switch {
+		case s.Name == "ratekeeper.decide":
+			decide = s
+		case strings.HasPrefix(s.Name, "redis "):
+			call = s
+		}
+	}
+	if call.ParentID == "" || call.ParentID != decide.SpanID || call.Kind != "client" || call.Attrs["db.system.name"] != "redis" || call.Error {
+		t.Fatalf("the Redis call's span %+v under decide %+v; spans %+v", call, decide, spans)
 	}
 }

@@ -37,6 +37,20 @@ type Metrics struct {
 	refusedConns prometheus.Counter
 	adminRefused prometheus.Counter
 	reg          prometheus.Registerer
+	span         Span // nil: store calls are not traced
+}
+
+// Span starts a span around one store call (take, take_all, refund) and
+// returns the context for the call and the function that ends the span
+// with the call's error.
+type Span func(ctx context.Context, call string) (context.Context, func(error))
+
+// TraceStore makes the stores InstrumentStore wraps from now on call span
+// around each take, take_all and refund.
+func (m *Metrics) TraceStore(span Span) {
+	if m != nil {
+		m.span = span
+	}
 }
 
 // New creates the metrics and registers them on reg (which must not be the
@@ -237,6 +251,7 @@ func (m *Metrics) InstrumentStore(s ratekeeper.Store) ratekeeper.Store {
 	}
 	is := instrumented{
 		s:        s,
+		span:     m.span,
 		take:     m.storeLatency.WithLabelValues("take"),
 		takeAll:  m.storeLatency.WithLabelValues("take_all"),
 		refund:   m.storeLatency.WithLabelValues("refund"),
@@ -256,27 +271,40 @@ func (m *Metrics) InstrumentStore(s ratekeeper.Store) ratekeeper.Store {
 
 type instrumented struct {
 	s                         ratekeeper.Store
+	span                      Span
 	take, takeAll, refund     prometheus.Observer
 	takeErr, allErr, refundEr prometheus.Counter
 }
 
 func (s *instrumented) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
+	ctx, end := s.traced(ctx, "take")
 	t := time.Now()
 	d, err := s.s.Take(ctx, req)
 	s.take.Observe(time.Since(t).Seconds())
 	if err != nil {
 		s.takeErr.Inc()
 	}
+	end(err)
 	return d, err
 }
 
+// traced starts the span of a call, if store calls are traced.
+func (s *instrumented) traced(ctx context.Context, call string) (context.Context, func(error)) {
+	if s.span == nil {
+		return ctx, func(error) {}
+	}
+	return s.span(ctx, call)
+}
+
 func (s *instrumented) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper.Decision) error {
+	ctx, end := s.traced(ctx, "refund")
 	t := time.Now()
 	err := s.s.Refund(ctx, req, d)
 	s.refund.Observe(time.Since(t).Seconds())
 	if err != nil {
 		s.refundEr.Inc()
 	}
+	end(err)
 	return err
 }
 
@@ -286,11 +314,13 @@ type instrumentedBatch struct {
 }
 
 func (s *instrumentedBatch) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ratekeeper.Decision) (bool, error) {
+	ctx, end := s.traced(ctx, "take_all")
 	t := time.Now()
 	ok, err := s.b.TakeAll(ctx, reqs, out)
 	s.takeAll.Observe(time.Since(t).Seconds())
 	if err != nil {
 		s.allErr.Inc()
 	}
+	end(err)
 	return ok, err
 }

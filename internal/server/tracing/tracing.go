@@ -123,6 +123,22 @@ func (t *Tracing) start(ctx context.Context, name string, kind trace.SpanKind) (
 	return ctx, Span{s}
 }
 
+// Call starts a client span named name for a call to a database system
+// (db.system.name, such as "redis"), and returns the context for the call
+// and the function that ends the span with the call's error. Without a
+// recorded span in ctx it does nothing.
+func (t *Tracing) Call(ctx context.Context, name, system string) (context.Context, func(error)) {
+	ctx, s := t.Client(ctx, name)
+	if s.s == nil {
+		return ctx, func(error) {}
+	}
+	s.Str("db.system.name", system)
+	return ctx, func(err error) {
+		s.Fail(err)
+		s.End()
+	}
+}
+
 // Inject writes ctx's trace context into h, for the next hop.
 func (t *Tracing) Inject(ctx context.Context, h http.Header) {
 	if t == nil {
