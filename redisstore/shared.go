@@ -99,6 +99,10 @@ type SharedStats struct {
 	// Redis (sync mode): about the sync period, unless the process was
 	// starved or Redis slow. Sync mode's over-admission grows with it.
 	MaxUnsent time.Duration
+	// MaxStale is the oldest shared state a local decision used, from the
+	// reply that read it (sync mode): at most two sync periods unless Redis
+	// did not answer.
+	MaxStale time.Duration
 }
 
 // SharedStats returns the counters of the store's local decisions.
@@ -106,7 +110,8 @@ func (s *Store) SharedStats() SharedStats {
 	st := s.shared.Stats()
 	return SharedStats{Syncs: st.Syncs, SyncErrors: st.SyncErrors, Leases: st.Leases, LeaseErrors: st.LeaseErrors, GiveBacks: st.GiveBacks,
 		Dropped: st.Dropped, DenialHits: st.DenialHits, LocalDecisions: st.LocalDecisions,
-		MaxUnsent: time.Duration(st.MaxUnsent) * time.Microsecond}
+		MaxUnsent: time.Duration(st.MaxUnsent) * time.Microsecond,
+		MaxStale:  time.Duration(st.MaxStale) * time.Microsecond}
 }
 
 // Mode is the store's mode.

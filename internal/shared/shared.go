@@ -156,6 +156,7 @@ type Stats struct {
 	LocalDecisions uint64 // decisions made without a remote call
 	MaxRoundTrip   int64  // the slowest answered call to the remote, µs
 	MaxUnsent      int64  // the longest an admitted count waited to be sent (sync mode), µs
+	MaxStale       int64  // the oldest shared state a local decision used, from its reply, µs (sync mode)
 }
 
 // Store decides through a Remote in one of the modes. It is a
@@ -198,7 +199,7 @@ type Store struct {
 	syncs, syncErrs, leases, leaseErrs, dropped, denials, locals atomic.Uint64
 	givebacks                                                    atomic.Uint64
 	maxRTT                                                       atomic.Int64
-	maxUnsent                                                    atomic.Int64
+	maxUnsent, maxStale                                          atomic.Int64
 
 	clockMu sync.Mutex
 	best    clockSample // the answer whose offset the estimate uses
@@ -255,7 +256,7 @@ func New(remote Remote, mode Mode, period time.Duration, opts ...Option) *Store 
 func (s *Store) Stats() Stats {
 	return Stats{Syncs: s.syncs.Load(), SyncErrors: s.syncErrs.Load(), Leases: s.leases.Load(), LeaseErrors: s.leaseErrs.Load(), GiveBacks: s.givebacks.Load(),
 		Dropped: s.dropped.Load(), DenialHits: s.denials.Load(), LocalDecisions: s.locals.Load(), MaxRoundTrip: s.maxRTT.Load(),
-		MaxUnsent: s.maxUnsent.Load()}
+		MaxUnsent: s.maxUnsent.Load(), MaxStale: s.maxStale.Load()}
 }
 
 // Mode is the store's mode.

@@ -3,6 +3,7 @@ package shared
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/algo"
@@ -95,17 +96,19 @@ func (s *Store) awaitSync(ctx context.Context, e *entry, ch chan struct{}) error
 func (s *Store) decideSync(e *entry, req ratekeeper.Request) ratekeeper.Decision {
 	n := int64(req.N)
 	now := s.nowFor(req)
+	lnow := s.localMicros()
+	atLeast(&s.maxStale, lnow-e.syncedAt)
 	r := e.decide(now, n, req.Now.IsZero())
 	early := false
 	if r.Allowed {
 		// Sent at an instant of the window it counted in: a state ahead
 		// of now counts it in its own window, which Redis would not if
 		// told now.
-		e.addPending(e.countedAt(r.At), n, s.localMicros())
+		e.addPending(e.countedAt(r.At), n, lnow)
 		early = e.pending() >= max(1, int64(req.Limit.Capacity())/8)
 	}
 	e.touched, e.local = true, true
-	e.lastUse = s.localMicros()
+	e.lastUse = lnow
 	e.mu.Unlock()
 	s.locals.Add(1)
 	if early {
@@ -274,6 +277,16 @@ func (e *entry) syncItems(items []Item, ds []delta, now int64) []Item {
 	return items
 }
 
+// atLeast raises v to x if x is more.
+func atLeast(v *atomic.Int64, x int64) {
+	for {
+		m := v.Load()
+		if x <= m || v.CompareAndSwap(m, x) {
+			return
+		}
+	}
+}
+
 // unsentFor records how long the oldest admission in parts waited until
 // sent: sync mode's over-admission grows with it.
 func (s *Store) unsentFor(parts []syncPart, sent int64) {
@@ -282,12 +295,7 @@ func (s *Store) unsentFor(parts []syncPart, sent int64) {
 			if d.since == 0 {
 				continue
 			}
-			for w := sent - d.since; ; {
-				m := s.maxUnsent.Load()
-				if w <= m || s.maxUnsent.CompareAndSwap(m, w) {
-					break
-				}
-			}
+			atLeast(&s.maxUnsent, sent-d.since)
 		}
 	}
 }
