@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
@@ -557,6 +558,10 @@ func (s fastServer) Shutdown(ctx context.Context) error {
 func (g *Gateway) Reload() error { return g.proc.Reload(g.reload) }
 
 func (g *Gateway) reload() (int, []any, error) {
+	if b, err := os.ReadFile(g.path); err == nil && len(bytes.TrimSpace(b)) == 0 {
+		// Truncated by an editor or `>`: rather an error than no rules.
+		return 0, nil, &rules.Error{File: g.path, Err: errors.New("is empty; write rules: [] to remove every rule")}
+	}
 	cfg, err := LoadFile(g.path)
 	if err != nil {
 		return 0, nil, err

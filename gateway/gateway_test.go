@@ -294,3 +294,18 @@ func TestFastPathShutdown(t *testing.T) {
 		t.Fatal("Run did not return after the last request")
 	}
 }
+
+// An empty file (truncated, not yet written, or emptied by mistake) is not
+// a config without rules: the reload fails and the rules keep serving.
+func TestReloadRefusesAnEmptyFile(t *testing.T) {
+	g := newTestGateway(t, "upstream: builtin:demo\nrules:\n  - name: a\n    limit: {algorithm: fixed_window, rate: 1, period: 1h}\n")
+	if err := os.WriteFile(g.path, []byte("\n  \n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Reload(); err == nil || !strings.Contains(err.Error(), "is empty") {
+		t.Fatalf("reload of an empty file: %v", err)
+	}
+	if n := len(g.mw.Rules().Rules); n != 1 {
+		t.Fatalf("%d rules after the failed reload, want 1", n)
+	}
+}

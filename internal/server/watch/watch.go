@@ -24,6 +24,11 @@ type Watcher struct {
 	path string
 	mu   sync.Mutex
 	sum  [sha256.Size]byte
+
+	// next is a changed content seen by the last poll, reloaded when the
+	// next poll sees it again; a file being written reads differently.
+	next    [sha256.Size]byte
+	pending bool
 }
 
 // New returns a Watcher of path that takes its content now as loaded.
@@ -59,8 +64,10 @@ func (w *Watcher) Changed() bool {
 }
 
 // Run polls every interval until ctx is done, and calls reload when the
-// content changed; reload calls Loaded (the commands' Reload does). A
-// negative interval polls never.
+// content changed and two polls in a row read the same: a file read while
+// being written (truncated, then filled) is not loaded half-written.
+// reload calls Loaded (the commands' Reload does). A negative interval
+// polls never.
 func (w *Watcher) Run(ctx context.Context, every time.Duration, reload func()) {
 	if every < 0 {
 		return
@@ -73,9 +80,24 @@ func (w *Watcher) Run(ctx context.Context, every time.Duration, reload func()) {
 			return
 		case <-t.C:
 		}
-		if w.Changed() {
-			reload()
-		}
+		w.poll(reload)
+	}
+}
+
+// poll calls reload when the content differs from the one loaded and is
+// the one the previous poll read.
+func (w *Watcher) poll(reload func()) {
+	sum, err := Sum(w.path)
+	if err != nil {
+		return
+	}
+	w.mu.Lock()
+	changed := sum != w.sum
+	settled := changed && w.pending && sum == w.next
+	w.next, w.pending = sum, changed
+	w.mu.Unlock()
+	if settled {
+		reload()
 	}
 }
 

@@ -145,3 +145,40 @@ func TestKubeletConfigMapSwap(t *testing.T) {
 		k.swap(map[string]string{"gateway.yaml": "rate: 1\n"})
 	}
 }
+
+// A file read while being written is not reloaded: a change is reloaded
+// when two polls in a row read it. Reloaded half-written, an empty file
+// (truncated, not yet filled) served no rules for a moment: an end-to-end
+// test saw a limited path answered 200.
+func TestPollWaitsForTheFileToSettle(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "a.yaml")
+	os.WriteFile(file, []byte("rules: [a, b]\n"), 0o644)
+	w := New(file)
+	var reloads []string
+	reload := func() {
+		b, _ := os.ReadFile(file)
+		reloads = append(reloads, string(b))
+		w.Loaded()
+	}
+	w.poll(reload) // unchanged
+	os.WriteFile(file, nil, 0o644)
+	w.poll(reload) // truncated: seen once
+	os.WriteFile(file, []byte("rules: [a, b, c]\n"), 0o644)
+	w.poll(reload) // filled: seen once
+	if len(reloads) != 0 {
+		t.Fatalf("reloaded %q before the file settled", reloads)
+	}
+	w.poll(reload) // the same twice: settled
+	w.poll(reload) // loaded: nothing to do
+	if len(reloads) != 1 || reloads[0] != "rules: [a, b, c]\n" {
+		t.Fatalf("reloads %q, want the filled file once", reloads)
+	}
+	os.WriteFile(file, []byte("rules: [a, b]\n"), 0o644)
+	w.poll(reload)
+	os.WriteFile(file, []byte("rules: [a, b, c]\n"), 0o644) // back to the loaded content
+	w.poll(reload)
+	w.poll(reload)
+	if len(reloads) != 1 {
+		t.Fatalf("reloads %q: a change undone before it settled was reloaded", reloads)
+	}
+}
