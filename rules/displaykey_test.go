@@ -52,7 +52,7 @@ rules:
 	}
 }
 
-func mustCompile(t *testing.T, yaml string) *Set {
+func mustCompile(t testing.TB, yaml string) *Set {
 	t.Helper()
 	c, err := Parse("test.yaml", []byte(yaml))
 	if err != nil {
@@ -63,4 +63,45 @@ func mustCompile(t *testing.T, yaml string) *Set {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// FuzzDisplayKey shows a key made of any header value: never the value
+// itself (but with show_key), always one fingerprint per header part.
+func FuzzDisplayKey(f *testing.F) {
+	set := mustCompile(f, `
+rules:
+  - name: hidden
+    key: [header:X-API-Key, ip]
+    limit: {algorithm: fixed_window, rate: 10, period: 1m}
+  - name: shown
+    key: [header:X-API-Key]
+    limit: {algorithm: fixed_window, rate: 10, period: 1m}
+    show_key: true
+`)
+	f.Add("sk_live_0123456789abcdef")
+	f.Add("a|b{c}d#e h=f")
+	f.Add(strings.Repeat("x", 300))
+	f.Fuzz(func(t *testing.T, v string) {
+		if v == "" {
+			return // no key header: keyed by the address (on_missing_key: ip)
+		}
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header["X-Api-Key"] = []string{v}
+		for _, m := range set.Match(nil, r, netip.MustParseAddr("192.0.2.1")) {
+			got := m.Rule.DisplayKey(m.Key)
+			switch m.Rule.Name {
+			case "hidden":
+				if len(v) >= 13 && strings.Contains(got, v) {
+					t.Fatalf("%q shows the value: %q", v, got)
+				}
+				if !strings.HasPrefix(got, "fp:") || !strings.HasSuffix(got, "|192.0.2.1") {
+					t.Fatalf("%q shows as %q, want a fingerprint and the address", v, got)
+				}
+			case "shown":
+				if strings.HasPrefix(got, "h=") {
+					t.Fatalf("%q shows as %q", v, got)
+				}
+			}
+		}
+	})
 }

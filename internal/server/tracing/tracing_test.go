@@ -110,3 +110,37 @@ func TestExportsToOTLP(t *testing.T) {
 		})
 	}
 }
+
+// FuzzServer gives the request span any trace context a client may send:
+// it never fails, and a span comes either under the parent the header
+// names, when the header is valid, or in a new trace.
+func FuzzServer(f *testing.F) {
+	f.Add("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "k=v")
+	f.Add("00-00000000000000000000000000000000-0000000000000000-01", "")
+	f.Add("ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", ",,=")
+	f.Add("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-extra", "k=%zz")
+	f.Add(strings.Repeat("0", 4096), strings.Repeat("k=v,", 300))
+	rcv := tracetest.Start(f)
+	f.Setenv("OTEL_TRACES_EXPORTER", "otlp")
+	f.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+	f.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+rcv.GRPC)
+	tr, err := tracing.FromEnv(context.Background(), "fuzz", "test")
+	if err != nil || tr == nil {
+		f.Fatal(tr, err)
+	}
+	f.Cleanup(func() { tr.Shutdown(context.Background()) })
+	f.Fuzz(func(t *testing.T, traceparent, baggage string) {
+		h := http.Header{"Traceparent": {traceparent}, "Baggage": {baggage}}
+		ctx, s := tr.Server(context.Background(), "request", h)
+		id := s.TraceID()
+		if len(id) != 32 || id == strings.Repeat("0", 32) {
+			t.Fatalf("trace id %q from traceparent %q", id, traceparent)
+		}
+		next := http.Header{}
+		tr.Inject(ctx, next)
+		if got := next.Get("Traceparent"); !strings.Contains(got, id) {
+			t.Fatalf("the next hop's traceparent %q lacks the trace %s", got, id)
+		}
+		s.End()
+	})
+}
