@@ -63,8 +63,8 @@ func (w *Watcher) Changed() bool {
 	return sum != w.sum
 }
 
-// Run polls every interval until ctx is done, and calls reload when the
-// content changed and two polls in a row read the same: a file read while
+// Run polls every interval until ctx is done. It calls reload when the
+// content changed and two polls in a row read the same, so that a file
 // being written (truncated, then filled) is not loaded half-written.
 // reload calls Loaded (the commands' Reload does). A negative interval
 // polls never.
