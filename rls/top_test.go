@@ -38,6 +38,12 @@ descriptors:
 // ends, and returns it listening and a gRPC client of it.
 func runServer(t *testing.T, yaml string, o ServerOptions) (*Server, rlsv3.RateLimitServiceClient) {
 	t.Helper()
+	return runServerCtx(t, context.Background(), yaml, o)
+}
+
+// runServerCtx is runServer until ctx is done or the test ends.
+func runServerCtx(t *testing.T, ctx context.Context, yaml string, o ServerOptions) (*Server, rlsv3.RateLimitServiceClient) {
+	t.Helper()
 	config := filepath.Join(t.TempDir(), "rls.yaml")
 	if err := os.WriteFile(config, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
@@ -47,7 +53,7 @@ func runServer(t *testing.T, yaml string, o ServerOptions) (*Server, rlsv3.RateL
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	t.Cleanup(func() {
