@@ -22,9 +22,9 @@ import (
 	"github.com/ratekeeper/ratekeeper/internal/server"
 	"github.com/ratekeeper/ratekeeper/internal/server/adminauth"
 	"github.com/ratekeeper/ratekeeper/internal/server/buildinfo"
+	"github.com/ratekeeper/ratekeeper/internal/server/serverstore"
 	"github.com/ratekeeper/ratekeeper/internal/server/tracing"
 	"github.com/ratekeeper/ratekeeper/internal/topk"
-	"github.com/ratekeeper/ratekeeper/internal/server/serverstore"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
 	"github.com/ratekeeper/ratekeeper/tlsconfig"
 )
