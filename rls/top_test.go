@@ -76,14 +76,6 @@ func runServerCtx(t *testing.T, ctx context.Context, yaml string, o ServerOption
 	return s, rlsv3.NewRateLimitServiceClient(conn)
 }
 
-func descriptor(kv ...string) *ratelimitv3.RateLimitDescriptor {
-	d := &ratelimitv3.RateLimitDescriptor{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
-	}
-	return d
-}
-
 // getAdmin GETs path on s's admin listener with token (none when empty).
 func getAdmin(t *testing.T, s *Server, path, token string) (int, string) {
 	t.Helper()
@@ -122,12 +114,12 @@ func TestServerTop(t *testing.T) {
 		if i >= 2 {
 			want = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
-		if got := ask(descriptor("api_key", "sk_live_secret")); got != want {
+		if got := ask(desc("api_key", "sk_live_secret")); got != want {
 			t.Fatalf("request %d: %v, want %v", i+1, got, want)
 		}
 	}
 	for range 3 {
-		ask(descriptor("team", "blue", "user", "ann"))
+		ask(desc("team", "blue", "user", "ann"))
 	}
 	if code, body := getAdmin(t, s, "/v1/top", ""); code != http.StatusUnauthorized {
 		t.Fatalf("/v1/top without the token: %d %s", code, body)

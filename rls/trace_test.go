@@ -34,7 +34,7 @@ func TestServerTraces(t *testing.T) {
 		t.Fatal("tracing is off")
 	}
 	md := metadata.Pairs("traceparent", "00-"+grpcTrace+"-00f067aa0ba902b7-01")
-	req := &rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{descriptor("api_key", "sk_live_secret")}}
+	req := &rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("api_key", "sk_live_secret")}}
 	if _, err := client.ShouldRateLimit(metadata.NewOutgoingContext(context.Background(), md), req); err != nil {
 		t.Fatal(err)
 	}
@@ -86,5 +86,24 @@ func checkTrace(t *testing.T, spans []tracetest.Span, parent, server, matched st
 		t.Fatalf("decision %+v under %+v: want matched %q", dec, srv, matched)
 	case call.ParentID != dec.SpanID || call.Kind != "client" || call.Attrs["db.system.name"] != "redis":
 		t.Fatalf("redis call %+v: want a client span under the decision %+v", call, dec)
+	}
+}
+
+// Tracing off and the lists of limited clients cost a decision far from
+// its limit no allocation.
+func TestDecideOffAllocatesNothingMore(t *testing.T) {
+	const yaml = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1000000000}\n"
+	plain := newFixtureYAML(t, yaml)
+	served := newFixtureYAML(t, yaml, withTop(newBoard()), withTracing(nil, "memory"))
+	req := &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("k", "v")}}
+	allocs := func(svc *Service) float64 {
+		return testing.AllocsPerRun(100, func() {
+			if _, err := svc.Decide(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if a, b := allocs(plain.svc), allocs(served.svc); b != a {
+		t.Fatalf("%v allocations a decision with the board and tracing off, %v without", b, a)
 	}
 }
