@@ -35,8 +35,8 @@ func withTop(b *topk.Board) Option {
 	return optionFunc(func(c *config) { c.top = b })
 }
 
-// names is the rules' names as /v1/top and /v1/status give them (their
-// descriptor paths, domain.key_value.key), in the configured order.
+// names is the set of the rules' names as /v1/top and /v1/status give
+// them: their descriptor paths, domain.key_value.key.
 func (rs *Rules) names() map[string]bool {
 	out := make(map[string]bool, len(rs.rules))
 	for _, r := range rs.rules {
@@ -59,7 +59,7 @@ func (s *Service) noteTop(req *rlsv3.RateLimitRequest, slots []slot) {
 			continue
 		}
 		if now.IsZero() {
-			now = time.Now()
+			now = s.now()
 		}
 		s.top.Add(now, sl.r.stat, kind, displayKey(sl.r, descs[i]), 1)
 	}
