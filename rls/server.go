@@ -75,9 +75,11 @@ type ServerOptions struct {
 	// AdminToken, when not empty, turns on POST /v1/reset on the HTTP
 	// listener for requests with "Authorization: Bearer <AdminToken>"
 	// (ratekeeper serve reads it from --admin-token-file). Empty: the
-	// endpoint answers 404.
+	// endpoint answers 404. It also guards the admin listener's GET
+	// /v1/top, whose keys name clients.
 	AdminToken string
-	// ProtectReads asks for AdminToken on GET /v1/config too.
+	// ProtectReads asks for AdminToken on GET /v1/config and GET
+	// /v1/status too.
 	ProtectReads bool
 }
 
