@@ -55,9 +55,12 @@ func (g *Gateway) adminHandler() http.Handler {
 		}
 	}
 	mux := http.NewServeMux()
+	// With a token, /v1/top asks for it: it names clients. The other
+	// reads do with protect_reads.
 	dash := g.dashboard(func(w http.ResponseWriter, r *http.Request) bool {
 		cfg := g.cfg.Load()
-		return !cfg.Admin.ProtectReads || guard.Authorize(w, r, cfg.adminToken)
+		protect := cfg.Admin.ProtectReads || cfg.adminToken != "" && r.URL.Path == dashboard.TopPath
+		return !protect || guard.Authorize(w, r, cfg.adminToken)
 	})
 	for _, p := range []string{"GET /ui", "GET /ui/", "GET " + dashboard.StatusPath, "GET " + dashboard.TopPath} {
 		mux.Handle(p, dash)
