@@ -105,6 +105,11 @@ type Rule struct {
 	StoreMode string
 	// Cost is what a request takes from the limit.
 	Cost Cost
+	// CountOnly, when not empty, makes the rule count only the requests
+	// whose responses have these statuses: a request is admitted if one
+	// unit is left, taking nothing, and takes it once its response's
+	// status is in CountOnly.
+	CountOnly Statuses
 	// Alts are the overrides' and tiers' limits, which replace Limit for
 	// the requests they apply to (Match.Alt).
 	Alts []Alt
