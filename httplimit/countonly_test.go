@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -183,5 +184,40 @@ func TestWithCountOnly(t *testing.T) {
 		if got := get(h, c.status).Code; got != c.want {
 			t.Errorf("request %d (%d): %d, want %d", i, c.status, got, c.want)
 		}
+	}
+}
+
+// A request refused by a count_only rule's look takes nothing from the
+// other rules it falls under, on a store that decides batches whole and
+// on Redis: their remaining is as the admitted requests left it.
+func TestCountOnlyRefusalTakesNothingElsewhere(t *testing.T) {
+	const yaml = `
+rules:
+  - name: created
+    key: [ip]
+    limit: {algorithm: sliding_log, rate: 1, period: 1h}
+    count_only: {status: [201]}
+  - name: all
+    key: [ip]
+    limit: {algorithm: token_bucket, rate: 10, period: 1h}
+`
+	for name, open := range countOnlyStores() {
+		t.Run(name, func(t *testing.T) {
+			clk := storetest.NewClock(t0)
+			mw, err := New(open(t, clk), mustSet(t, yaml), WithClock(clk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := mw.Handler(statusHandler)
+			for i, c := range []struct{ status, want int }{{400, 400}, {201, 201}, {201, 429}, {400, 429}, {201, 429}} {
+				if got := get(h, c.status).Code; got != c.want {
+					t.Fatalf("request %d (%d): %d, want %d", i, c.status, got, c.want)
+				}
+			}
+			w := get(h, 201)
+			if got := w.Header().Get(HeaderRateLimit); !strings.Contains(got, `"all";r=8;`) {
+				t.Errorf("RateLimit %q: want all with 8 left (two admitted of 10)", got)
+			}
+		})
 	}
 }
