@@ -93,3 +93,15 @@ func buildCountOnly(at string, rc RuleConfig, rl *Rule, fail func(string, string
 		fail(at, "a counted response takes one unit: remove cost")
 	}
 }
+
+// checkCountOnly refuses a rule built in code whose CountOnly cannot
+// work, as buildCountOnly refuses one in a file.
+func (rl *Rule) checkCountOnly() error {
+	if rl.CountOnly.IsZero() {
+		return nil
+	}
+	if rl.Mode != Enforce || rl.IsConcurrency() || rl.Cost.Fixed != 1 || rl.Cost.Header != "" || rl.Cost.Response != "" {
+		return fmt.Errorf("rule %q: CountOnly needs an enforced rate limit of cost 1, not %s mode, a concurrency limit or a cost", rl.Name, rl.Mode)
+	}
+	return nil
+}

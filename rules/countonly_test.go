@@ -5,6 +5,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
 )
 
 const countOnlyLimit = "    limit: {algorithm: fixed_window, rate: 10, period: 1d}\n"
@@ -96,4 +99,24 @@ func FuzzParseStatus(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A rule built in code gets the file's refusals from NewSet.
+func TestNewSetRefusesCountOnlyWhereItCannotWork(t *testing.T) {
+	st, err := ParseStatuses("201")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := ratekeeper.Limit{Algorithm: ratekeeper.LeakyBucket, Rate: 1, Period: time.Second}
+	for _, mode := range []Mode{Enforce, Shadow, Queue} {
+		rl, err := NewRule("r", l, mode, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rl.CountOnly = st
+		_, err = NewSet(ClientIP{IPv4Prefix: 32, IPv6Prefix: 64}, rl)
+		if (err == nil) != (mode == Enforce) {
+			t.Errorf("%s: %v", mode, err)
+		}
+	}
 }

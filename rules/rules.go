@@ -449,7 +449,8 @@ func (s *Set) index() {
 }
 
 // NewSet builds a Set from rules built with NewRule (the middleware's
-// programmatic form). Names must be distinct.
+// programmatic form). Names must be distinct, and a rule with CountOnly
+// must enforce a rate limit of cost 1.
 func NewSet(clientIP ClientIP, rules ...*Rule) (*Set, error) {
 	seen := map[string]bool{}
 	s := &Set{clientIP: clientIP}
@@ -458,6 +459,9 @@ func NewSet(clientIP ClientIP, rules ...*Rule) (*Set, error) {
 			return nil, fmt.Errorf("rule %q appears twice", r.Name)
 		}
 		seen[r.Name] = true
+		if err := r.checkCountOnly(); err != nil {
+			return nil, err
+		}
 		rc := *r
 		rc.Index = i
 		s.Rules = append(s.Rules, &rc)
