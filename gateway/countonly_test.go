@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 )
@@ -91,5 +92,74 @@ func TestAccountsPerIPCountsCreatedOnly(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// The bound through the gateway: with 2 of 3 accounts left, 5 creations
+// held together by a slow upstream all pass (each saw units left), so
+// the key passes its limit by at most its requests in flight; after them
+// the key is refused.
+func TestAccountsInFlightBound(t *testing.T) {
+	const inFlight = 5
+	stores := map[string]func(*testing.T) string{
+		"memory": func(*testing.T) string { return "memory://" },
+		"redis":  func(t *testing.T) string { return redistest.Server(t) },
+	}
+	for name, store := range stores {
+		t.Run(name, func(t *testing.T) {
+			arrived, release := make(chan struct{}, inFlight), make(chan struct{})
+			var created atomic.Int64
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Query().Get("slow") != "" {
+					arrived <- struct{}{}
+					<-release
+				}
+				created.Add(1)
+				w.WriteHeader(http.StatusCreated)
+			}))
+			defer up.Close()
+			addr := startGateway(t, "standard", up.URL, "store: {url: \""+store(t)+"\"}\n"+`rules:
+  - name: accounts-per-ip
+    key: [ip]
+    limit: {algorithm: fixed_window, rate: 3, period: 1d}
+    count_only: {status: [201]}
+`)
+			c := clientFrom("127.0.0.1")
+			post := func(query string) int {
+				resp, err := c.Post("http://"+addr+"/accounts"+query, "", nil)
+				if err != nil {
+					t.Error(err)
+					return 0
+				}
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			if got := post(""); got != 201 {
+				t.Fatalf("first: %d", got)
+			}
+			codes := make(chan int, inFlight)
+			for range inFlight {
+				go func() { codes <- post("?slow=1") }()
+			}
+			for range inFlight {
+				select {
+				case <-arrived:
+				case <-time.After(30 * time.Second):
+					t.Fatal("the creations did not all reach the upstream together")
+				}
+			}
+			close(release)
+			for range inFlight {
+				if got := <-codes; got != 201 {
+					t.Errorf("a creation in flight: %d, want 201", got)
+				}
+			}
+			if got := created.Load(); got != 1+inFlight || got > 3+inFlight {
+				t.Errorf("%d created, want %d: at most the limit 3 plus %d in flight", got, 1+inFlight, inFlight)
+			}
+			if got := post(""); got != 429 {
+				t.Errorf("after the excess: %d, want 429", got)
+			}
+		})
 	}
 }
