@@ -163,3 +163,32 @@ func TestAccountsInFlightBound(t *testing.T) {
 		})
 	}
 }
+
+// Two gateways sharing Redis share the count: creations alternating
+// between them, among failed forms, stop at 10 for the IP.
+func TestAccountsTwoGatewaysShareRedis(t *testing.T) {
+	rules, err := os.ReadFile("testdata/accounts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created atomic.Int64
+	up, store := accountsUpstream(t, &created), redistest.Server(t)
+	extra := "store: {url: \"" + store + "\"}\n" + string(rules)
+	addrs := []string{startGateway(t, "fast", up, extra), startGateway(t, "standard", up, extra)}
+	c := clientFrom("127.0.0.1")
+	ok := 0
+	for i := range 14 {
+		addr := addrs[i%2]
+		postAccount(t, c, addr, "no-at-sign")
+		switch got := postAccount(t, c, addr, strconv.Itoa(i)+"@example.com").StatusCode; got {
+		case 201:
+			ok++
+		case 429:
+		default:
+			t.Fatalf("creation %d: %d", i, got)
+		}
+	}
+	if ok != 10 || created.Load() != 10 {
+		t.Errorf("%d admitted, %d created; want 10 of each", ok, created.Load())
+	}
+}
