@@ -35,6 +35,7 @@ type config struct {
 	clock   ratekeeper.Clock   // nil: the store's
 	decided func(*http.Request, Decided)
 	trace   func(context.Context) (context.Context, func(Decided))
+	count   rules.Statuses // NewLimit's rule's CountOnly
 }
 
 // buildConfig applies opts to the defaults, which are all here.
@@ -155,6 +156,15 @@ func WithClock(clk ratekeeper.Clock) Option {
 	return optionFunc(func(c *config) { c.clock = clk })
 }
 
+// WithCountOnly makes NewLimit's rule count a request only when its
+// response's status is in st (see rules.ParseStatuses). The request is
+// admitted while a unit is left, taking nothing, and takes one once its
+// response counts. New ignores it: a set's rules carry their own
+// CountOnly.
+func WithCountOnly(st rules.Statuses) Option {
+	return optionFunc(func(c *config) { c.count = st })
+}
+
 // New returns a Middleware that applies set, keeping state in store.
 func New(store ratekeeper.Store, set *rules.Set, opts ...Option) (*Middleware, error) {
 	if store == nil {
@@ -203,6 +213,7 @@ func NewLimit(store ratekeeper.Store, name string, limit ratekeeper.Limit, key K
 	if err != nil {
 		return nil, err
 	}
+	rl.CountOnly = buildConfig(opts).count
 	set, err := rules.NewSet(rules.ClientIP{IPv4Prefix: 32, IPv6Prefix: 64}, rl)
 	if err != nil {
 		return nil, err
@@ -401,7 +412,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		}
 		cw := &chargeWriter{ResponseWriter: w, m: m, p: p, ctx: context.WithoutCancel(r.Context())}
 		next.ServeHTTP(cw, r)
-		cw.charge()
+		cw.charge(http.StatusOK)
 	})
 }
 
@@ -620,11 +631,11 @@ func (m *Middleware) match(r *http.Request, v *verdict, s *scratch) bool {
 }
 
 // needsHandler reports whether one of ms needs what only Handler does:
-// hold the request in a queue, charge the response's cost, or hold a
-// concurrency slot until the response ends.
+// hold the request in a queue, charge the response's cost or count its
+// status, or hold a concurrency slot until the response ends.
 func needsHandler(ms []rules.Match) bool {
 	for _, mt := range ms {
-		if mt.Rule.Mode == rules.Queue || mt.Rule.Cost.Response != "" || mt.Rule.IsConcurrency() {
+		if mt.Rule.Mode == rules.Queue || mt.Rule.Cost.Response != "" || mt.Rule.IsConcurrency() || !mt.Rule.CountOnly.IsZero() {
 			return true
 		}
 	}
@@ -648,7 +659,9 @@ func sortMatches(r *http.Request, v verdict, s *scratch, now time.Time) verdict 
 			continue
 		}
 		n := rl.Cost.Fixed
-		if rl.Cost.Header != "" || rl.Cost.Response != "" {
+		if !rl.CountOnly.IsZero() {
+			n, v.charges = 0, true // a look now; the response's status may take one
+		} else if rl.Cost.Header != "" || rl.Cost.Response != "" {
 			var err error
 			if n, err = rl.Cost.Request(r.Header); err != nil {
 				v.outcome, v.costErr, v.worst = badCost, err, i
@@ -675,6 +688,10 @@ func (m *Middleware) takeEnforced(ctx context.Context, r *http.Request, v verdic
 		s.results[i] = s.decs[j]
 	}
 	if !ok {
+		return m.refused(ctx, r, v, s), true
+	}
+	if spentCountOnly(s) {
+		m.giveBack(ctx, s)
 		return m.refused(ctx, r, v, s), true
 	}
 	for j, i := range s.enforced {

@@ -143,6 +143,7 @@ func buildRule(at string, i int, rc RuleConfig, ci ClientIP, fail func(string, s
 		buildAlts(at, rc, rl, ci, fail)
 		rl.Cost = buildCost(at, rc, rl, fail)
 	}
+	buildCountOnly(at, rc, rl, fail)
 	return rl
 }
 

@@ -105,6 +105,11 @@ type Rule struct {
 	StoreMode string
 	// Cost is what a request takes from the limit.
 	Cost Cost
+	// CountOnly, when not empty, makes the rule count only the requests
+	// whose responses have these statuses: a request is admitted if one
+	// unit is left, taking nothing, and takes it once its response's
+	// status is in CountOnly.
+	CountOnly Statuses
 	// Alts are the overrides' and tiers' limits, which replace Limit for
 	// the requests they apply to (Match.Alt).
 	Alts []Alt
@@ -444,7 +449,8 @@ func (s *Set) index() {
 }
 
 // NewSet builds a Set from rules built with NewRule (the middleware's
-// programmatic form). Names must be distinct.
+// programmatic form). Names must be distinct, and a rule with CountOnly
+// must enforce a rate limit of cost 1.
 func NewSet(clientIP ClientIP, rules ...*Rule) (*Set, error) {
 	seen := map[string]bool{}
 	s := &Set{clientIP: clientIP}
@@ -453,6 +459,9 @@ func NewSet(clientIP ClientIP, rules ...*Rule) (*Set, error) {
 			return nil, fmt.Errorf("rule %q appears twice", r.Name)
 		}
 		seen[r.Name] = true
+		if err := r.checkCountOnly(); err != nil {
+			return nil, err
+		}
 		rc := *r
 		rc.Index = i
 		s.Rules = append(s.Rules, &rc)
