@@ -17,6 +17,11 @@ import (
 // banGatewayOn is a gateway on store (a URL) with the login rule: five
 // logins per 15 minutes, then an hour's ban.
 func banGatewayOn(t *testing.T, store string) *Gateway {
+	return banGatewayMode(t, store, "")
+}
+
+// banGatewayMode is banGatewayOn with the store in mode (empty: exact).
+func banGatewayMode(t *testing.T, store, mode string) *Gateway {
 	t.Helper()
 	tok := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tok, []byte(adminToken), 0o600); err != nil {
@@ -24,7 +29,7 @@ func banGatewayOn(t *testing.T, store string) *Gateway {
 	}
 	return newTestGateway(t, `upstream: builtin:demo
 admin: {reset: true, token_file: `+tok+`}
-store: {url: "`+store+`"}
+store: {url: "`+store+`", mode: "`+mode+`"}
 rules:
   - name: login
     match: {methods: [POST], path: /login}
@@ -103,5 +108,29 @@ func TestBanStateMemory(t *testing.T) {
 	}
 	if st := adminStateOf(t, g, "GET", q); st.BannedFor < 3590 || *st.Allowed {
 		t.Fatalf("banned: %+v", st)
+	}
+}
+
+// TestBanInSyncAndLease: in the sync and lease modes, where the limit is
+// decided locally, the ban is still kept in Redis at once, so a ban that
+// gateway A starts refuses the key on B from B's next request.
+func TestBanInSyncAndLease(t *testing.T) {
+	for _, mode := range []string{"sync", "lease"} {
+		t.Run(mode, func(t *testing.T) {
+			url := redistest.Server(t)
+			a, b := banGatewayMode(t, url, mode), banGatewayMode(t, url, mode)
+			code, ra := 0, 0
+			for range 6 {
+				if code, ra = login(t, a); code == 429 {
+					break
+				}
+			}
+			if code != 429 || ra < 3590 || ra > 3600 {
+				t.Fatalf("A: %d Retry-After %d, want 429 and the ban", code, ra)
+			}
+			if code, ra := login(t, b); code != 429 || ra < 3590 || ra > 3600 {
+				t.Fatalf("B: %d Retry-After %d, want 429 and the ban", code, ra)
+			}
+		})
 	}
 }
