@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +169,32 @@ func TestBanLiftedByReset(t *testing.T) {
 				t.Fatalf("after reset: %d Retry-After %q", code, ra)
 			}
 		})
+	}
+}
+
+// TestBanMemoryDropped: the memory store keeps a ban as one key, only for
+// a banned client (a check takes nothing), and drops it once the ban is
+// over.
+func TestBanMemoryDropped(t *testing.T) {
+	clk := storetest.NewClock(t0)
+	store := memstore.New(memstore.WithClock(clk))
+	t.Cleanup(func() { store.Close() })
+	g := newBanGateway(t, store, clk)
+	for i := range 100 { // checked, never banned: no ban key
+		g.login("198.51.100." + strconv.Itoa(i))
+	}
+	if n := store.Len(); n != 200 { // the login and per-ip counters
+		t.Fatalf("%d keys, want 200", n)
+	}
+	for range 6 {
+		g.login("192.0.2.1")
+	}
+	if n := store.Len(); n != 203 {
+		t.Fatalf("%d keys after a ban, want 203", n)
+	}
+	clk.Advance(time.Hour)
+	store.Sweep()
+	if n := store.Len(); n != 0 {
+		t.Fatalf("%d keys after the ban and the windows, want 0", n)
 	}
 }
