@@ -89,6 +89,7 @@ type AdminRule struct {
 	Concurrency *AdminConcurrency `json:"concurrency,omitempty"`
 	Mode        string            `json:"mode"`
 	MaxDelay    float64           `json:"max_delay_seconds,omitempty"`
+	Ban         float64           `json:"ban_seconds,omitempty"`
 	StoreMode   string            `json:"store_mode,omitempty"`
 	KeyPrefix   string            `json:"key_prefix"`
 }
@@ -191,7 +192,7 @@ func (g *Gateway) adminRules(w http.ResponseWriter, _ *http.Request) {
 		}
 		ar := AdminRule{
 			Name: rl.Name, Match: m, Key: key, OnMissingKey: c.OnMissingKey,
-			Mode: rl.Mode.String(), MaxDelay: seconds(rl.MaxDelay), StoreMode: rl.StoreMode, KeyPrefix: rl.KeyPrefix(),
+			Mode: rl.Mode.String(), MaxDelay: seconds(rl.MaxDelay), Ban: seconds(rl.Ban), StoreMode: rl.StoreMode, KeyPrefix: rl.KeyPrefix(),
 		}
 		if rl.IsConcurrency() {
 			ttl := rl.Concurrency.TTL

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,6 +100,9 @@ func TestBanAcrossGateways(t *testing.T) {
 // and a key never banned shows none.
 func TestBanStateMemory(t *testing.T) {
 	g := banGatewayOn(t, "memory://")
+	if w := adminDo(g, "GET", "/v1/rules", ""); !strings.Contains(w.Body.String(), `"ban_seconds": 3600`) {
+		t.Fatalf("GET /v1/rules: %s", w.Body)
+	}
 	const q = "/v1/rules/login/state?ip=192.0.2.5&method=POST&path=/login"
 	if st := adminStateOf(t, g, "GET", q); st.BannedUntil != "" || st.BannedFor != 0 || !*st.Allowed {
 		t.Fatalf("before: %+v", st)
