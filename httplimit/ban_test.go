@@ -42,13 +42,22 @@ var banStores = map[string]func(t *testing.T, clk *storetest.Clock) ratekeeper.S
 		return s
 	},
 	"redis": func(t *testing.T, _ *storetest.Clock) ratekeeper.Store {
-		s, err := redisstore.Open(t.Context(), redistest.Server(t), redisstore.WithMinTTL(2*time.Hour))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
+		return openRedis(t, redistest.Server(t))
 	},
+	// On a Cluster the ban's key shares the counter's hash tag, so the
+	// check still runs in the take's script.
+	"cluster": func(t *testing.T, _ *storetest.Clock) ratekeeper.Store {
+		return openRedis(t, redistest.Cluster(t))
+	},
+}
+
+func openRedis(t *testing.T, url string) ratekeeper.Store {
+	s, err := redisstore.Open(t.Context(), url, redisstore.WithMinTTL(2*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // banGateway is one middleware on a shared store, with its own metrics.
