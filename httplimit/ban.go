@@ -26,7 +26,8 @@ func addBanChecks(s *scratch, now time.Time) {
 // s.decs, which then hold the enforced rules' alone. It reports whether a
 // key is banned: then each banned rule's result is refused for what its
 // ban has left, and whatever the others took is given back, so that
-// requests during a ban do not spend the limit. A check the store's
+// requests during a ban do not spend the limit; the wait is the longer of
+// the ban's and the limit's own. A check the store's
 // failure policy refused refuses the request as that policy says.
 func (m *Middleware) applyBans(ctx context.Context, ok bool, s *scratch) bool {
 	if len(s.bans) == 0 {
@@ -47,7 +48,11 @@ func (m *Middleware) applyBans(ctx context.Context, ok bool, s *scratch) bool {
 		banned = true
 		res := &s.results[i]
 		if d.Allowed { // banned: the check's RetryAfter is what the ban has left
-			d = ratekeeper.Decision{Limit: res.Limit, RetryAfter: d.RetryAfter, ResetAfter: max(res.ResetAfter, d.RetryAfter)}
+			retry := d.RetryAfter
+			if !res.Allowed { // the limit refuses too: wait for both
+				retry = max(retry, res.RetryAfter)
+			}
+			d = ratekeeper.Decision{Limit: res.Limit, RetryAfter: retry, ResetAfter: max(res.ResetAfter, retry)}
 		}
 		d.Allowed, d.Remaining, d.Limit = false, 0, res.Limit
 		*res = d

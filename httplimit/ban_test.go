@@ -207,3 +207,27 @@ func TestBanMemoryDropped(t *testing.T) {
 		t.Fatalf("%d keys after the ban and the windows, want 0", n)
 	}
 }
+
+// TestBanShorterThanTheLimit: a ban shorter than the limit's own wait
+// never makes Retry-After earlier than the limit allows: one login a day
+// with an hour's ban waits for the next day, and counts it down.
+func TestBanShorterThanTheLimit(t *testing.T) {
+	clk := storetest.NewClock(t0.Add(12 * time.Hour)) // midday: 12 h left in the day
+	store := memstore.New(memstore.WithClock(clk))
+	t.Cleanup(func() { store.Close() })
+	mw, err := New(store, mustSet(t, "rules:\n  - name: login\n    key: [ip]\n    limit: {algorithm: fixed_window, rate: 1, period: 1d}\n    ban: 1h\n"), WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := banGateway{h: mw.Handler(ok)}
+	for step, want := range []struct {
+		advance time.Duration
+		code    int
+		retry   string
+	}{{0, 200, ""}, {0, 429, "43200"}, {10 * time.Minute, 429, "42600"}, {2 * time.Hour, 429, "35400"}} {
+		clk.Advance(want.advance)
+		if code, ra, _ := g.login("192.0.2.1"); code != want.code || ra != want.retry {
+			t.Fatalf("step %d: %d Retry-After %q, want %d %q", step, code, ra, want.code, want.retry)
+		}
+	}
+}
