@@ -24,11 +24,11 @@ func addBanChecks(s *scratch, now time.Time) {
 
 // applyBans reads the ban checks of s, and drops them from s.reqs and
 // s.decs, which then hold the enforced rules' alone. It reports whether a
-// key is banned: then each banned rule's result is refused for what its
-// ban has left, and whatever the others took is given back, so that
-// requests during a ban do not spend the limit; the wait is the longer of
-// the ban's and the limit's own. A check the store's
-// failure policy refused refuses the request as that policy says.
+// key is banned. Then each banned rule's result is refused, for the
+// longer of what its ban has left and the limit's own wait. Whatever the
+// rules took is given back: requests during a ban do not spend the limit.
+// A check the store's failure policy refused refuses the request as that
+// policy says.
 func (m *Middleware) applyBans(ctx context.Context, ok bool, s *scratch) bool {
 	if len(s.bans) == 0 {
 		return false
