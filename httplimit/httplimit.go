@@ -100,6 +100,14 @@ const (
 	ResultError = "error"
 )
 
+// BanMetrics is a Metrics that also counts the bans each rule started
+// (rules.RuleConfig.Ban). The middleware asks once per rule with a ban
+// when it takes a rules set.
+type BanMetrics interface {
+	Metrics
+	Bans(rule string) Counter
+}
+
 // Decided is what the middleware decided for one request, as WithDecided
 // reports it.
 type Decided struct {
@@ -237,6 +245,7 @@ type ruleInfo struct {
 	hide     bool       // refused.hide_headers: in no rate limit header
 	alts     []string   // the RateLimit-Policy item of each of the rule's Alts
 	units    Adder      // the quota units charged, for a rule whose cost is not 1; nil without UnitsMetrics
+	bans     Counter    // the bans the rule started; nil without BanMetrics or a ban
 }
 
 // Adder counts quota units. It is an alias of the interface literal, as
@@ -283,6 +292,9 @@ func (m *Middleware) SetRules(set *rules.Set) {
 		c.hide = c.hide || ri.hide
 		if um, ok := m.metrics.(UnitsMetrics); ok && (rl.Cost.Fixed != 1 || rl.Cost.Header != "" || rl.Cost.Response != "") {
 			ri.units = um.Units(rl.Name)
+		}
+		if bm, ok := m.metrics.(BanMetrics); ok && rl.Ban > 0 {
+			ri.bans = bm.Bans(rl.Name)
 		}
 		if m.metrics != nil {
 			for j, res := range []string{ResultAllowed, ResultLimited, ResultShadowLimited, ResultQueued} {
@@ -332,6 +344,7 @@ type scratch struct {
 	names    []string      // the matched rules' names, for WithDecided
 	near     []rules.Match // the rules near their limit, for WithDecided
 	conc     []int         // indexes into matches of concurrency rules
+	bans     []int         // indexes into matches of the ban checks after the enforced reqs
 	permits  []*ratekeeper.Permit
 }
 
@@ -364,6 +377,7 @@ func (s *scratch) reset() {
 	s.shadow = s.shadow[:0]
 	s.results = s.results[:0]
 	s.conc = s.conc[:0]
+	s.bans = s.bans[:0]
 	clear(s.permits)
 	s.permits = s.permits[:0]
 }
@@ -594,6 +608,7 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 	if v = sortMatches(r, v, s, now); v.outcome == badCost {
 		return v
 	}
+	addBanChecks(s, now)
 	s.decs = append(s.decs, make([]ratekeeper.Decision, len(s.reqs))...)
 	s.results = append(s.results, make([]ratekeeper.Decision, len(s.matches))...)
 	done := false
@@ -687,7 +702,11 @@ func (m *Middleware) takeEnforced(ctx context.Context, r *http.Request, v verdic
 	for j, i := range s.enforced {
 		s.results[i] = s.decs[j]
 	}
+	if m.applyBans(ctx, ok, s) {
+		return m.refused(ctx, r, v, s), true
+	}
 	if !ok {
+		m.startBans(ctx, v, s)
 		return m.refused(ctx, r, v, s), true
 	}
 	if spentCountOnly(s) {

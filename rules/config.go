@@ -81,6 +81,9 @@ type RuleConfig struct {
 	// MaxDelay bounds a queued request's wait (queue mode only); zero
 	// leaves only the bucket's burst as the bound.
 	MaxDelay Duration `yaml:"max_delay"`
+	// Ban refuses every request of a key for this long once the rule has
+	// refused it (docs/gateway.md#ban); zero: no ban.
+	Ban Duration `yaml:"ban"`
 	// StoreMode overrides the shared store's mode for this rule's limit:
 	// "exact", "sync" or "lease" (empty: the store's own). It matters
 	// only on a Redis store, and is read at start.

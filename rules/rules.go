@@ -100,6 +100,8 @@ type Rule struct {
 	Mode Mode
 	// MaxDelay bounds a queued request's wait (0: the bucket's burst alone).
 	MaxDelay time.Duration
+	// Ban is how long a key the rule refuses stays refused; zero: none.
+	Ban time.Duration
 	// StoreMode is the shared store's mode for this rule's limit, or empty
 	// for the store's own.
 	StoreMode string
@@ -330,6 +332,9 @@ func (rl *Rule) describeRefusal(b *strings.Builder) {
 		}
 	default:
 		fmt.Fprintf(b, "; %d beyond", rl.Refused.Status)
+		if rl.Ban > 0 {
+			fmt.Fprintf(b, ", and the key is banned for %v", rl.Ban)
+		}
 	}
 }
 
@@ -506,6 +511,9 @@ func (s *Set) ClientIP() ClientIP { return s.clientIP }
 func (s *Set) StoreModes() map[ratekeeper.Limit]string {
 	m := map[ratekeeper.Limit]string{}
 	for _, r := range s.Rules {
+		if r.Ban > 0 {
+			m[r.BanLimit()] = "exact"
+		}
 		if r.StoreMode != "" {
 			m[r.Limit] = r.StoreMode
 			for _, a := range r.Alts {

@@ -158,6 +158,15 @@ func (m *Metrics) Units(rule string) interface{ Add(float64) } {
 	return m.decisions.Units(rule)
 }
 
+// Bans is the counter of the bans rule started, for
+// httplimit.BanMetrics; nil when m is nil.
+func (m *Metrics) Bans(rule string) interface{ Inc() } {
+	if m == nil {
+		return nil
+	}
+	return m.decisions.Bans(rule)
+}
+
 // DecisionCounter returns the counter of rule's decisions with result, so
 // that hot paths can look it up once per rule instead of per request.
 // It returns nil when m is nil; Inc on it then must be skipped (see Inc).
