@@ -710,6 +710,7 @@ func (m *Middleware) takeEnforced(ctx context.Context, r *http.Request, v verdic
 		return m.refused(ctx, r, v, s), true
 	}
 	if spentCountOnly(s) {
+		m.startBans(ctx, v, s) // a spent count_only key is refused: its ban starts
 		m.giveBack(ctx, s)
 		return m.refused(ctx, r, v, s), true
 	}
