@@ -16,4 +16,8 @@
 // summary that does not decode, or breaks a bound (WithMaxBytes, the
 // entries per summary, the counts' invariants), is skipped, logged and
 // counted (Skipped): another process may have written the key.
+//
+// A reader compares the time a record was published, by its publisher's
+// clock, with its own: the instances' clocks must agree to well within
+// the TTL.
 package topfleet

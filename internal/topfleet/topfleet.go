@@ -142,10 +142,18 @@ func (f *Fleet) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := f.Publish(ctx); err != nil && ctx.Err() == nil {
-				f.c.logger.Warn("top: cannot publish to the fleet", "err", err)
-			}
+			f.publishWithin(ctx, f.c.period)
 		}
+	}
+}
+
+// publishWithin publishes, giving up after d, and logs an error unless
+// ctx ended.
+func (f *Fleet) publishWithin(ctx context.Context, d time.Duration) {
+	pctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if err := f.Publish(pctx); err != nil && ctx.Err() == nil {
+		f.c.logger.Warn("top: cannot publish to the fleet", "err", err)
 	}
 }
 

@@ -189,3 +189,48 @@ func TestFleetSkipsGarbage(t *testing.T) {
 		t.Fatal("an unknown span was read")
 	}
 }
+
+// Run publishes every period until its context ends, then returns.
+func TestRunPublishes(t *testing.T) {
+	url := redistest.Server(t)
+	b := topk.NewBoard(4)
+	b.Add(time.Now(), "api", topk.Refused, "k", 1)
+	f := New(client(t, url), b, WithID("runner"), WithPeriod(10*time.Millisecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.Run(ctx)
+	}()
+	c := client(t, url)
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Exists(ctx, recordKey("api", "runner")).Val() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("Run has not published in 10 s")
+		}
+		time.Sleep(10 * time.Millisecond) // polling, bounded above
+	}
+	cancel()
+	<-done
+}
+
+// The cost of one publish of a board full of distinct keys, off the
+// request path: reading the windows and encoding.
+func BenchmarkRecord(b *testing.B) {
+	now := time.Now()
+	board := topk.NewBoard(200)
+	for i := range 5000 {
+		board.Add(now, "api", topk.Refused, fmt.Sprintf("203.0.113.%d/%d", i%256, i), 1)
+		board.Add(now, "api", topk.Near, fmt.Sprintf("198.51.100.%d/%d", i%256, i), 1)
+	}
+	f := New(nil, board)
+	var size int
+	for b.Loop() {
+		buf, err := encode(f.recordOf(now, "api"), DefaultMaxBytes)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = len(buf)
+	}
+	b.ReportMetric(float64(size), "bytes/record")
+}
