@@ -141,7 +141,7 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	if client, ok := storeconfig.RedisClient(proc.Store()); ok {
-		g.fleet = topfleet.New(client, g.top, topfleet.WithLogger(g.logger))
+		g.fleet = topfleet.New(client, g.top, topfleet.WithLogger(g.logger), topfleet.WithErrors(g.metrics.FleetError))
 	}
 	al := newAccessLog(cfg.AccessLog, cmp.Or[io.Writer](o.AccessLog, os.Stdout))
 	g.accessLog = al != nil

@@ -97,6 +97,7 @@ func (f *Fleet) records(rule string, vals []any) []record {
 		r, err := decode([]byte(s), rule, f.c.maxBytes, f.c.maxEntry)
 		if err != nil {
 			f.skipped.Add(1)
+			f.c.onError("record")
 			f.c.logger.Warn("top: a fleet record is skipped", "rule", rule, "err", err)
 			continue
 		}

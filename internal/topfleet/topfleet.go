@@ -50,6 +50,7 @@ type config struct {
 	id                               string
 	clock                            ratekeeper.Clock
 	logger                           *slog.Logger
+	onError                          func(what string)
 	period, ttl                      time.Duration
 	maxInstances, maxBytes, maxEntry int
 }
@@ -67,6 +68,10 @@ func WithClock(clk ratekeeper.Clock) Option { return func(c *config) { c.clock =
 // WithLogger receives the errors of publishing and of records skipped
 // (default: discarded).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithErrors is told of each error: "publish" when a publish by Run
+// failed, "record" when a record read back was skipped.
+func WithErrors(f func(what string)) Option { return func(c *config) { c.onError = f } }
 
 // WithPeriod sets how often Run publishes (default DefaultPeriod).
 func WithPeriod(d time.Duration) Option { return func(c *config) { c.period = d } }
@@ -89,7 +94,7 @@ func (systemClock) Now() time.Time { return time.Now() }
 // New returns a Fleet that publishes board's summaries to client.
 func New(client redis.UniversalClient, board *topk.Board, opts ...Option) *Fleet {
 	c := config{
-		clock: systemClock{}, logger: slog.New(slog.DiscardHandler),
+		clock: systemClock{}, logger: slog.New(slog.DiscardHandler), onError: func(string) {},
 		period: DefaultPeriod, ttl: DefaultTTL,
 		maxInstances: DefaultMaxInstances, maxBytes: DefaultMaxBytes, maxEntry: DefaultMaxEntries,
 	}
@@ -153,6 +158,7 @@ func (f *Fleet) publishWithin(ctx context.Context, d time.Duration) {
 	pctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	if err := f.Publish(pctx); err != nil && ctx.Err() == nil {
+		f.c.onError("publish")
 		f.c.logger.Warn("top: cannot publish to the fleet", "err", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,13 +178,18 @@ func TestFleetSkipsGarbage(t *testing.T) {
 	if tops[0].Instances != 2 || fleets[0].Skipped() != 4 {
 		t.Fatalf("%d instances, %d skipped; want 2 and 4", tops[0].Instances, fleets[0].Skipped())
 	}
-	capped := New(c, topk.NewBoard(1), WithClock(clk), WithMaxInstances(3))
+	var records atomic.Int64
+	capped := New(c, topk.NewBoard(1), WithClock(clk), WithMaxInstances(3), WithErrors(func(what string) {
+		if what == "record" {
+			records.Add(1)
+		}
+	}))
 	tops, err = capped.Read(ctx, []string{"api"}, "1m", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tops[0].Instances+int(capped.Skipped()) != 3 {
-		t.Fatalf("%d read, %d skipped; want 3 in all", tops[0].Instances, capped.Skipped())
+	if tops[0].Instances+int(capped.Skipped()) != 3 || records.Load() != int64(capped.Skipped()) {
+		t.Fatalf("%d read, %d skipped, %d told; want 3 in all, each skip told", tops[0].Instances, capped.Skipped(), records.Load())
 	}
 	if _, err := capped.Read(ctx, []string{"api"}, "5m", 3); err == nil {
 		t.Fatal("an unknown span was read")
