@@ -3,8 +3,8 @@
 // all into one answer for the fleet.
 //
 // Each period (DefaultPeriod) an instance writes, in one pipeline, one
-// string key per rule, "rk:top:{H}:ID", where H hashes the rule's name and
-// ID names the instance. The key expires after the TTL (DefaultTTL), so an
+// string key per rule and span, "rk:top:{H}:ID:SPAN", where H hashes the
+// rule's name and ID names the instance. The key expires after the TTL (DefaultTTL), so an
 // instance that dies stops counting then. A sorted set per rule,
 // "rk:top:{H}", indexes the instances by the time they last published.
 // Both keys of a rule share its hash tag, so one MGET reads every instance

@@ -38,7 +38,7 @@ func (f *Fleet) Read(ctx context.Context, rules []string, span string, n int) ([
 		if len(ids[i]) > 0 {
 			keys := make([]string, len(ids[i]))
 			for j, id := range ids[i] {
-				keys[j] = recordKey(rule, id)
+				keys[j] = recordKey(rule, id, span)
 			}
 			gets[i] = pipe.MGet(ctx, keys...)
 		}

@@ -135,7 +135,7 @@ func index(rule string) string {
 	return Prefix + "{" + strconv.FormatUint(h.Sum64(), 16) + "}"
 }
 
-func recordKey(rule, id string) string { return index(rule) + ":" + id }
+func recordKey(rule, id, span string) string { return index(rule) + ":" + id + ":" + span }
 
 // Run publishes every period until ctx is done. Errors are logged; the
 // next period tries again.
@@ -163,20 +163,22 @@ func (f *Fleet) publishWithin(ctx context.Context, d time.Duration) {
 	}
 }
 
-// Publish writes the board's summaries of every rule, as of now, in one
-// pipeline.
+// Publish writes the board's summaries of every rule and span, as of
+// now, in one pipeline.
 func (f *Fleet) Publish(ctx context.Context) error {
 	now := f.c.clock.Now()
 	at := now.UnixMilli()
 	pipe := f.client.Pipeline()
 	for _, rule := range f.board.Rules() {
-		b, err := encode(f.recordOf(now, rule), f.c.maxBytes)
-		if err != nil {
-			f.c.logger.Warn("top: a rule's summaries are not published", "rule", rule, "err", err)
-			continue
-		}
 		ix := index(rule)
-		pipe.Set(ctx, recordKey(rule, f.c.id), b, f.c.ttl)
+		for _, span := range topk.Spans() {
+			b, err := encode(f.recordOf(now, rule, span.Name), f.c.maxBytes)
+			if err != nil {
+				f.c.logger.Warn("top: a rule's summaries are not published", "rule", rule, "err", err)
+				continue
+			}
+			pipe.Set(ctx, recordKey(rule, f.c.id, span.Name), b, f.c.ttl)
+		}
 		pipe.ZAdd(ctx, ix, redis.Z{Score: float64(at), Member: f.c.id})
 		// Instances gone for 4 TTLs leave the index; a record's own TTL
 		// decides, and the margin absorbs clocks that disagree.
@@ -190,19 +192,17 @@ func (f *Fleet) Publish(ctx context.Context) error {
 	return err
 }
 
-// recordOf is the board's record of rule at now: each kind over each
-// span, with its error bound.
-func (f *Fleet) recordOf(now time.Time, rule string) record {
+// recordOf is the board's record of rule over span at now: each kind,
+// with its error bound.
+func (f *Fleet) recordOf(now time.Time, rule, span string) record {
 	r := record{V: version, Rule: rule, At: now.UnixMilli()}
 	k := f.board.K()
 	for _, kind := range kinds() {
-		for _, s := range topk.Spans() {
-			t, _ := f.board.Top(now, rule, kind, s.Name, k)
-			r.Tops = append(r.Tops, part{
-				Kind: kind.String(), Span: s.Name, Bound: max(t.Bound, t.Floor),
-				Summary: topk.Summary{Entries: t.Entries, Floor: t.Floor, Total: t.Total},
-			})
-		}
+		t, _ := f.board.Top(now, rule, kind, span, k)
+		r.Tops = append(r.Tops, part{
+			Kind: kind.String(), Span: span, Bound: max(t.Bound, t.Floor),
+			Summary: topk.Summary{Entries: t.Entries, Floor: t.Floor, Total: t.Total},
+		})
 	}
 	return r
 }

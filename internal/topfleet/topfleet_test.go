@@ -128,7 +128,7 @@ func TestFleetExpires(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ttl := client(t, url).PTTL(ctx, recordKey("api", "gw0")).Val()
+	ttl := client(t, url).PTTL(ctx, recordKey("api", "gw0", "1h")).Val()
 	if ttl <= 0 || ttl > DefaultTTL {
 		t.Fatalf("a record's TTL: %v; want up to %v", ttl, DefaultTTL)
 	}
@@ -168,7 +168,7 @@ func TestFleetSkipsGarbage(t *testing.T) {
 	at := float64(clk.Now().UnixMilli())
 	for i, junk := range []string{"{", "null", `{"v":1,"rule":"api","at":1,"tops":[{"kind":"refused","span":"1m","entries":[{"key":"x","count":5,"error":9}],"total":5}]}`, strings.Repeat("x", DefaultMaxBytes+1)} {
 		id := fmt.Sprint("junk", i)
-		c.Set(ctx, recordKey("api", id), junk, time.Minute)
+		c.Set(ctx, recordKey("api", id, "1m"), junk, time.Minute)
 		c.ZAdd(ctx, index("api"), redis.Z{Score: at + 1, Member: id})
 	}
 	tops, err := fleets[0].Read(ctx, []string{"api"}, "1m", 3)
@@ -210,7 +210,7 @@ func TestRunPublishes(t *testing.T) {
 	}()
 	c := client(t, url)
 	deadline := time.Now().Add(10 * time.Second)
-	for c.Exists(ctx, recordKey("api", "runner")).Val() != 1 {
+	for c.Exists(ctx, recordKey("api", "runner", "1m")).Val() != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("Run has not published in 10 s")
 		}
@@ -232,11 +232,40 @@ func BenchmarkRecord(b *testing.B) {
 	f := New(nil, board)
 	var size int
 	for b.Loop() {
-		buf, err := encode(f.recordOf(now, "api"), DefaultMaxBytes)
+		buf, err := encode(f.recordOf(now, "api", "1m"), DefaultMaxBytes)
 		if err != nil {
 			b.Fatal(err)
 		}
 		size = len(buf)
 	}
 	b.ReportMetric(float64(size), "bytes/record")
+}
+
+// The cost of a fleet query at the cap: 64 instances, each with a full
+// record of one rule.
+func BenchmarkRead64(b *testing.B) {
+	url := redistest.Server(b)
+	c, err := redisstore.NewClient(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	now := time.Now()
+	board := topk.NewBoard(200)
+	for i := range 5000 {
+		board.Add(now, "api", topk.Refused, fmt.Sprintf("203.0.113.%d/%d", i%256, i), uint64(1+i%7))
+	}
+	ctx := context.Background()
+	for i := range DefaultMaxInstances {
+		if err := New(c, board, WithID(fmt.Sprint("gw", i))).Publish(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	f := New(c, board)
+	for b.Loop() {
+		tops, err := f.Read(ctx, []string{"api"}, "1m", 10)
+		if err != nil || tops[0].Instances != DefaultMaxInstances {
+			b.Fatalf("%v, %+v", err, tops)
+		}
+	}
 }
