@@ -38,7 +38,7 @@ func (f *Fleet) Read(ctx context.Context, rules []string, span string, n int) ([
 		if len(ids[i]) > 0 {
 			keys := make([]string, len(ids[i]))
 			for j, id := range ids[i] {
-				keys[j] = recordKey(rule, id, span)
+				keys[j] = f.recordKey(rule, id, span)
 			}
 			gets[i] = pipe.MGet(ctx, keys...)
 		}
@@ -66,7 +66,7 @@ func (f *Fleet) live(ctx context.Context, rules []string) ([][]string, error) {
 	pipe := f.client.Pipeline()
 	cmds := make([]*redis.StringSliceCmd, len(rules))
 	for i, rule := range rules {
-		cmds[i] = pipe.ZRevRangeByScore(ctx, index(rule), &redis.ZRangeBy{
+		cmds[i] = pipe.ZRevRangeByScore(ctx, f.index(rule), &redis.ZRangeBy{
 			Max: "+inf", Min: strconv.FormatInt(since, 10), Count: int64(f.c.maxInstances),
 		})
 	}

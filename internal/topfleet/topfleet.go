@@ -33,7 +33,8 @@ const (
 	DefaultMaxBytes = 128 << 10
 	// DefaultMaxEntries caps the entries a summary read back may hold.
 	DefaultMaxEntries = 1000
-	// Prefix starts every key a Fleet writes.
+	// Prefix starts every key a Fleet writes unless WithPrefix says
+	// otherwise.
 	Prefix = "rk:top:"
 )
 
@@ -47,7 +48,7 @@ type Fleet struct {
 }
 
 type config struct {
-	id                               string
+	id, prefix                       string
 	clock                            ratekeeper.Clock
 	logger                           *slog.Logger
 	onError                          func(what string)
@@ -61,6 +62,11 @@ type Option func(*config)
 // WithID names the instance (default: host name, process id and random
 // hex). Two instances with one ID overwrite each other.
 func WithID(id string) Option { return func(c *config) { c.id = id } }
+
+// WithPrefix sets the start of every key (default Prefix). Fleets of
+// different rule sets (gateways, serve) need different prefixes. It must
+// not contain '{' or '}'.
+func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 
 // WithClock sets where the time comes from (default: the system's).
 func WithClock(clk ratekeeper.Clock) Option { return func(c *config) { c.clock = clk } }
@@ -94,7 +100,7 @@ func (systemClock) Now() time.Time { return time.Now() }
 // New returns a Fleet that publishes board's summaries to client.
 func New(client redis.UniversalClient, board *topk.Board, opts ...Option) *Fleet {
 	c := config{
-		clock: systemClock{}, logger: slog.New(slog.DiscardHandler), onError: func(string) {},
+		prefix: Prefix, clock: systemClock{}, logger: slog.New(slog.DiscardHandler), onError: func(string) {},
 		period: DefaultPeriod, ttl: DefaultTTL,
 		maxInstances: DefaultMaxInstances, maxBytes: DefaultMaxBytes, maxEntry: DefaultMaxEntries,
 	}
@@ -129,13 +135,15 @@ func (f *Fleet) Skipped() uint64 { return f.skipped.Load() }
 
 // index is the key of rule's sorted set of instances; record, of one
 // instance's record. Both share a hash tag, hence a Cluster slot.
-func index(rule string) string {
+func (f *Fleet) index(rule string) string {
 	h := fnv.New64a()
 	h.Write([]byte(rule))
-	return Prefix + "{" + strconv.FormatUint(h.Sum64(), 16) + "}"
+	return f.c.prefix + "{" + strconv.FormatUint(h.Sum64(), 16) + "}"
 }
 
-func recordKey(rule, id, span string) string { return index(rule) + ":" + id + ":" + span }
+func (f *Fleet) recordKey(rule, id, span string) string {
+	return f.index(rule) + ":" + id + ":" + span
+}
 
 // Run publishes every period until ctx is done. Errors are logged; the
 // next period tries again.
@@ -170,14 +178,14 @@ func (f *Fleet) Publish(ctx context.Context) error {
 	at := now.UnixMilli()
 	pipe := f.client.Pipeline()
 	for _, rule := range f.board.Rules() {
-		ix := index(rule)
+		ix := f.index(rule)
 		for _, span := range topk.Spans() {
 			b, err := encode(f.recordOf(now, rule, span.Name), f.c.maxBytes)
 			if err != nil {
 				f.c.logger.Warn("top: a rule's summaries are not published", "rule", rule, "err", err)
 				continue
 			}
-			pipe.Set(ctx, recordKey(rule, f.c.id, span.Name), b, f.c.ttl)
+			pipe.Set(ctx, f.recordKey(rule, f.c.id, span.Name), b, f.c.ttl)
 		}
 		pipe.ZAdd(ctx, ix, redis.Z{Score: float64(at), Member: f.c.id})
 		// Instances gone for 4 TTLs leave the index; a record's own TTL

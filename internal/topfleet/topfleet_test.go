@@ -128,7 +128,7 @@ func TestFleetExpires(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ttl := client(t, url).PTTL(ctx, recordKey("api", "gw0", "1h")).Val()
+	ttl := client(t, url).PTTL(ctx, fleets[0].recordKey("api", "gw0", "1h")).Val()
 	if ttl <= 0 || ttl > DefaultTTL {
 		t.Fatalf("a record's TTL: %v; want up to %v", ttl, DefaultTTL)
 	}
@@ -145,6 +145,10 @@ func TestFleetExpires(t *testing.T) {
 	}
 	if n := instances(); n != 2 {
 		t.Fatalf("within the TTL: %d instances, want 2", n)
+	}
+	other := New(client(t, url), topk.NewBoard(1), WithClock(clk), WithPrefix("rk:top:serve:"))
+	if tops, err := other.Read(ctx, []string{"api"}, "1h", 5); err != nil || tops[0].Instances != 0 {
+		t.Fatalf("another prefix read %+v, %v; want nothing", tops, err)
 	}
 	clk.Add(2 * time.Second)
 	if n := instances(); n != 1 {
@@ -168,8 +172,8 @@ func TestFleetSkipsGarbage(t *testing.T) {
 	at := float64(clk.Now().UnixMilli())
 	for i, junk := range []string{"{", "null", `{"v":1,"rule":"api","at":1,"tops":[{"kind":"refused","span":"1m","entries":[{"key":"x","count":5,"error":9}],"total":5}]}`, strings.Repeat("x", DefaultMaxBytes+1)} {
 		id := fmt.Sprint("junk", i)
-		c.Set(ctx, recordKey("api", id, "1m"), junk, time.Minute)
-		c.ZAdd(ctx, index("api"), redis.Z{Score: at + 1, Member: id})
+		c.Set(ctx, fleets[0].recordKey("api", id, "1m"), junk, time.Minute)
+		c.ZAdd(ctx, fleets[0].index("api"), redis.Z{Score: at + 1, Member: id})
 	}
 	tops, err := fleets[0].Read(ctx, []string{"api"}, "1m", 3)
 	if err != nil {
@@ -210,7 +214,7 @@ func TestRunPublishes(t *testing.T) {
 	}()
 	c := client(t, url)
 	deadline := time.Now().Add(10 * time.Second)
-	for c.Exists(ctx, recordKey("api", "runner", "1m")).Val() != 1 {
+	for c.Exists(ctx, f.recordKey("api", "runner", "1m")).Val() != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("Run has not published in 10 s")
 		}
