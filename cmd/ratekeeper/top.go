@@ -30,6 +30,7 @@ flags:`
 // topFlags are the flags of ratekeeper top.
 type topFlags struct {
 	admin, tokenFile, rule, span string
+	scope                        string
 	n                            int
 	every, timeout               time.Duration
 	once                         bool
@@ -43,6 +44,7 @@ func newTopFlags(stderr io.Writer) (*flag.FlagSet, *topFlags) {
 	fs.StringVar(&f.tokenFile, "token-file", "", "a `file` holding the bearer token, when the proxy protects reads or serve has one")
 	fs.StringVar(&f.rule, "rule", "", "only this `rule` (default: every rule)")
 	fs.StringVar(&f.span, "span", dash.SpanMinute, "the `span` counted: 1m or 1h")
+	fs.StringVar(&f.scope, "scope", dash.ScopeLocal, "whose counts: local (the process asked) or fleet (every gateway on its Redis)")
 	fs.IntVar(&f.n, "n", dash.DefaultN, "how many keys per rule and kind")
 	fs.DurationVar(&f.every, "every", 2*time.Second, "how often to refresh")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for each answer")
@@ -81,7 +83,7 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return usageError{fmt.Errorf("--token-file: %w", err)}
 		}
 	}
-	q := url.Values{"span": {f.span}, "n": {strconv.Itoa(f.n)}}
+	q := url.Values{"span": {f.span}, "n": {strconv.Itoa(f.n)}, "scope": {f.scope}}
 	if f.rule != "" {
 		q.Set("rule", f.rule)
 	}

@@ -36,11 +36,11 @@ func TestTop(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
-	code := run(context.Background(), []string{"top", "--admin", srv.URL, "--rule", "per-ip", "--span", "1h", "-n", "5", "--token-file", tok, "--once"}, &out, &errb)
+	code := run(context.Background(), []string{"top", "--admin", srv.URL, "--rule", "per-ip", "--span", "1h", "--scope", "fleet", "-n", "5", "--token-file", tok, "--once"}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	if q := asked.URL.Query(); asked.URL.Path != "/v1/top" || q.Get("rule") != "per-ip" || q.Get("span") != "1h" || q.Get("n") != "5" {
+	if q := asked.URL.Query(); asked.URL.Path != "/v1/top" || q.Get("rule") != "per-ip" || q.Get("span") != "1h" || q.Get("scope") != "fleet" || q.Get("n") != "5" {
 		t.Fatalf("asked %s", asked.URL)
 	}
 	lines := strings.Split(out.String(), "\n")
