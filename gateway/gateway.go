@@ -429,7 +429,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		defer cancel()
 		_ = g.tracing.Shutdown(ctx) // sends the spans not yet sent
 	}()
-	defer g.publishTop(ctx)()
+	defer g.fleet.Start(ctx)()
 	g.logger.Info("gateway listening", "addr", g.addr.String(), "tls", cfg.TLS.Enabled(), "h2c", cfg.H2C, "admin", g.adminAddr.String(), "upstream", redactedURL(cfg.Upstream), "store", cfg.Store.String(), "rules", len(g.mw.Rules().Rules))
 	return g.proc.Run(ctx, server.Run{
 		Name:            "gateway",

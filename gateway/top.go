@@ -80,24 +80,6 @@ func (g *Gateway) status(context.Context) (dashboard.Status, error) {
 	return st, nil
 }
 
-// publishTop publishes the top lists to the fleet until ctx is done or
-// the returned function is called, which waits for the publisher to stop.
-func (g *Gateway) publishTop(ctx context.Context) (stop func()) {
-	if g.fleet == nil {
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		g.fleet.Run(ctx)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
-}
-
 // topClients answers /v1/top from this gateway's counts or, for the fleet
 // scope over Redis, from every gateway's last published ones. Over the
 // memory store a fleet query answers with the local scope.
@@ -122,7 +104,7 @@ func (g *Gateway) topClients(ctx context.Context, q dashboard.TopQuery) (dashboa
 			if !ok {
 				return dashboard.TopAnswer{}, fmt.Errorf("span %q: want 1m or 1h", q.Span)
 			}
-			out.Rules = append(out.Rules, topRule(name, kind, q.Span, t))
+			out.Rules = append(out.Rules, dashboard.TopRuleOf(name, kind, q.Span, t))
 		}
 	}
 	return out, nil
@@ -138,15 +120,7 @@ func (g *Gateway) fleetTop(ctx context.Context, names []string, q dashboard.TopQ
 	out := dashboard.TopAnswer{Scope: dashboard.ScopeFleet, Span: q.Span}
 	for _, t := range tops {
 		out.Instances = max(out.Instances, t.Instances)
-		out.Rules = append(out.Rules, topRule(t.Rule, t.Kind, q.Span, t.Top))
+		out.Rules = append(out.Rules, dashboard.TopRuleOf(t.Rule, t.Kind, q.Span, t.Top))
 	}
 	return out, nil
-}
-
-func topRule(name string, kind topk.Kind, span string, t topk.Top) dashboard.TopRule {
-	tr := dashboard.TopRule{Rule: name, Kind: kind.String(), Span: span, Total: t.Total, Floor: t.Floor, Bound: t.Bound, Entries: []dashboard.TopEntry{}}
-	for _, e := range t.Entries {
-		tr.Entries = append(tr.Entries, dashboard.TopEntry{Key: e.Key, Count: e.Count, Error: e.Err})
-	}
-	return tr
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/internal/server/buildinfo"
 	"github.com/ratekeeper/ratekeeper/internal/server/serverstore"
 	"github.com/ratekeeper/ratekeeper/internal/server/tracing"
+	"github.com/ratekeeper/ratekeeper/internal/topfleet"
 	"github.com/ratekeeper/ratekeeper/internal/topk"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
 	"github.com/ratekeeper/ratekeeper/tlsconfig"
@@ -90,8 +91,11 @@ type Server struct {
 	o    ServerOptions
 	proc *server.Process
 	svc  *Service
-	top  *topk.Board      // the limited clients /v1/top lists
-	tr   *tracing.Tracing // nil unless OTEL_TRACES_EXPORTER asks for traces
+	top  *topk.Board // the limited clients /v1/top lists
+	// fleet shares top with the serve processes on the same Redis (nil
+	// on the memory store).
+	fleet *topfleet.Fleet
+	tr    *tracing.Tracing // nil unless OTEL_TRACES_EXPORTER asks for traces
 
 	grpcAddr, httpAddr, adminAddr server.Addr
 	grpcTLS, httpTLS              *tls.Config // nil: clear text
@@ -145,6 +149,10 @@ func NewServer(ctx context.Context, path string, o ServerOptions) (*Server, erro
 		return nil, err
 	}
 	s.top = newBoard()
+	if client, ok := storeconfig.RedisClient(proc.Store()); ok {
+		s.fleet = topfleet.New(client, s.top, topfleet.WithPrefix(fleetPrefix),
+			topfleet.WithLogger(proc.Logger), topfleet.WithErrors(proc.Metrics.FleetError))
+	}
 	s.svc = NewService(store, rules,
 		WithAllOrNothing(o.AllOrNothing),
 		WithResponseHeaders(o.ResponseHeaders),
@@ -224,6 +232,7 @@ func (s *Server) Run(ctx context.Context) error {
 		defer cancel()
 		_ = s.tr.Shutdown(ctx) // sends the spans not yet sent
 	}()
+	defer s.fleet.Start(ctx)()
 	servers := []server.Server{s.newGRPCServer(gln)}
 	if hln != nil {
 		servers = append(servers, s.newHTTPServer(hln))

@@ -15,6 +15,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/internal/server/adminauth"
 	"github.com/ratekeeper/ratekeeper/internal/server/dashboard"
 	"github.com/ratekeeper/ratekeeper/internal/server/metrics"
+	"github.com/ratekeeper/ratekeeper/internal/topfleet"
 	"github.com/ratekeeper/ratekeeper/internal/topk"
 	"github.com/ratekeeper/ratekeeper/rules"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
@@ -99,8 +100,16 @@ func displayKey(r *rule, d *ratelimitv3.RateLimitDescriptor) string {
 	return b.String()
 }
 
-// topClients answers /v1/top from this process's counts, per rule.
-func (s *Server) topClients(_ context.Context, q dashboard.TopQuery) (dashboard.TopAnswer, error) {
+// fleetPrefix starts the keys of serve's fleet lists, apart from the
+// gateways' (topfleet.Prefix): a descriptor path and a gateway rule of
+// the same name are different limits.
+const fleetPrefix = topfleet.Prefix + "serve:"
+
+// topClients answers /v1/top from this process's counts, per rule, or,
+// for the fleet scope over Redis, from every serve process's last
+// published ones. Over the memory store a fleet query answers with the
+// local scope.
+func (s *Server) topClients(ctx context.Context, q dashboard.TopQuery) (dashboard.TopAnswer, error) {
 	now := time.Now()
 	var names []string
 	for _, r := range s.svc.Rules().rules {
@@ -111,6 +120,18 @@ func (s *Server) topClients(_ context.Context, q dashboard.TopQuery) (dashboard.
 	if q.Rule != "" && len(names) == 0 {
 		return dashboard.TopAnswer{}, fmt.Errorf("%w: %q", dashboard.ErrUnknownRule, q.Rule)
 	}
+	if q.Scope == dashboard.ScopeFleet && s.fleet != nil {
+		tops, err := s.fleet.Read(ctx, names, q.Span, q.N)
+		if err != nil {
+			return dashboard.TopAnswer{}, fmt.Errorf("fleet: %w", err)
+		}
+		out := dashboard.TopAnswer{Scope: dashboard.ScopeFleet, Span: q.Span, Rules: []dashboard.TopRule{}}
+		for _, t := range tops {
+			out.Instances = max(out.Instances, t.Instances)
+			out.Rules = append(out.Rules, dashboard.TopRuleOf(t.Rule, t.Kind, q.Span, t.Top))
+		}
+		return out, nil
+	}
 	out := dashboard.TopAnswer{Scope: dashboard.ScopeLocal, Span: q.Span, Rules: []dashboard.TopRule{}}
 	for _, name := range names {
 		for _, kind := range []topk.Kind{topk.Refused, topk.Near} {
@@ -118,11 +139,7 @@ func (s *Server) topClients(_ context.Context, q dashboard.TopQuery) (dashboard.
 			if !ok {
 				return dashboard.TopAnswer{}, fmt.Errorf("span %q: want 1m or 1h", q.Span)
 			}
-			tr := dashboard.TopRule{Rule: name, Kind: kind.String(), Span: q.Span, Total: t.Total, Floor: t.Floor, Bound: t.Bound, Entries: []dashboard.TopEntry{}}
-			for _, e := range t.Entries {
-				tr.Entries = append(tr.Entries, dashboard.TopEntry{Key: e.Key, Count: e.Count, Error: e.Err})
-			}
-			out.Rules = append(out.Rules, tr)
+			out.Rules = append(out.Rules, dashboard.TopRuleOf(name, kind, q.Span, t))
 		}
 	}
 	return out, nil

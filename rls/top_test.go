@@ -17,8 +17,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/internal/server/dashboard"
 	"github.com/ratekeeper/ratekeeper/rules"
+	"github.com/ratekeeper/ratekeeper/storeconfig"
 )
 
 // topConfig has a limit of 2 per hour on each API key, whose values are
@@ -188,4 +190,63 @@ func TestServerTopProtectReads(t *testing.T) {
 func itoa(n uint64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// Two serve processes on one Redis answer the same fleet lists: the heavy
+// key first, with every count from both; each local list has its own share.
+func TestServerTopFleet(t *testing.T) {
+	const token = "top-token-0123456789abcdef"
+	o := ServerOptions{AdminToken: token, Store: storeconfig.Config{URL: redistest.Server(t)}.WithDefaults()}
+	a, ca := runServer(t, topConfig, o)
+	b, cb := runServer(t, topConfig, o)
+	if a.fleet == nil || b.fleet == nil {
+		t.Fatal("no fleet over Redis")
+	}
+	ask := func(c rlsv3.RateLimitServiceClient, key string) {
+		t.Helper()
+		d := &rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("api_key", key)}}
+		if _, err := c.ShouldRateLimit(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 6 { // the first on each allowed, then 10 refused: 5 on each
+		ask(ca, "heavy")
+		ask(cb, "heavy")
+	}
+	for range 3 {
+		ask(cb, "light") // 2 allowed, 1 refused
+	}
+	for _, s := range []*Server{a, b} {
+		if err := s.fleet.Publish(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused := func(s *Server, scope string) (string, dashboard.TopAnswer) {
+		t.Helper()
+		code, body := getAdmin(t, s, "/v1/top?rule=api.api_key&scope="+scope, token)
+		var ans dashboard.TopAnswer
+		if err := json.Unmarshal([]byte(body), &ans); code != http.StatusOK || err != nil {
+			t.Fatalf("%s: %d %s", scope, code, body)
+		}
+		var es []string
+		for _, r := range ans.Rules {
+			if r.Kind == "refused" {
+				for _, e := range r.Entries {
+					es = append(es, e.Key+" "+itoa(e.Count))
+				}
+			}
+		}
+		return strings.Join(es, ", "), ans
+	}
+	heavy, light := "api_key="+rules.Fingerprint("heavy"), "api_key="+rules.Fingerprint("light")
+	want := heavy + " 10, " + light + " 1"
+	for name, s := range map[string]*Server{"a": a, "b": b} {
+		got, ans := refused(s, "fleet")
+		if got != want || ans.Scope != "fleet" || ans.Instances != 2 {
+			t.Errorf("%s's fleet lists: %q over %d instances (scope %s), want %q over 2", name, got, ans.Instances, ans.Scope, want)
+		}
+	}
+	if got, _ := refused(a, "local"); got != heavy+" 5" {
+		t.Errorf("a's local list: %q, want its own share", got)
+	}
 }

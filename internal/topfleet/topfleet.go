@@ -160,6 +160,24 @@ func (f *Fleet) Run(ctx context.Context) {
 	}
 }
 
+// Start runs Run in a goroutine until ctx is done or stop is called,
+// which waits for it to end. A nil Fleet starts nothing.
+func (f *Fleet) Start(ctx context.Context) (stop func()) {
+	if f == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // publishWithin publishes, giving up after d, and logs an error unless
 // ctx ended.
 func (f *Fleet) publishWithin(ctx context.Context, d time.Duration) {
