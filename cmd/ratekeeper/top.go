@@ -140,7 +140,11 @@ func fetchTop(ctx context.Context, client *http.Client, target, token string) (d
 // printTop writes one screen: a line per key, then each list's total and
 // floor.
 func printTop(w io.Writer, base string, ans dash.TopAnswer, now time.Time) {
-	fmt.Fprintf(w, "ratekeeper top  %s  last %s (%s)  %s\n\n", base, ans.Span, ans.Scope, now.Format(time.TimeOnly))
+	scope := ans.Scope
+	if ans.Instances > 0 {
+		scope += fmt.Sprintf(", %d instances", ans.Instances)
+	}
+	fmt.Fprintf(w, "ratekeeper top  %s  last %s (%s)  %s\n\n", base, ans.Span, scope, now.Format(time.TimeOnly))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "RULE\tKIND\tKEY\tCOUNT\t±ERROR\t")
 	for _, r := range ans.Rules {
