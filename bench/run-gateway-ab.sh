@@ -26,7 +26,8 @@ command -v wrk >/dev/null 2>&1 || {
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  local i # the gateways first, then the sink and the upstream
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2>/dev/null || true; done
   wait 2>/dev/null || true
   for b in base head; do git -C .. worktree remove --force "$tmp/src-$b" 2>/dev/null || true; done
   rm -rf "$tmp"
