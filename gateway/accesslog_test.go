@@ -266,3 +266,58 @@ func TestUpstreamPasswordNotShown(t *testing.T) {
 		t.Errorf("redactedURL: %s", got)
 	}
 }
+
+// A change to the file turns the access log on without a signal: the
+// watcher's reload does what Reload does.
+func TestAccessLogReloadByWatch(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+	defer up.Close()
+	path := filepath.Join(t.TempDir(), "gw.yaml")
+	write := func(mode string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte("listen: 127.0.0.1:0\nwatch: 20ms\naccess_log: "+mode+"\nupstream: "+up.URL+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("off")
+	var buf lockedBuffer
+	g, err := New(context.Background(), path, Options{AccessLog: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for g.Addr() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway did not start")
+		}
+		time.Sleep(time.Millisecond) // polling, bounded above
+	}
+	get := func() {
+		t.Helper()
+		resp, err := http.Get("http://" + g.Addr().String() + "/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	get()
+	if n := len(buf.lines(t)); n != 0 {
+		t.Fatalf("access_log off: %d lines", n)
+	}
+	write("all")
+	for len(buf.lines(t)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no line 10s after the file turned the access log on")
+		}
+		get()
+		time.Sleep(10 * time.Millisecond) // polling the watcher, bounded above
+	}
+}
