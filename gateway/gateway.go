@@ -30,6 +30,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/internal/server/metrics"
 	"github.com/ratekeeper/ratekeeper/internal/server/serverstore"
 	"github.com/ratekeeper/ratekeeper/internal/server/tracing"
+	"github.com/ratekeeper/ratekeeper/internal/topfleet"
 	"github.com/ratekeeper/ratekeeper/internal/topk"
 	"github.com/ratekeeper/ratekeeper/rules"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
@@ -70,6 +71,9 @@ type Gateway struct {
 	// when off); accessLogger writes the lines of every mode.
 	access       atomic.Pointer[accessLog]
 	accessLogger *slog.Logger
+	// fleet shares top with the gateways on the same Redis (nil on the
+	// memory store).
+	fleet *topfleet.Fleet
 	// tracing is nil unless OTEL_TRACES_EXPORTER asks for traces.
 	tracing *tracing.Tracing
 
@@ -137,6 +141,9 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 	if err := storeconfig.SetLimitModes(proc.Store(), set.StoreModes()); err != nil {
 		proc.Close()
 		return nil, err
+	}
+	if client, ok := storeconfig.RedisClient(proc.Store()); ok {
+		g.fleet = topfleet.New(client, g.top, topfleet.WithLogger(g.logger), topfleet.WithErrors(g.metrics.FleetError))
 	}
 	g.accessLogger = slog.New(slog.NewJSONHandler(cmp.Or[io.Writer](o.AccessLog, os.Stdout), nil))
 	g.access.Store(newAccessLog(cfg.AccessLog, g.accessLogger))
@@ -422,6 +429,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		defer cancel()
 		_ = g.tracing.Shutdown(ctx) // sends the spans not yet sent
 	}()
+	defer g.publishTop(ctx)()
 	g.logger.Info("gateway listening", "addr", g.addr.String(), "tls", cfg.TLS.Enabled(), "h2c", cfg.H2C, "admin", g.adminAddr.String(), "upstream", redactedURL(cfg.Upstream), "store", cfg.Store.String(), "rules", len(g.mw.Rules().Rules))
 	return g.proc.Run(ctx, server.Run{
 		Name:            "gateway",

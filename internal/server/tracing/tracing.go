@@ -107,6 +107,38 @@ func (t *Tracing) Server(ctx context.Context, name string, h http.Header) (conte
 	return ctx, Span{s}
 }
 
+// ServerMetadata starts the span of a call received, as Server does, from
+// the trace context in md: gRPC's incoming metadata, whose keys are lower
+// case.
+func (t *Tracing) ServerMetadata(ctx context.Context, name string, md map[string][]string) (context.Context, Span) {
+	if t == nil {
+		return ctx, Span{}
+	}
+	ctx = t.prop.Extract(ctx, metadataCarrier(md))
+	ctx, s := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
+	return ctx, Span{s}
+}
+
+// metadataCarrier reads and writes gRPC metadata for a propagator.
+type metadataCarrier map[string][]string
+
+func (m metadataCarrier) Get(key string) string {
+	if v := m[strings.ToLower(key)]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (m metadataCarrier) Set(key, value string) { m[strings.ToLower(key)] = []string{value} }
+
+func (m metadataCarrier) Keys() []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
 // Internal starts a span of work within the current one.
 func (t *Tracing) Internal(ctx context.Context, name string) (context.Context, Span) {
 	return t.start(ctx, name, trace.SpanKindInternal)
