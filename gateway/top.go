@@ -32,7 +32,7 @@ func (g *Gateway) decided(r *http.Request, d httplimit.Decided) {
 		}
 		g.top.Add(now, m.Rule.Name, topk.Near, m.Rule.DisplayKey(m.Key), 1)
 	}
-	if g.accessLog {
+	if g.access.Load() != nil {
 		logDecision(r, d)
 	}
 }

@@ -27,6 +27,7 @@ type Tracing struct {
 	provider *sdktrace.TracerProvider
 	tracer   trace.Tracer
 	prop     propagation.TextMapPropagator
+	fields   []string // the headers prop reads and writes
 }
 
 // FromEnv returns the tracing the environment asks for, or nil for none.
@@ -60,10 +61,12 @@ func FromEnv(ctx context.Context, service, version string) (*Tracing, error) {
 		res, _ = resource.Merge(res, resource.NewSchemaless(semconv.ServiceName(service)))
 	}
 	p := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	prop := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	return &Tracing{
 		provider: p,
 		tracer:   p.Tracer("github.com/ratekeeper/ratekeeper"),
-		prop:     propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+		prop:     prop,
+		fields:   prop.Fields(),
 	}, nil
 }
 
@@ -171,10 +174,16 @@ func (t *Tracing) Call(ctx context.Context, name, system string) (context.Contex
 	}
 }
 
-// Inject writes ctx's trace context into h, for the next hop.
+// Inject writes ctx's trace context into h, for the next hop, in place
+// of the one h carried (traceparent, tracestate, baggage). So a client's
+// context that Server could not parse does not reach the next hop beside
+// the new trace's. Off, it leaves h as it is.
 func (t *Tracing) Inject(ctx context.Context, h http.Header) {
 	if t == nil {
 		return
+	}
+	for _, f := range t.fields {
+		h.Del(f)
 	}
 	t.prop.Inject(ctx, propagation.HeaderCarrier(h))
 }
