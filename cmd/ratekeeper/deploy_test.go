@@ -554,6 +554,10 @@ rules:
     match: {path_prefix: /costly}
     limit: {algorithm: fixed_window, rate: 10, period: 24h}
     cost: 2
+  - name: banned
+    match: {path_prefix: /ban}
+    limit: {algorithm: fixed_window, rate: 1, period: 24h}
+    ban: 1h
 `)
 	g, err := gateway.New(ctx, gwConfig, gateway.Options{})
 	if err != nil {
