@@ -335,6 +335,8 @@ func (rl *Rule) describeCost(b *strings.Builder) {
 		fmt.Fprintf(b, "; a request costs its %s header (1..%d; %d without it)", c.Header, c.Max, c.Default)
 	case c.Response != "":
 		fmt.Fprintf(b, "; a request needs 1 unit, then costs the upstream's %s response header (0..%d; %d without it)", c.Response, c.Max, c.Default)
+	case len(c.JSON) > 0:
+		fmt.Fprintf(b, "; a request needs 1 unit, then costs %s in the response body (0..%d; %d without it)", strings.Join(c.JSON, " + "), c.Max, c.Default)
 	case c.Fixed != 1:
 		fmt.Fprintf(b, "; a request costs %d", c.Fixed)
 	}

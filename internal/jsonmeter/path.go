@@ -41,14 +41,14 @@ func ParsePath(s string) (Path, error) {
 	}
 	for _, k := range keys {
 		if k == "" {
-			return nil, fmt.Errorf("%q has an empty key", s)
+			return nil, errors.New("has an empty key")
 		}
 		if len(k) > MaxKey {
 			return nil, fmt.Errorf("key %.10q... is longer than %d bytes", k, MaxKey)
 		}
 		for i := 0; i < len(k); i++ {
 			if c := k[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' {
-				return nil, fmt.Errorf("%q: keys are printable ASCII without spaces, quotes or backslashes", s)
+				return nil, errors.New("has a key that is not printable ASCII without spaces, quotes or backslashes")
 			}
 		}
 	}
