@@ -1,5 +1,7 @@
 package jsonmeter
 
+import "bytes"
+
 // lineState is where the framing is in a line of an event stream.
 type lineState uint8
 
@@ -50,9 +52,12 @@ func (m *Meter) frame(p []byte) {
 					continue
 				}
 			}
-			j := i + 1
-			for j < len(p) && p[j] != '\n' && p[j] != '\r' {
-				j++
+			j := i + bytes.IndexByte(p[i:], '\n')
+			if j < i {
+				j = len(p)
+			}
+			if k := bytes.IndexByte(p[i:j], '\r'); k >= 0 {
+				j = i + k
 			}
 			if m.doc.st != stBroken {
 				m.feed(p[i:j])

@@ -280,3 +280,32 @@ func FuzzMeter(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkMeter is the Meter alone on an event stream of 2 KiB content
+// events and on a JSON body of long strings, per byte (MB/s).
+func BenchmarkMeter(b *testing.B) {
+	event := "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + strings.Repeat("x", 1940) + "\"}}],\"usage\":null}\n\n"
+	stream := []byte(strings.Repeat(event, 512) + "data: {\"usage\":{\"total_tokens\":102}}\n\ndata: [DONE]\n\n")
+	body := []byte(`{"choices":[` + strings.Repeat(`{"message":{"content":"`+strings.Repeat("lorem ipsum ", 150)+`"}},`, 500) + `{}],"usage":{"total_tokens":102}}`)
+	ps := paths(b, "usage.total_tokens")
+	for _, tc := range []struct {
+		name   string
+		b      []byte
+		events bool
+	}{{"stream", stream, true}, {"json", body, false}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(tc.b)))
+			b.ReportAllocs()
+			for b.Loop() {
+				m := New(ps, tc.events)
+				for p := tc.b; len(p) > 0; p = p[min(len(p), 32<<10):] {
+					m.Write(p[:min(len(p), 32<<10)])
+				}
+				m.End()
+				if r := m.Reading(); r.Sum != 102 || r.Bad {
+					b.Fatal(r)
+				}
+			}
+		})
+	}
+}

@@ -52,13 +52,14 @@ func (m *Meter) feed(p []byte) {
 		c := p[i]
 		if s.st == stString && !s.inKey {
 			// The run of a value string, the body's bulk, in a tight loop.
-			for c != '"' && c != '\\' && c >= 0x20 && i+1 < len(p) {
-				i++
-				c = p[i]
+			j := i
+			for j < len(p) && p[j] != '"' && p[j] != '\\' && p[j] >= 0x20 {
+				j++
 			}
-			if c != '"' && c != '\\' && c >= 0x20 {
+			if j == len(p) {
 				return
 			}
+			i, c = j, p[j]
 		}
 		m.step(c)
 	}
