@@ -31,9 +31,9 @@ const (
 type scanner struct {
 	st      state
 	depth   int
-	arrays  uint64               // bit d-1: the container at depth d is an array
+	arrays  uint64                // bit d-1: the container at depth d is an array
 	ctx     [MaxNesting + 1]uint8 // ctx[d]: the paths the object at depth d is on
-	cur     uint8                // the paths the value due is on
+	cur     uint8                 // the paths the value due is on
 	inKey   bool
 	key     [MaxKey]byte
 	keyLen  int // > MaxKey: the key matches no path
