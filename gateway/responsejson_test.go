@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,11 +33,11 @@ func llmJSON(tokens string) string {
 	return `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"{\"usage\":{\"total_tokens\":0}}"}}],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":` + tokens + `}}`
 }
 
-// newLLMUpstream answers like an OpenAI-compatible API. /json?tokens=N is
-// a JSON completion; /stream?tokens=N&events=K an event stream, split in
-// two writes at byte split when given; /hold a stream that reports
-// tokens in its first event, then waits for the client to leave (left
-// is closed then). Every body is chunked, so that a client has read it
+// newLLMUpstream answers like an OpenAI-compatible API, by the path's
+// last segment. json?tokens=N is a JSON completion. stream?tokens=N&events=K
+// is an event stream, split in two writes at byte split when given. hold
+// is a stream that reports tokens in its first event, then waits for the
+// client to leave (left gets a value then). Every body is chunked, so that a client has read it
 // only once the gateway's handler has returned.
 func newLLMUpstream(t testing.TB) (url string, left chan struct{}) {
 	left = make(chan struct{}, 16)
@@ -43,14 +45,14 @@ func newLLMUpstream(t testing.TB) (url string, left chan struct{}) {
 		q := r.URL.Query()
 		tokens := q.Get("tokens")
 		rc := http.NewResponseController(w)
-		switch r.URL.Path {
-		case "/json":
+		switch path.Base(r.URL.Path) {
+		case "json":
 			w.Header().Set("Content-Type", "application/json")
 			body := llmJSON(tokens)
 			io.WriteString(w, body[:10])
 			rc.Flush()
 			io.WriteString(w, body[10:])
-		case "/stream":
+		case "stream":
 			w.Header().Set("Content-Type", "text/event-stream")
 			events, _ := strconv.Atoi(q.Get("events"))
 			body := llmStream(events, tokens)
@@ -61,7 +63,7 @@ func newLLMUpstream(t testing.TB) (url string, left chan struct{}) {
 			io.WriteString(w, body[:split])
 			rc.Flush()
 			io.WriteString(w, body[split:])
-		case "/hold":
+		case "hold":
 			w.Header().Set("Content-Type", "text/event-stream")
 			if tokens != "" {
 				fmt.Fprintf(w, "data: {\"usage\":{\"total_tokens\":%s}}\n\n", tokens)
@@ -284,5 +286,42 @@ func TestResponseJSONClearBody(t *testing.T) {
 	defer mu.Unlock()
 	if len(got) != 1 || got[0] != "" {
 		t.Errorf("the upstream got Accept-Encoding %q", got)
+	}
+}
+
+// TestResponseJSONDocsExample: docs/gateway.md's tokens-per-minute rules,
+// as written, meter a stream through the gateway.
+func TestResponseJSONDocsExample(t *testing.T) {
+	doc, err := os.ReadFile("../docs/gateway.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(doc), "#### A cost read from the response body")
+	var blocks []string
+	for rest := section; len(blocks) < 2; {
+		var block string
+		var ok bool
+		if _, rest, ok = strings.Cut(rest, "```yaml\n"); !ok {
+			t.Fatalf("docs/gateway.md: %d yaml blocks in the section, want 2", len(blocks))
+		}
+		block, rest, _ = strings.Cut(rest, "```")
+		blocks = append(blocks, block)
+	}
+	oneCost, _, _ := strings.Cut(blocks[0], "    cost:\n")
+	up, _ := newLLMUpstream(t)
+	for i, file := range []string{blocks[0], oneCost + blocks[1]} {
+		addr := startGateway(t, "standard", up, file)
+		start := time.Now()
+		if resp, _ := complete(t, addr, "eve", "/v1/stream?events=2&tokens=700"); resp.StatusCode != 200 {
+			t.Fatalf("example %d: %d", i, resp.StatusCode)
+		}
+		resp, _ := complete(t, addr, "eve", "/v1/x")
+		// 100000 - 700 (the second's paths are not there: its default,
+		// 500) - this request's unit, plus the refill meanwhile.
+		least := []int{99299, 99499}[i]
+		most := least + int(time.Since(start).Seconds()*100000/60) + 1
+		if n, _ := strconv.Atoi(resp.Header.Get("X-RateLimit-Remaining")); n < least || n > most {
+			t.Errorf("example %d: remaining %d, want %d..%d", i, n, least, most)
+		}
 	}
 }
