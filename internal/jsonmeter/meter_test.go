@@ -309,3 +309,61 @@ func BenchmarkMeter(b *testing.B) {
 		})
 	}
 }
+
+// TestRawByteAttacks: bodies built to exhaust a reader are read with no
+// allocation, and give no number or a bad reading, never a wrong one.
+func TestRawByteAttacks(t *testing.T) {
+	ps := paths(t, "usage.total_tokens", "a")
+	big := func(s string, n int) []byte { return bytes.Repeat([]byte(s), n) }
+	for _, tc := range []struct {
+		name   string
+		body   []byte
+		events bool
+		want   Reading
+	}{
+		{"deep nesting", big("[", 1<<18), false, Reading{Bad: true}},
+		{"deep objects", big(`{"a":`, 1<<18), false, Reading{Bad: true}},
+		{"long key", append(append([]byte(`{"`), big("k", 1<<18)...), `":1,"a":2}`...), false, Reading{Sum: 2, Seen: true}},
+		{"long string", append(append([]byte(`{"x":"`), big("\\u0000\\\"", 1<<18)...), `","a":3}`...), false, Reading{Sum: 3, Seen: true}},
+		{"long number", append(append([]byte(`{"a":`), big("9", 1<<18)...), '}'), false, Reading{Bad: true}},
+		{"long number elsewhere", append(append([]byte(`{"b":`), big("9", 1<<18)...), `,"a":4}`...), false, Reading{Sum: 4, Seen: true}},
+		{"many keys", append(append([]byte(`{`), big(`"a":1,`, 1<<18)...), `"a":5}`...), false, Reading{Sum: 5, Seen: true}},
+		{"NUL and invalid UTF-8", []byte("{\"a\":1}\x00\xff\xfe"), false, Reading{Sum: 1, Seen: true, Bad: true}},
+		{"byte order mark", []byte("\xef\xbb\xbf{\"a\":1}"), false, Reading{Bad: true}},
+		{"endless line", append([]byte("data: "), big("x", 1<<18)...), true, Reading{}},
+		{"endless field name", big("d", 1<<18), true, Reading{}},
+		{"endless event", append(big("data: {\"b\":\n", 1<<16), "\n"...), true, Reading{}},
+		{"blank lines", big("\r\n\r\r\n\n", 1<<18), true, Reading{}},
+		{"NUL in events", append(big("data: \x00\n\n", 1<<16), "data: {\"a\":6}\n\n"...), true, Reading{Sum: 6, Seen: true}},
+	} {
+		var got Reading
+		allocs := testing.AllocsPerRun(1, func() {
+			got = read(ps, tc.events, tc.body)
+		})
+		if got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+		if allocs > 1 { // New's Meter
+			t.Errorf("%s: %v allocations", tc.name, allocs)
+		}
+	}
+}
+
+// FuzzEvents: any bytes as an event stream, in any two pieces, read the
+// same, within bounds.
+func FuzzEvents(f *testing.F) {
+	f.Add([]byte(openAIStream), uint16(40))
+	f.Add([]byte(twoPathStream), uint16(7))
+	f.Add([]byte("data: {\"a\":1}\r\rdata:{\"a\":-1}\n\n"), uint16(3))
+	ps := paths(f, "usage.total_tokens", "message.usage.input_tokens", "usage.output_tokens", "a")
+	f.Fuzz(func(t *testing.T, b []byte, at uint16) {
+		whole := read(ps, true, b)
+		i := int(at) % (len(b) + 1)
+		if split := read(ps, true, b[:i], b[i:]); split != whole {
+			t.Fatalf("split at %d: %+v, whole %+v", i, split, whole)
+		}
+		if whole.Sum < 0 || whole.Sum > 1<<53 || whole.Sum != 0 && !whole.Seen {
+			t.Fatalf("%+v", whole)
+		}
+	})
+}
