@@ -32,6 +32,7 @@ type Meter struct {
 	seen   uint8 // the paths that had a number
 	docSaw uint8 // the paths that had a number in this document
 	bad    bool
+	wrote  bool // a byte was written
 }
 
 // New is a Meter of paths (at most MaxPaths). With events, the body is a
@@ -56,6 +57,7 @@ func New(paths []Path, events bool) *Meter {
 
 // Write reads p. It never fails.
 func (m *Meter) Write(p []byte) (int, error) {
+	m.wrote = m.wrote || len(p) > 0
 	if m.events {
 		m.frame(p)
 	} else if m.doc.st != stBroken {
@@ -67,10 +69,11 @@ func (m *Meter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// End says that the body ended: a JSON body must be complete by then. An
-// event stream's unfinished last event is dropped.
+// End says that the body ended: a JSON body must be complete by then,
+// or empty (a HEAD request's, a 204). An event stream's unfinished last
+// event is dropped.
 func (m *Meter) End() {
-	if !m.events {
+	if !m.events && m.wrote {
 		m.endDoc()
 	}
 }

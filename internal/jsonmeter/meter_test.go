@@ -59,7 +59,8 @@ func TestJSONBody(t *testing.T) {
 		{`{"usage":{"total_tokens":12}`, Reading{Sum: 12, Seen: true, Bad: true}},
 		{`{"usage":{"total_tokens":12}} {}`, Reading{Sum: 12, Seen: true, Bad: true}},
 		{`<html>502</html>`, Reading{Bad: true}},
-		{``, Reading{Bad: true}},
+		{``, Reading{}},
+		{` `, Reading{Bad: true}},
 		{strings.Repeat("[", MaxNesting+1) + strings.Repeat("]", MaxNesting+1), Reading{Bad: true}},
 	} {
 		if got := read(ps, false, []byte(tc.body)); got != tc.want {
@@ -257,6 +258,9 @@ func FuzzMeter(f *testing.F) {
 	}
 	ps := paths(f, "usage.total_tokens", "a", "a.b", "x.y.z")
 	f.Fuzz(func(t *testing.T, b []byte, at uint16) {
+		if len(b) == 0 {
+			return // no body: not bad, where encoding/json finds no value
+		}
 		got := read(ps, false, b)
 		i := int(at) % (len(b) + 1)
 		if split := read(ps, false, b[:i], b[i:]); split != got {
