@@ -70,3 +70,50 @@ func TestCostFromBody(t *testing.T) {
 		}
 	}
 }
+
+// TestCostReserve: reserve is taken at admission, so requests in flight
+// hold it; the response's cost then settles it, up or down.
+func TestCostReserve(t *testing.T) {
+	f := newFixture(t, `rules:
+  - name: llm
+    key: [header:X-User]
+    cost: {response_json: usage.total_tokens, max: 800, default: 20, reserve: 300}
+    limit: {algorithm: token_bucket, rate: 1, period: 1h, burst: 1000}
+`)
+	entered, release := make(chan struct{}), make(chan struct{})
+	tokens := make(chan string, 8)
+	f.h = f.mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Hold") != "" {
+			entered <- struct{}{}
+			<-release
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"usage":{"total_tokens":`+<-tokens+`}}`)
+	}))
+	do := func(tok string, hdr ...string) *httptest.ResponseRecorder {
+		tokens <- tok
+		return f.do("POST", "/", "192.0.2.1", append([]string{"X-User", "ann"}, hdr...)...)
+	}
+	for _, tc := range []struct {
+		tokens    string
+		remaining string // at admission: what was left less the reserve
+	}{{"100", "700"}, {"500", "600"}, {"0", "100"}} {
+		if w := do(tc.tokens); w.Code != 200 || w.Header().Get(HeaderRemaining) != tc.remaining {
+			t.Fatalf("%s tokens: %d, remaining %s, want %s", tc.tokens, w.Code, w.Header().Get(HeaderRemaining), tc.remaining)
+		}
+	}
+	// 400 left: one request in flight holds 300; the next cannot reserve.
+	done := make(chan int)
+	go func() { done <- do("50", "X-Hold", "1").Code }()
+	<-entered
+	if w := f.do("POST", "/", "192.0.2.1", "X-User", "ann"); w.Code != 429 {
+		t.Errorf("a second request while 300 are reserved of 400: %d", w.Code)
+	}
+	close(release)
+	if code := <-done; code != 200 {
+		t.Fatalf("held request: %d", code)
+	}
+	if w := do("0"); w.Header().Get(HeaderRemaining) != "50" { // 400 - 50, less this one's reserve
+		t.Errorf("after settling 50: remaining %s, want 50", w.Header().Get(HeaderRemaining))
+	}
+}

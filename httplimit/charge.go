@@ -71,18 +71,19 @@ func (m *Middleware) settleBody(ctx context.Context, p *pending, complete bool) 
 	}
 }
 
-// chargeCost makes c's cost n. For a cost of 0, the unit taken at
-// admission is given back. A cost above 1 takes the rest even past what
-// the bucket holds (the token bucket's debt), so that the client's next
+// chargeCost settles c's cost to n. Below what admission took, the
+// difference is given back. Above, the rest is taken even past what the
+// bucket holds (the token bucket's debt), so that the client's next
 // requests wait it out.
 func (m *Middleware) chargeCost(ctx context.Context, p *pending, c *charge, n int) {
 	var err error
-	switch {
-	case n == 0:
-		err = m.store.Refund(ctx, c.req, c.d)
-	case n > 1:
-		req := c.req
-		req.N, req.Reserve, req.Now = n-1, true, time.Time{}
+	req := c.req
+	switch taken := req.N; {
+	case n < taken:
+		req.N = taken - n
+		err = m.store.Refund(ctx, req, c.d)
+	case n > taken:
+		req.N, req.Reserve, req.Now = n-taken, true, time.Time{}
 		if m.clock != nil {
 			req.Now = m.clock.Now()
 		}

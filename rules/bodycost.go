@@ -84,5 +84,5 @@ func buildPaths(at string, written List, fail func(string, string, ...any)) ([]s
 
 // isZero reports whether no cost is written.
 func (c *CostConfig) isZero() bool {
-	return c.Fixed == 0 && c.Header == "" && c.ResponseHeader == "" && len(c.ResponseJSON) == 0 && c.Max == 0 && c.Default == nil
+	return c.Fixed == 0 && c.Header == "" && c.ResponseHeader == "" && len(c.ResponseJSON) == 0 && c.Reserve == 0 && c.Max == 0 && c.Default == nil
 }

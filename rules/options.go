@@ -35,6 +35,9 @@ type Cost struct {
 	// Default is the cost when the header is missing (and, for Response,
 	// when its value is not a whole number in 0..Max).
 	Default int
+	// Reserve is what a request whose cost comes after the response
+	// (AfterResponse) takes at admission: 1 unless the file says otherwise.
+	Reserve int
 
 	paths []jsonmeter.Path // JSON, compiled
 }
@@ -53,12 +56,12 @@ func (e *CostError) Error() string {
 
 // Request is the cost of r: Fixed, or the value of Header (Default when
 // it is missing). A value that is not one whole number in 1..Max is an
-// error (*CostError). A cost charged after the response (Response) takes
-// one unit now.
+// error (*CostError). A cost charged after the response takes Reserve
+// now.
 func (c *Cost) Request(h http.Header) (int, error) {
 	if c.Header == "" {
 		if c.AfterResponse() {
-			return 1, nil
+			return max(c.Reserve, 1), nil
 		}
 		return c.Fixed, nil
 	}
@@ -296,7 +299,7 @@ func overrideKey(parts []string, ci ClientIP) (func(string) (string, error), err
 // buildCost compiles a rule's cost.
 func buildCost(at string, rc RuleConfig, rl *Rule, fail func(string, string, ...any)) Cost {
 	cc := rc.Cost
-	c := Cost{Fixed: 1, Default: 1, Max: cc.Max}
+	c := Cost{Fixed: 1, Default: 1, Max: cc.Max, Reserve: max(cc.Reserve, 1)}
 	if cc.Fixed > 0 {
 		c.Fixed = cc.Fixed
 	}
@@ -340,6 +343,9 @@ func buildCost(at string, rc RuleConfig, rl *Rule, fail func(string, string, ...
 			fail(at+".default", "%d is not in 0..max", c.Default)
 		}
 	default:
+		if cc.Reserve != 0 {
+			fail(at+".reserve", "is taken at admission from a cost charged after the response: give response_header or response_json")
+		}
 		if cc.Max != 0 {
 			fail(at+".max", "bounds a cost read from a header: give header, response_header or response_json")
 		}
@@ -355,6 +361,9 @@ func buildCost(at string, rc RuleConfig, rl *Rule, fail func(string, string, ...
 	}
 	if cc.Max < 1 {
 		fail(at+".max", "is missing: the largest cost the header may give, at most the limit's capacity")
+	}
+	if cc.Reserve != 0 && (c.Header != "" || cc.Reserve < 1 || cc.Reserve > cc.Max) {
+		fail(at+".reserve", "%d is not in 1..max, with response_header or response_json", cc.Reserve)
 	}
 	for _, a := range limits {
 		if cc.Max > a.Limit.Capacity() && a.Limit.Validate() == nil {
