@@ -41,9 +41,9 @@ func (c *Cost) Meter(h http.Header) *BodyMeter {
 // FromBody is the cost of a response whose body b read, at most Max.
 // Complete and read well, it is the sum of the paths' last values, or
 // Default when none had one. A body cut short (the client or the upstream
-// left) costs at least Default. So does one that is not JSON, that gives
-// a path a value other than a number from 0, or that was not read: ok is
-// false then.
+// left) costs at least Default and Reserve. One that is not JSON, that gives
+// a path a value other than a number from 0, or that was not read costs
+// at least Default: ok is false then.
 func (c *Cost) FromBody(b *BodyMeter, complete bool) (n int, ok bool) {
 	if b == nil || b.m == nil {
 		return c.Default, false
@@ -54,7 +54,9 @@ func (c *Cost) FromBody(b *BodyMeter, complete bool) (n int, ok bool) {
 	r := b.m.Reading()
 	v := r.Sum
 	switch {
-	case r.Bad || !complete:
+	case !complete:
+		v = max(v, int64(c.Default), int64(c.Reserve))
+	case r.Bad:
 		v = max(v, int64(c.Default))
 	case !r.Seen:
 		v = int64(c.Default)

@@ -368,4 +368,16 @@ func TestCostFromBody(t *testing.T) {
 			t.Errorf("%q complete %v: %d %v, want %d %v", tc.body, tc.complete, n, ok, tc.n, tc.ok)
 		}
 	}
+	// Cut short, a request pays its reserve when that is more.
+	c.Reserve = 300
+	for body, want := range map[string]int{`{"usage":{"total_tokens":30},`: 300, `{"usage":{"total_tokens":400},`: 400} {
+		b := c.Meter(json)
+		b.Write([]byte(body))
+		if n, _ := c.FromBody(b, false); n != want {
+			t.Errorf("reserve 300, %q cut short: %d, want %d", body, n, want)
+		}
+		if n, _ := c.FromBody(c.Meter(json), true); n != 20 {
+			t.Errorf("reserve 300, no body: %d, want the default", n)
+		}
+	}
 }
