@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
 )
 
 // llmStream is an OpenAI-compatible completion stream of n content
@@ -330,56 +332,64 @@ func TestResponseJSONDocsExample(t *testing.T) {
 // flight together hold their reserves, so a key's burst of long requests
 // is refused beyond what the bucket holds, not admitted on one unit each.
 func TestResponseJSONReserveHoldsConcurrentStreams(t *testing.T) {
-	entered, release := make(chan struct{}, 8), make(chan struct{})
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\n")
-		http.NewResponseController(w).Flush()
-		entered <- struct{}{}
-		<-release
-		io.WriteString(w, llmStream(1, "200"))
-	}))
-	t.Cleanup(up.Close)
-	addr := startGateway(t, "standard", up.URL, `rules:
+	for name, store := range map[string]func(*testing.T) string{
+		"memory": func(*testing.T) string { return "" },
+		"redis":  func(t *testing.T) string { return "store: {url: \"" + redistest.Server(t) + "\"}\n" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			store := store(t)
+			entered, release := make(chan struct{}, 8), make(chan struct{})
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\n")
+				http.NewResponseController(w).Flush()
+				entered <- struct{}{}
+				<-release
+				io.WriteString(w, llmStream(1, "200"))
+			}))
+			t.Cleanup(up.Close)
+			addr := startGateway(t, "standard", up.URL, store+`rules:
   - name: tokens
     key: [header:Authorization]
     cost: {response_json: usage.total_tokens, max: 1000, default: 50, reserve: 300}
     limit: {algorithm: token_bucket, rate: 1000, period: 1h}
 `)
-	codes := make(chan int, 6)
-	for range 6 {
-		go func() {
-			resp, _ := complete(t, addr, "frank", "/v1/chat/completions")
-			codes <- resp.StatusCode
-		}()
-	}
-	// Each request is either held by the upstream or answered 429.
-	var got []int
-	for held := 0; held+len(got) < 6; {
-		select {
-		case <-entered:
-			held++
-		case c := <-codes:
-			got = append(got, c)
-		}
-	}
-	close(release)
-	for len(got) < 6 {
-		got = append(got, <-codes)
-	}
-	ok := 0
-	for _, c := range got {
-		if c == 200 {
-			ok++
-		}
-	}
-	// 1000 holds three reserves of 300.
-	if ok != 3 {
-		t.Errorf("%d of 6 admitted (%v), want 3", ok, got)
-	}
-	// Each settled to 200: 400 left (remaining counts the probe's one unit;
-	// it reserved 300).
-	if got := 1000 - (remaining(t, addr, "frank") - 1 + 300); got < 599 || got > 600 {
-		t.Errorf("3 streams of 200 cost %d, want 600", got)
+			codes := make(chan int, 6)
+			for range 6 {
+				go func() {
+					resp, _ := complete(t, addr, "frank", "/v1/chat/completions")
+					codes <- resp.StatusCode
+				}()
+			}
+			// Each request is either held by the upstream or answered 429.
+			var got []int
+			for held := 0; held+len(got) < 6; {
+				select {
+				case <-entered:
+					held++
+				case c := <-codes:
+					got = append(got, c)
+				}
+			}
+			close(release)
+			for len(got) < 6 {
+				got = append(got, <-codes)
+			}
+			ok := 0
+			for _, c := range got {
+				if c == 200 {
+					ok++
+				}
+			}
+			// 1000 holds three reserves of 300.
+			if ok != 3 {
+				t.Errorf("%d of 6 admitted (%v), want 3", ok, got)
+			}
+			// Each settled to 200: 400 left (remaining counts the probe's one unit;
+			// it reserved 300).
+			if got := 1000 - (remaining(t, addr, "frank") - 1 + 300); got < 599 || got > 600 {
+				t.Errorf("3 streams of 200 cost %d, want 600", got)
+			}
+		})
 	}
 }
