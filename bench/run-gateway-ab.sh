@@ -5,8 +5,11 @@
 # each build, wrk at full speed against the same upstream; rounds alternate
 # the builds so that machine noise spreads over both.
 #   bench/run-gateway-ab.sh BASE [HEAD]   (git revisions; HEAD by default)
-# Env: ROUNDS (5), DURATION (5s), CONNS (64), THREADS (2).
-# Output: bench/results/gateway-ab.txt, with the medians and each config's
+# Env: ROUNDS (5), DURATION (5s), CONNS (64), THREADS (2); TRACE_HEAD=1
+# runs HEAD's gateways with traces on (OTEL_TRACES_EXPORTER=otlp over
+# http/protobuf) to a sink that answers every export 200 and drops it;
+# OUT names the output (gateway-ab).
+# Output: bench/results/$OUT.txt, with the medians and each config's
 # ratio HEAD / BASE of requests/s and of CPU per request.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -23,7 +26,8 @@ command -v wrk >/dev/null 2>&1 || {
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  local i # the gateways first, then the sink and the upstream
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2>/dev/null || true; done
   wait 2>/dev/null || true
   for b in base head; do git -C .. worktree remove --force "$tmp/src-$b" 2>/dev/null || true; done
   rm -rf "$tmp"
@@ -39,6 +43,13 @@ build base "$BASE"
 build head "$HEAD"
 go build -o "$tmp/upstream" ./gateway/upstream
 "$tmp/upstream" -listen 127.0.0.1:18081 & pids+=($!)
+head_env=()
+if [ "${TRACE_HEAD:-}" = 1 ]; then
+  # The OTLP sink: another upstream, whose 200 text/plain the exporter
+  # takes as a full success.
+  "$tmp/upstream" -listen 127.0.0.1:18091 & pids+=($!)
+  head_env=(OTEL_TRACES_EXPORTER=otlp OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:18091)
+fi
 
 declare -A port pid
 configs=(one-rule one-rule-nethttp fifty-rules)
@@ -46,7 +57,8 @@ p=18300
 for c in "${configs[@]}"; do
   for b in base head; do
     p=$((p + 2))
-    "$tmp/$b" proxy --config "gateway/$c.yaml" --listen "127.0.0.1:$p" --admin-listen "127.0.0.1:$((p + 1))" --log-level warn & pids+=($!)
+    envs=(); [ "$b" = head ] && envs=("${head_env[@]}")
+    env "${envs[@]}" "$tmp/$b" proxy --config "gateway/$c.yaml" --listen "127.0.0.1:$p" --admin-listen "127.0.0.1:$((p + 1))" --log-level warn & pids+=($!)
     port[$c-$b]=$p pid[$c-$b]=$!
   done
 done
@@ -58,10 +70,10 @@ for k in "${!port[@]}"; do
   curl -fs -o /dev/null "http://127.0.0.1:${port[$k]}/v1/items/7" || { echo "run-gateway-ab: $k does not answer" >&2; exit 1; }
 done
 
-out=results/gateway-ab.txt
+out=results/${OUT:-gateway-ab}.txt
 hz=$(getconf CLK_TCK)
 {
-  echo "# gateway A/B $(date -u +%FT%TZ), $(nproc) cores, base $(git -C .. rev-parse --short "$BASE"), head $(git -C .. rev-parse --short "$HEAD"), wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS rounds"
+  echo "# gateway A/B $(date -u +%FT%TZ), $(nproc) cores, base $(git -C .. rev-parse --short "$BASE"), head $(git -C .. rev-parse --short "$HEAD")${TRACE_HEAD:+ traced}, wrk -t$THREADS -c$CONNS -d$DURATION, $ROUNDS rounds"
   echo "# round config build requests/s cpu_us_per_request"
 } > "$out"
 for r in $(seq "$ROUNDS"); do

@@ -3,7 +3,6 @@ package gateway
 import (
 	"bufio"
 	"context"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -28,12 +27,27 @@ type accessLog struct {
 	refusedOnly bool
 }
 
-// newAccessLog writes to w, or returns nil for "off".
-func newAccessLog(mode string, w io.Writer) *accessLog {
+// newAccessLog writes to logger in mode, or returns nil for "off". Every
+// mode of a gateway shares one logger, so that lines written across a
+// reload never interleave.
+func newAccessLog(mode string, logger *slog.Logger) *accessLog {
 	if mode == "" || mode == AccessLogOff {
 		return nil
 	}
-	return &accessLog{logger: slog.New(slog.NewJSONHandler(w, nil)), refusedOnly: mode == AccessLogRefused}
+	return &accessLog{logger: logger, refusedOnly: mode == AccessLogRefused}
+}
+
+// logged wraps next, the view and everything after it, in the access log
+// the gateway's file asks for at the time of each request.
+func (g *Gateway) logged(next http.Handler) http.Handler {
+	clientIP := func(r *http.Request) string { return g.mw.Rules().ClientIP().Addr(r).String() }
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a := g.access.Load(); a != nil {
+			a.serve(next, w, r, clientIP)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // record is one request's line, filled as it goes.
@@ -59,35 +73,33 @@ func logDecision(r *http.Request, d httplimit.Decided) {
 	}
 }
 
-// handler wraps next, the view and everything after it.
-func (a *accessLog) handler(next http.Handler, clientIP func(*http.Request) string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec := &record{}
-		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), recordKey{}, rec)))
-		status := sw.status
-		if status == 0 {
-			status = http.StatusOK // nothing written: net/http answers 200
-		}
-		if a.refusedOnly && rec.refusedBy == "" {
-			return
-		}
-		rules := rec.rules
-		if rules == nil {
-			rules = []string{}
-		}
-		a.logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
-			slog.String("client", clientIP(r)),
-			slog.String("method", r.Method),
-			slog.String("path", r.URL.Path),
-			slog.Int("status", status),
-			slog.Any("rules", rules),
-			slog.String("refused_by", rec.refusedBy),
-			slog.String("key", rec.key),
-			slog.Float64("duration", time.Since(start).Seconds()),
-		)
-	})
+// serve serves r with next and logs it.
+func (a *accessLog) serve(next http.Handler, w http.ResponseWriter, r *http.Request, clientIP func(*http.Request) string) {
+	start := time.Now()
+	rec := &record{}
+	sw := &statusWriter{ResponseWriter: w}
+	next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), recordKey{}, rec)))
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK // nothing written: net/http answers 200
+	}
+	if a.refusedOnly && rec.refusedBy == "" {
+		return
+	}
+	rules := rec.rules
+	if rules == nil {
+		rules = []string{}
+	}
+	a.logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("client", clientIP(r)),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.Any("rules", rules),
+		slog.String("refused_by", rec.refusedBy),
+		slog.String("key", rec.key),
+		slog.Float64("duration", time.Since(start).Seconds()),
+	)
 }
 
 // statusWriter remembers the status written through it. Unwrap lets

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -50,7 +51,8 @@ func (l *lockedBuffer) lines(t *testing.T) []map[string]any {
 // client, method, path without its query, status, the rules that matched,
 // the one that refused and the duration in seconds; refused writes only
 // the refusals; off (the default) writes nothing; and while it is on the
-// fast path serves nothing, so that no request goes unlogged.
+// fast path hands every connection to net/http, so that no request goes
+// unlogged.
 func TestAccessLog(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	defer up.Close()
@@ -124,10 +126,125 @@ func TestAccessLog(t *testing.T) {
 				}
 			}
 			fast := testutil.ToFloat64(g.metrics.ConnectionCounter("fast"))
-			if on := tc.mode != "off"; on && fast != 0 || !on && fast == 0 {
-				t.Errorf("access_log %s: %v connections on the fast path", tc.mode, fast)
+			handed := testutil.ToFloat64(g.metrics.ConnectionCounter("net_http"))
+			if on := tc.mode != "off"; on && (fast == 0 || handed != fast) || !on && (fast == 0 || handed != 0) {
+				t.Errorf("access_log %s: %v connections on the fast path, %v handed to net/http", tc.mode, fast, handed)
 			}
 		})
+	}
+}
+
+// A reload that changes access_log applies from the next request, on a
+// connection the fast path was serving too; requests served meanwhile
+// race with nothing.
+func TestAccessLogReload(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+	defer up.Close()
+	path := filepath.Join(t.TempDir(), "gw.yaml")
+	write := func(mode string) {
+		t.Helper()
+		yaml := "listen: 127.0.0.1:0\nwatch: -1s\naccess_log: " + mode + "\nupstream: " + up.URL + "\nrules:\n" +
+			"  - name: api\n    match: {path_prefix: /api/}\n    key: [header:X-Key]\n    limit: {algorithm: fixed_window, rate: 1, period: 1h}\n"
+		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("off")
+	var buf lockedBuffer
+	g, err := New(context.Background(), path, Options{AccessLog: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for g.Addr() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway did not start")
+		}
+		time.Sleep(time.Millisecond) // polling, bounded above
+	}
+	base := "http://" + g.Addr().String()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}} // one keep-alive connection
+	defer client.CloseIdleConnections()
+	n := 0
+	send := func(key string) int { // a new key is admitted, a used one refused
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+"/api/x", nil)
+		req.Header.Set("X-Key", key)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		n++
+		return resp.StatusCode
+	}
+	reload := func(mode string) {
+		t.Helper()
+		write(mode)
+		if err := g.Reload(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	statuses := func() []float64 {
+		var s []float64
+		for _, l := range buf.lines(t) {
+			s = append(s, l["status"].(float64))
+		}
+		return s
+	}
+	send("a")
+	send("a")
+	if s := statuses(); len(s) != 0 {
+		t.Fatalf("access_log off: lines %v", s)
+	}
+	reload("all")
+	send("b")
+	send("b")
+	if s := statuses(); toJSON(s) != "[200,429]" {
+		t.Fatalf("after the reload to all: statuses %v, want [200,429]", s)
+	}
+	reload("refused")
+	send("c")
+	send("c")
+	if s := statuses(); toJSON(s) != "[200,429,429]" {
+		t.Fatalf("after the reload to refused: statuses %v, want [200,429,429]", s)
+	}
+	reload("off")
+	send("d")
+	send("d")
+	if s := statuses(); len(s) != 3 {
+		t.Fatalf("after the reload to off: statuses %v", s)
+	}
+	// Requests in flight while the log turns on and off: -race watches.
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			c := &http.Client{}
+			defer c.CloseIdleConnections()
+			for j := range 50 {
+				req, _ := http.NewRequest("GET", base+"/api/x", nil)
+				req.Header.Set("X-Key", fmt.Sprint(i, j))
+				if resp, err := c.Do(req); err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		})
+	}
+	for _, mode := range []string{"all", "off", "refused", "all"} {
+		reload(mode)
+	}
+	wg.Wait()
+	if s := statuses(); len(s) < 3 || len(s) > 3+100 {
+		t.Fatalf("%d lines after the concurrent requests", len(s))
 	}
 }
 
@@ -147,5 +264,60 @@ func TestUpstreamPasswordNotShown(t *testing.T) {
 	}
 	if got := redactedURL("http://user:hunter2@h:1/p"); strings.Contains(got, "hunter2") {
 		t.Errorf("redactedURL: %s", got)
+	}
+}
+
+// A change to the file turns the access log on without a signal: the
+// watcher's reload does what Reload does.
+func TestAccessLogReloadByWatch(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+	defer up.Close()
+	path := filepath.Join(t.TempDir(), "gw.yaml")
+	write := func(mode string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte("listen: 127.0.0.1:0\nwatch: 20ms\naccess_log: "+mode+"\nupstream: "+up.URL+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("off")
+	var buf lockedBuffer
+	g, err := New(context.Background(), path, Options{AccessLog: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for g.Addr() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway did not start")
+		}
+		time.Sleep(time.Millisecond) // polling, bounded above
+	}
+	get := func() {
+		t.Helper()
+		resp, err := http.Get("http://" + g.Addr().String() + "/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	get()
+	if n := len(buf.lines(t)); n != 0 {
+		t.Fatalf("access_log off: %d lines", n)
+	}
+	write("all")
+	for len(buf.lines(t)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no line 10s after the file turned the access log on")
+		}
+		get()
+		time.Sleep(10 * time.Millisecond) // polling the watcher, bounded above
 	}
 }

@@ -55,9 +55,12 @@ func (g *Gateway) adminHandler() http.Handler {
 		}
 	}
 	mux := http.NewServeMux()
+	// With a token, /v1/top asks for it: it names clients. The other
+	// reads do with protect_reads.
 	dash := g.dashboard(func(w http.ResponseWriter, r *http.Request) bool {
 		cfg := g.cfg.Load()
-		return !cfg.Admin.ProtectReads || guard.Authorize(w, r, cfg.adminToken)
+		protect := cfg.Admin.ProtectReads || cfg.adminToken != "" && r.URL.Path == dashboard.TopPath
+		return !protect || guard.Authorize(w, r, cfg.adminToken)
 	})
 	for _, p := range []string{"GET /ui", "GET /ui/", "GET " + dashboard.StatusPath, "GET " + dashboard.TopPath} {
 		mux.Handle(p, dash)
@@ -89,6 +92,7 @@ type AdminRule struct {
 	Concurrency *AdminConcurrency `json:"concurrency,omitempty"`
 	Mode        string            `json:"mode"`
 	MaxDelay    float64           `json:"max_delay_seconds,omitempty"`
+	Ban         float64           `json:"ban_seconds,omitempty"`
 	StoreMode   string            `json:"store_mode,omitempty"`
 	KeyPrefix   string            `json:"key_prefix"`
 }
@@ -159,6 +163,12 @@ type AdminState struct {
 	// Fallback is "uncounted" or "local" when the store did not answer and
 	// its failure policy did (see ratekeeper.Fallback).
 	Fallback string `json:"fallback,omitempty"`
+	// BannedUntil is when the key's ban ends (RFC 3339, UTC, by this
+	// gateway's clock), and BannedFor the seconds it has left; both absent
+	// when the key is not banned. A banned key is not Allowed, and its
+	// RetryAfter is at least the ban's.
+	BannedUntil string  `json:"banned_until,omitempty"`
+	BannedFor   float64 `json:"banned_for_seconds,omitempty"`
 }
 
 func (g *Gateway) adminRules(w http.ResponseWriter, _ *http.Request) {
@@ -185,7 +195,7 @@ func (g *Gateway) adminRules(w http.ResponseWriter, _ *http.Request) {
 		}
 		ar := AdminRule{
 			Name: rl.Name, Match: m, Key: key, OnMissingKey: c.OnMissingKey,
-			Mode: rl.Mode.String(), MaxDelay: seconds(rl.MaxDelay), StoreMode: rl.StoreMode, KeyPrefix: rl.KeyPrefix(),
+			Mode: rl.Mode.String(), MaxDelay: seconds(rl.MaxDelay), Ban: seconds(rl.Ban), StoreMode: rl.StoreMode, KeyPrefix: rl.KeyPrefix(),
 		}
 		if rl.IsConcurrency() {
 			ttl := rl.Concurrency.TTL
@@ -220,10 +230,7 @@ func (g *Gateway) adminReset(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	lim, err := ratekeeper.New(g.proc.Store(), m.Limit())
-	if err == nil {
-		err = lim.Reset(r.Context(), m.Key)
-	}
+	err := g.resetKey(r.Context(), m)
 	switch {
 	case errors.Is(err, ratekeeper.ErrNoReset):
 		problem.Write(w, http.StatusNotImplemented, "Not Implemented", err.Error())
@@ -265,7 +272,54 @@ func (g *Gateway) peek(ctx context.Context, m rules.Match, matches bool) (AdminS
 	if d.Fallback != ratekeeper.NoFallback {
 		st.Fallback = d.Fallback.String()
 	}
+	if m.Rule.Ban > 0 {
+		if err := peekBan(ctx, g.proc.Store(), m, &st); err != nil {
+			return AdminState{}, err
+		}
+	}
 	return st, nil
+}
+
+// resetKey forgets m's counter and lifts its ban.
+func (g *Gateway) resetKey(ctx context.Context, m rules.Match) error {
+	if err := resetOne(ctx, g.proc.Store(), m.Key, m.Limit()); err != nil {
+		return err
+	}
+	if m.Rule.Ban > 0 {
+		return resetOne(ctx, g.proc.Store(), rules.BanKey(m.Key), m.Rule.BanLimit())
+	}
+	return nil
+}
+
+// resetOne forgets key's state for l on store.
+func resetOne(ctx context.Context, store ratekeeper.Store, key string, l ratekeeper.Limit) error {
+	lim, err := ratekeeper.New(store, l)
+	if err != nil {
+		return err
+	}
+	return lim.Reset(ctx, key)
+}
+
+// peekBan adds to st the ban of m's key, if it has one.
+func peekBan(ctx context.Context, store ratekeeper.Store, m rules.Match, st *AdminState) error {
+	lim, err := ratekeeper.New(store, m.Rule.BanLimit())
+	if err != nil {
+		return fmt.Errorf("the ban's limit: %w", err)
+	}
+	d, err := lim.Peek(ctx, rules.BanKey(m.Key))
+	if err != nil {
+		return fmt.Errorf("the store did not answer about the ban: %w", err)
+	}
+	if d.RetryAfter <= 0 || d.Fallback != ratekeeper.NoFallback {
+		return nil
+	}
+	no := false
+	st.Allowed, st.Remaining = &no, 0
+	st.RetryAfter = max(st.RetryAfter, seconds(d.RetryAfter))
+	st.ResetAfter = max(st.ResetAfter, st.RetryAfter)
+	st.BannedFor = seconds(d.RetryAfter)
+	st.BannedUntil = time.Now().Add(d.RetryAfter).UTC().Format(time.RFC3339Nano)
+	return nil
 }
 
 // seconds is d in seconds rounded up to the millisecond, as the admin's

@@ -64,6 +64,10 @@ func TestMisconfigInUsersWords(t *testing.T) {
 			[]string{"f.yaml:1: h2c:", "true or false"}},
 		{"unknown store field", "store: {url: 'redis://127.0.0.1:6379/0', requre: true}\n" + rule,
 			[]string{"f.yaml:1: store.requre: unknown field; valid: url,", "require"}},
+		{"count_only status not a status", "rules:\n  - name: r\n    limit: {algorithm: fixed_window, rate: 5, period: 1d}\n    count_only: {status: [201, 6xx]}\n",
+			[]string{"f.yaml:4: rules[0].count_only.status[1]:", `"6xx" is not a status`, "100 to 599", "4xx"}},
+		{"count_only on a queue", "rules:\n  - name: r\n    mode: queue\n    limit: {algorithm: leaky_bucket, rate: 5, period: 1s}\n    count_only: {status: [201]}\n",
+			[]string{"f.yaml:5: rules[0].count_only:", "mode: enforce"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse("f.yaml", []byte(tt.yaml))

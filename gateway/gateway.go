@@ -30,6 +30,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/internal/server/metrics"
 	"github.com/ratekeeper/ratekeeper/internal/server/serverstore"
 	"github.com/ratekeeper/ratekeeper/internal/server/tracing"
+	"github.com/ratekeeper/ratekeeper/internal/topfleet"
 	"github.com/ratekeeper/ratekeeper/internal/topk"
 	"github.com/ratekeeper/ratekeeper/rules"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
@@ -64,10 +65,15 @@ type Gateway struct {
 	settings settings
 	headers  atomic.Pointer[ruleHeaders] // the headers the rules read
 
-	// top counts each rule's refused and near-limit keys (GET /v1/top);
-	// accessLog is whether the access log is on (read at start).
-	top       *topk.Board
-	accessLog bool
+	// top counts each rule's refused and near-limit keys (GET /v1/top).
+	top *topk.Board
+	// access is the access log in the mode the file last asked for (nil
+	// when off); accessLogger writes the lines of every mode.
+	access       atomic.Pointer[accessLog]
+	accessLogger *slog.Logger
+	// fleet shares top with the gateways on the same Redis (nil on the
+	// memory store).
+	fleet *topfleet.Fleet
 	// tracing is nil unless OTEL_TRACES_EXPORTER asks for traces.
 	tracing *tracing.Tracing
 
@@ -136,8 +142,11 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 		proc.Close()
 		return nil, err
 	}
-	al := newAccessLog(cfg.AccessLog, cmp.Or[io.Writer](o.AccessLog, os.Stdout))
-	g.accessLog = al != nil
+	if client, ok := storeconfig.RedisClient(proc.Store()); ok {
+		g.fleet = topfleet.New(client, g.top, topfleet.WithLogger(g.logger), topfleet.WithErrors(g.metrics.FleetError))
+	}
+	g.accessLogger = slog.New(slog.NewJSONHandler(cmp.Or[io.Writer](o.AccessLog, os.Stdout), nil))
+	g.access.Store(newAccessLog(cfg.AccessLog, g.accessLogger))
 	mwOpts := []httplimit.Option{httplimit.WithLogger(g.logger), httplimit.WithMetrics(g.metrics), httplimit.WithDecided(g.decided)}
 	if g.tracing != nil {
 		mwOpts = append(mwOpts, httplimit.WithTrace(g.traceDecision))
@@ -156,9 +165,7 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 	if g.tracing != nil {
 		g.handler = g.traced(g.handler)
 	}
-	if al != nil {
-		g.handler = al.handler(g.handler, func(r *http.Request) string { return g.mw.Rules().ClientIP().Addr(r).String() })
-	}
+	g.handler = g.logged(g.handler)
 	proc.Loaded(len(set.Rules))
 	return g, nil
 }
@@ -422,6 +429,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		defer cancel()
 		_ = g.tracing.Shutdown(ctx) // sends the spans not yet sent
 	}()
+	defer g.fleet.Start(ctx)()
 	g.logger.Info("gateway listening", "addr", g.addr.String(), "tls", cfg.TLS.Enabled(), "h2c", cfg.H2C, "admin", g.adminAddr.String(), "upstream", redactedURL(cfg.Upstream), "store", cfg.Store.String(), "rules", len(g.mw.Rules().Rules))
 	return g.proc.Run(ctx, server.Run{
 		Name:            "gateway",
@@ -474,7 +482,7 @@ func (g *Gateway) listen(cfg *Config) (ln, aln net.Listener, err error) {
 func (g *Gateway) servers(cfg *Config, ln net.Listener) []server.Server {
 	srv := g.httpServer(cfg)
 	var fast *fastpath.Server
-	if cfg.ClientTransport != "standard" && g.direct != nil && newAccessLog(cfg.AccessLog, nil) == nil && g.tracing == nil {
+	if cfg.ClientTransport != "standard" && g.direct != nil && g.tracing == nil {
 		// nil when the upstream URL has what the fast path does not
 		// forward (a query, an escaped path): net/http serves all then.
 		fast = fastpath.New(g.mw, g.direct, g.target, g.settings.fastPath(), g.logger, g.addr.Get())
@@ -483,6 +491,9 @@ func (g *Gateway) servers(cfg *Config, ln net.Listener) []server.Server {
 		return []server.Server{server.HTTP(srv, ln)}
 	}
 	fast.OnPanic, fast.OnHandOff = g.onPanic, g.onHandOff
+	// The fast path does not log: while the access log is on, net/http
+	// serves each connection from its next request.
+	fast.HandOffAll = func() bool { return g.access.Load() != nil }
 	fast.Accepted = g.metrics.ConnectionCounter("fast")
 	// Connections the fast path hands off are served by srv.
 	return []server.Server{fastServer{fast, ln}, server.HTTP(srv, fast.HandOff())}
@@ -581,7 +592,6 @@ func (g *Gateway) reload() (int, []any, error) {
 		{"paths, client or upstream_timeouts", was.bounds, now.bounds},
 		{"rules' store_mode", was.modes, now.modes},
 		{"tls, h2c, upstream_protocol or upstream_tls (certificates follow their files)", was.edge, now.edge},
-		{"access_log", was.access, now.access},
 	} {
 		if f.was != f.now {
 			g.logger.Warn("config change needs a restart to take effect; keeping the old value", "field", f.name, "old", f.was, "new", f.now)
@@ -591,8 +601,8 @@ func (g *Gateway) reload() (int, []any, error) {
 	cfg.Listen, cfg.AdminListen, cfg.Upstream, cfg.UpstreamTransport, cfg.ClientTransport, cfg.Store = old.Listen, old.AdminListen, old.Upstream, old.UpstreamTransport, old.ClientTransport, old.Store
 	cfg.Paths, cfg.Client, cfg.UpstreamTimeouts = old.Paths, old.Client, old.UpstreamTimeouts
 	cfg.TLS, cfg.H2C, cfg.UpstreamProtocol, cfg.UpstreamTLS = old.TLS, old.H2C, old.UpstreamProtocol, old.UpstreamTLS
-	cfg.AccessLog = old.AccessLog
 	g.mw.SetRules(set)
+	g.access.Store(newAccessLog(cfg.AccessLog, g.accessLogger))
 	g.cfg.Store(cfg)
 	keep := map[string]bool{}
 	for _, rl := range set.Rules {
@@ -623,7 +633,7 @@ func redactedURL(s string) string {
 }
 
 // startFields are the fields read at start only.
-type startFields struct{ listen, admin, upstream, transport, client, store, bounds, modes, edge, access string }
+type startFields struct{ listen, admin, upstream, transport, client, store, bounds, modes, edge string }
 
 func startOnly(c *Config) startFields {
 	var modes []string
@@ -634,5 +644,5 @@ func startOnly(c *Config) startFields {
 	}
 	return startFields{c.Listen, c.AdminListen, redactedURL(c.Upstream), c.UpstreamTransport, c.ClientTransport, c.Store.String(),
 		fmt.Sprintf("%+v %+v %+v", c.Paths, c.Client, c.UpstreamTimeouts), strings.Join(modes, " "),
-		fmt.Sprintf("%+v %v %s %+v", c.TLS, c.H2C, c.UpstreamProtocol, c.UpstreamTLS), c.AccessLog}
+		fmt.Sprintf("%+v %v %s %+v", c.TLS, c.H2C, c.UpstreamProtocol, c.UpstreamTLS)}
 }

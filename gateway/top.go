@@ -32,7 +32,7 @@ func (g *Gateway) decided(r *http.Request, d httplimit.Decided) {
 		}
 		g.top.Add(now, m.Rule.Name, topk.Near, m.Rule.DisplayKey(m.Key), 1)
 	}
-	if g.accessLog {
+	if g.access.Load() != nil {
 		logDecision(r, d)
 	}
 }
@@ -80,10 +80,10 @@ func (g *Gateway) status(context.Context) (dashboard.Status, error) {
 	return st, nil
 }
 
-// topClients answers /v1/top from this gateway's counts. A fleet view is
-// not kept yet: the answer says it is local.
-func (g *Gateway) topClients(_ context.Context, q dashboard.TopQuery) (dashboard.TopAnswer, error) {
-	now := time.Now()
+// topClients answers /v1/top from this gateway's counts or, for the fleet
+// scope over Redis, from every gateway's last published ones. Over the
+// memory store a fleet query answers with the local scope.
+func (g *Gateway) topClients(ctx context.Context, q dashboard.TopQuery) (dashboard.TopAnswer, error) {
 	var names []string
 	for _, rl := range g.mw.Rules().Rules {
 		if q.Rule == "" || q.Rule == rl.Name {
@@ -93,6 +93,10 @@ func (g *Gateway) topClients(_ context.Context, q dashboard.TopQuery) (dashboard
 	if q.Rule != "" && len(names) == 0 {
 		return dashboard.TopAnswer{}, fmt.Errorf("%w: %q", dashboard.ErrUnknownRule, q.Rule)
 	}
+	if q.Scope == dashboard.ScopeFleet && g.fleet != nil {
+		return g.fleetTop(ctx, names, q)
+	}
+	now := time.Now()
 	out := dashboard.TopAnswer{Scope: dashboard.ScopeLocal, Span: q.Span}
 	for _, name := range names {
 		for _, kind := range []topk.Kind{topk.Refused, topk.Near} {
@@ -100,12 +104,23 @@ func (g *Gateway) topClients(_ context.Context, q dashboard.TopQuery) (dashboard
 			if !ok {
 				return dashboard.TopAnswer{}, fmt.Errorf("span %q: want 1m or 1h", q.Span)
 			}
-			tr := dashboard.TopRule{Rule: name, Kind: kind.String(), Span: q.Span, Total: t.Total, Floor: t.Floor, Bound: t.Bound, Entries: []dashboard.TopEntry{}}
-			for _, e := range t.Entries {
-				tr.Entries = append(tr.Entries, dashboard.TopEntry{Key: e.Key, Count: e.Count, Error: e.Err})
-			}
-			out.Rules = append(out.Rules, tr)
+			out.Rules = append(out.Rules, dashboard.TopRuleOf(name, kind, q.Span, t))
 		}
+	}
+	return out, nil
+}
+
+// fleetTop answers /v1/top for the fleet: the rules' lists merged over
+// every gateway that published within the TTL.
+func (g *Gateway) fleetTop(ctx context.Context, names []string, q dashboard.TopQuery) (dashboard.TopAnswer, error) {
+	tops, err := g.fleet.Read(ctx, names, q.Span, q.N)
+	if err != nil {
+		return dashboard.TopAnswer{}, fmt.Errorf("fleet: %w", err)
+	}
+	out := dashboard.TopAnswer{Scope: dashboard.ScopeFleet, Span: q.Span}
+	for _, t := range tops {
+		out.Instances = max(out.Instances, t.Instances)
+		out.Rules = append(out.Rules, dashboard.TopRuleOf(t.Rule, t.Kind, q.Span, t.Top))
 	}
 	return out, nil
 }

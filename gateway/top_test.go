@@ -58,17 +58,29 @@ func TestTopClients(t *testing.T) {
 	}
 }
 
-// With reads protected, the lists need the admin token.
+// With a token, the lists of clients need it, reads protected or not;
+// the status needs it only with protect_reads.
 func TestTopClientsNeedTheToken(t *testing.T) {
-	g := adminGateway(t, "admin: {token_file: TOKEN, protect_reads: true}")
-	if w := adminDo(g, "GET", "/v1/top", ""); w.Code != 401 {
-		t.Fatalf("without the token: %d, want 401", w.Code)
-	}
-	if w := adminDo(g, "GET", "/v1/top", adminToken); w.Code != 200 {
-		t.Fatalf("with the token: %d", w.Code)
-	}
-	if w := adminDo(g, "GET", "/ui/", ""); w.Code != 200 {
-		t.Fatalf("the page itself: %d, want 200 (it holds no data)", w.Code)
+	for _, c := range []struct {
+		admin      string
+		statusCode int
+	}{
+		{"admin: {token_file: TOKEN, protect_reads: true}", 401},
+		{"admin: {token_file: TOKEN, reset: true}", 200},
+	} {
+		g := adminGateway(t, c.admin)
+		if w := adminDo(g, "GET", "/v1/top", ""); w.Code != 401 {
+			t.Fatalf("%s: /v1/top without the token: %d, want 401", c.admin, w.Code)
+		}
+		if w := adminDo(g, "GET", "/v1/top", adminToken); w.Code != 200 {
+			t.Fatalf("%s: /v1/top with the token: %d", c.admin, w.Code)
+		}
+		if w := adminDo(g, "GET", "/v1/status", ""); w.Code != c.statusCode {
+			t.Fatalf("%s: /v1/status without the token: %d, want %d", c.admin, w.Code, c.statusCode)
+		}
+		if w := adminDo(g, "GET", "/ui/", ""); w.Code != 200 {
+			t.Fatalf("%s: the page itself: %d, want 200 (it holds no data)", c.admin, w.Code)
+		}
 	}
 }
 

@@ -156,3 +156,96 @@ rules:
 		t.Fatalf("the Redis call's span %+v under decide %+v; spans %+v", call, decide, spans)
 	}
 }
+
+// A client's trace context the gateway cannot parse starts a new trace,
+// and the upstream sees only the gateway's: the client's traceparent and
+// tracestate do not reach it, nor does baggage that does not parse. A
+// valid one is continued with its tracestate and baggage.
+func TestTracesInvalidTraceparent(t *testing.T) {
+	const valid = "4bf92f3577b34da6a3ce929d0e0e4736"
+	rcv := tracetest.Start(t)
+	t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+rcv.GRPC)
+	seen := make(chan http.Header, 8)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Clone()
+	}))
+	defer up.Close()
+	g := newTestGateway(t, "upstream: "+up.URL+"\n")
+	for _, tc := range []struct {
+		name, traceparent, sentBaggage string
+		// The upstream's tracestate and baggage, and whether its trace is
+		// the gateway's own.
+		tracestate, baggage string
+		newTrace            bool
+	}{
+		{"zero trace id", "00-00000000000000000000000000000000-00f067aa0ba902b7-01", "user=alice", "", "user=alice", true},
+		{"zero span id", "00-" + valid + "-0000000000000000-01", "user=alice", "", "user=alice", true},
+		{"version ff", "ff-" + valid + "-00f067aa0ba902b7-01", "", "", "", true},
+		{"not hex", "00-" + valid + "-00f067aa0ba902bz-01", "", "", "", true},
+		{"garbage", "<script>", "", "", "", true},
+		{"invalid baggage", "00-" + valid + "-00f067aa0ba902b7-01", "no equals sign", "vendor=secret", "", false},
+		{"valid", "00-" + valid + "-00f067aa0ba902b7-01", "user=alice", "vendor=secret", "user=alice", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/v1/x", nil)
+			r.RemoteAddr = "192.0.2.1:4000"
+			r.Header.Set("Traceparent", tc.traceparent)
+			r.Header.Set("Tracestate", "vendor=secret")
+			if tc.sentBaggage != "" {
+				r.Header.Set("Baggage", tc.sentBaggage)
+			}
+			w := httptest.NewRecorder()
+			g.handler.ServeHTTP(w, r)
+			if w.Code != 200 {
+				t.Fatalf("status %d", w.Code)
+			}
+			h := <-seen
+			tp := h.Values("Traceparent")
+			if len(tp) != 1 || len(tp[0]) != 55 || tp[0] == tc.traceparent {
+				t.Fatalf("upstream's traceparent %q: want the gateway's one", tp)
+			}
+			if id := tp[0][3:35]; tc.newTrace == (id == valid) || id == strings.Repeat("0", 32) {
+				t.Fatalf("upstream's trace %s (client sent %q): new trace %v wanted", id, tc.traceparent, tc.newTrace)
+			}
+			if got := strings.Join(h.Values("Tracestate"), ","); got != tc.tracestate {
+				t.Errorf("upstream's tracestate %q, want %q", got, tc.tracestate)
+			}
+			if got := strings.Join(h.Values("Baggage"), ","); got != tc.baggage {
+				t.Errorf("upstream's baggage %q, want %q", got, tc.baggage)
+			}
+		})
+	}
+}
+
+// With tracing off the gateway is not a participant: the client's trace
+// headers reach the upstream as they were sent, on either transport.
+func TestTraceHeadersPassWithTracingOff(t *testing.T) {
+	seen := make(chan http.Header, 2)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Clone()
+	}))
+	defer up.Close()
+	want := map[string]string{"Traceparent": "00-00000000000000000000000000000000-00f067aa0ba902b7-01", "Tracestate": "vendor=secret", "Baggage": "no equals sign"}
+	for _, transport := range []string{"fast", "standard"} {
+		t.Run(transport, func(t *testing.T) {
+			addr := startGateway(t, transport, up.URL, "")
+			req, _ := http.NewRequest("GET", "http://"+addr+"/v1/x", nil)
+			for k, v := range want {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			h := <-seen
+			for k, v := range want {
+				if got := h.Values(k); len(got) != 1 || got[0] != v {
+					t.Errorf("upstream's %s %q, want %q", k, got, v)
+				}
+			}
+		})
+	}
+}

@@ -160,6 +160,8 @@ type config struct {
 	cost    func(ctx context.Context, fullMethod string) int
 	onError func(ctx context.Context, err error) error
 	headers bool
+	count   []codes.Code // WithCountOnly's; nil counts every call
+	counts  uint32       // count as a set: bit c for code c
 }
 
 // Option configures an Interceptor.
@@ -184,6 +186,18 @@ func WithErrorHandler(f func(ctx context.Context, err error) error) Option {
 	return optionFunc(func(c *config) { c.onError = f })
 }
 
+// WithCountOnly counts a call only when it ends with one of cs: a call
+// is admitted while its key has a unit left, taking nothing (Limiter.Peek),
+// and takes one unit when it ends with a listed code. Calls admitted
+// together each see the units left before any was counted, so a key
+// passes its limit by at most its calls in flight when the limit was
+// spent. It does not go with WithCost. Limit, which never sees the call
+// end, refuses every call with codes.FailedPrecondition: use Unary and
+// Stream.
+func WithCountOnly(cs ...codes.Code) Option {
+	return optionFunc(func(c *config) { c.count = append([]codes.Code{}, cs...) })
+}
+
 // WithoutHeaders sends the rate limit fields only with refusals (as
 // trailers), not as headers of the calls admitted.
 func WithoutHeaders() Option {
@@ -206,6 +220,9 @@ func New(name string, l *ratekeeper.Limiter, key KeyFunc, opts ...Option) (*Inte
 	for _, o := range opts {
 		o.apply(&c)
 	}
+	if err := c.countSet(); err != nil {
+		return nil, err
+	}
 	q, w := ratefields.Policy(l.Limit())
 	return &Interceptor{
 		config:  c,
@@ -217,10 +234,40 @@ func New(name string, l *ratekeeper.Limiter, key KeyFunc, opts ...Option) (*Inte
 	}, nil
 }
 
+// countSet builds counts from count, refusing what cannot work.
+func (c *config) countSet() error {
+	if c.count == nil {
+		return nil
+	}
+	if len(c.count) == 0 {
+		return errors.New("grpclimit: WithCountOnly needs the codes that count")
+	}
+	if c.cost != nil {
+		return errors.New("grpclimit: WithCountOnly counts one unit a call: it does not go with WithCost")
+	}
+	for _, code := range c.count {
+		if code > codes.Unauthenticated {
+			return fmt.Errorf("grpclimit: WithCountOnly: %d is not a gRPC status code (0 to 16)", uint32(code))
+		}
+		c.counts |= 1 << code
+	}
+	return nil
+}
+
+// counted takes a unit for key's call that ended with err, when that
+// counts (WithCountOnly). key is "" for a call not looked at.
+func (i *Interceptor) counted(ctx context.Context, key string, err error) {
+	if key == "" || i.counts&(1<<status.Code(err)) == 0 {
+		return
+	}
+	// The call is over, its context may be done: the count must land.
+	_, _ = i.limiter.Allow(context.WithoutCancel(ctx), key)
+}
+
 // Unary is the unary server interceptor.
 func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		md, err := i.decide(ctx, info.FullMethod)
+		key, md, err := i.decide(ctx, info.FullMethod)
 		if md != nil {
 			if err != nil {
 				_ = grpc.SetTrailer(ctx, md)
@@ -231,7 +278,9 @@ func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 		if err != nil {
 			return nil, err
 		}
-		return handler(ctx, req)
+		resp, err := handler(ctx, req)
+		i.counted(ctx, key, err)
+		return resp, err
 	}
 }
 
@@ -239,7 +288,7 @@ func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 // when it opens; its messages are not counted.
 func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		md, err := i.decide(ss.Context(), info.FullMethod)
+		key, md, err := i.decide(ss.Context(), info.FullMethod)
 		if md != nil {
 			if err != nil {
 				ss.SetTrailer(md)
@@ -250,7 +299,9 @@ func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
 		if err != nil {
 			return err
 		}
-		return handler(srv, ss)
+		err = handler(srv, ss)
+		i.counted(ss.Context(), key, err)
+		return err
 	}
 }
 
@@ -260,8 +311,11 @@ func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
 // fields go out as trailers; the error is the interceptor's own status,
 // which ratelimit wraps in its ResourceExhausted message.
 func (i *Interceptor) Limit(ctx context.Context) error {
+	if i.counts != 0 {
+		return status.Errorf(codes.FailedPrecondition, "rate limit %q counts calls by how they end, which Limit never sees: use the Unary and Stream interceptors", i.name)
+	}
 	method, _ := grpc.Method(ctx)
-	md, err := i.decide(ctx, method)
+	_, md, err := i.decide(ctx, method)
 	if md != nil && err != nil {
 		_ = grpc.SetTrailer(ctx, md)
 	}
@@ -269,17 +323,38 @@ func (i *Interceptor) Limit(ctx context.Context) error {
 }
 
 // decide takes the call's cost and returns the fields to send and, when
-// the call is refused, its status error.
-func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, error) {
+// the call is refused, its status error. With WithCountOnly it takes
+// nothing, and returns the key of an admitted call, to count when it ends.
+func (i *Interceptor) decide(ctx context.Context, method string) (string, metadata.MD, error) {
 	key, ok := i.key(ctx, method)
 	if !ok {
-		return nil, nil
+		return "", nil, nil
 	}
+	if i.counts == 0 {
+		md, err := i.take(ctx, key, method)
+		return "", md, err
+	}
+	d, err := i.limiter.Peek(ctx, key)
+	md, err := i.answer(ctx, d, err, 0)
+	if err != nil {
+		return "", md, err
+	}
+	return key, md, nil
+}
+
+// take decides a call that counts when it starts: it takes the cost.
+func (i *Interceptor) take(ctx context.Context, key, method string) (metadata.MD, error) {
 	n := 1
 	if i.cost != nil {
 		n = i.cost(ctx, method)
 	}
 	d, err := i.limiter.AllowN(ctx, key, n)
+	return i.answer(ctx, d, err, n)
+}
+
+// answer turns the decision d (or the store's err) for a call of cost n
+// into the fields to send and, when the call is refused, its error.
+func (i *Interceptor) answer(ctx context.Context, d ratekeeper.Decision, err error, n int) (metadata.MD, error) {
 	switch {
 	case errors.Is(err, ratekeeper.ErrCost):
 		return nil, status.Errorf(codes.InvalidArgument, "rate limit %q: a cost of %d can never pass: at most %s at once", i.name, n, i.limit)

@@ -10,14 +10,15 @@ import (
 )
 
 // pending holds the costs an admitted request owes once the upstream has
-// answered: one per rule that reads its cost from the response.
+// answered: one per rule that reads its cost from the response or counts
+// its status (count_only).
 type pending struct {
 	c       *compiled
 	charges []charge
 	body    bool // a rule reads its cost from the body
 }
 
-// charge is one rule's part of pending: the unit it took at admission
+// charge is one rule's part of pending: the units it took at admission
 // (req, with its decision d), to be made the response's cost.
 type charge struct {
 	rl   *rules.Rule
@@ -30,7 +31,7 @@ type charge struct {
 func (m *Middleware) pending(v verdict, s *scratch) *pending {
 	p := &pending{c: v.c}
 	for j, i := range s.enforced {
-		if rl := s.matches[i].Rule; rl.Cost.AfterResponse() {
+		if rl := s.matches[i].Rule; rl.Cost.AfterResponse() || !rl.CountOnly.IsZero() {
 			p.charges = append(p.charges, charge{rl: rl, req: s.reqs[j], d: s.decs[j]})
 			p.body = p.body || len(rl.Cost.JSON) > 0
 		}
@@ -38,20 +39,24 @@ func (m *Middleware) pending(v verdict, s *scratch) *pending {
 	return p
 }
 
-// settleHead makes each charge read from a header the cost that the
-// response header h gives, and starts reading the body for the others.
-func (m *Middleware) settleHead(ctx context.Context, p *pending, h http.Header) {
+// settleHead settles, once the response's head with header h and status
+// is known, each charge read from a header and each count_only rule's. It
+// starts reading the body for the others.
+func (m *Middleware) settleHead(ctx context.Context, p *pending, h http.Header, status int) {
 	for i := range p.charges {
 		c := &p.charges[i]
-		if len(c.rl.Cost.JSON) > 0 {
+		switch {
+		case !c.rl.CountOnly.IsZero():
+			m.countOutcome(ctx, p, *c, status)
+		case len(c.rl.Cost.JSON) > 0:
 			c.body = c.rl.Cost.Meter(h)
-			continue
+		default:
+			n, ok := c.rl.Cost.FromResponse(h)
+			if !ok {
+				m.logger.WarnContext(ctx, "the upstream's cost header is not one whole number from 0; charged the rule's default", "rule", c.rl.Name, "header", c.rl.Cost.Response, "cost", n)
+			}
+			m.chargeCost(ctx, p, c, n)
 		}
-		n, ok := c.rl.Cost.FromResponse(h)
-		if !ok {
-			m.logger.WarnContext(ctx, "the upstream's cost header is not one whole number from 0; charged the rule's default", "rule", c.rl.Name, "header", c.rl.Cost.Response, "cost", n)
-		}
-		m.chargeCost(ctx, p, c, n)
 	}
 }
 
@@ -60,7 +65,7 @@ func (m *Middleware) settleHead(ctx context.Context, p *pending, h http.Header) 
 func (m *Middleware) settleBody(ctx context.Context, p *pending, complete bool) {
 	for i := range p.charges {
 		c := &p.charges[i]
-		if len(c.rl.Cost.JSON) == 0 {
+		if len(c.rl.Cost.JSON) == 0 || !c.rl.CountOnly.IsZero() {
 			continue
 		}
 		n, ok := c.rl.Cost.FromBody(c.body, complete)
@@ -96,13 +101,46 @@ func (m *Middleware) chargeCost(ctx context.Context, p *pending, c *charge, n in
 		u.Add(float64(n))
 	}
 }
+// countOutcome takes one unit for count_only charge c if the response's
+// status counts. It takes as Allow does: when requests in flight spent
+// the limit first, it is refused and takes nothing, so a key's excess is
+// at most its requests in flight when the limit was spent.
+func (m *Middleware) countOutcome(ctx context.Context, p *pending, c charge, status int) {
+	if !c.rl.CountOnly.Has(status) {
+		return
+	}
+	req := c.req
+	req.N, req.Now = 1, time.Time{}
+	if m.clock != nil {
+		req.Now = m.clock.Now()
+	}
+	if _, err := m.store.Take(ctx, req); err != nil {
+		m.logger.ErrorContext(ctx, "rate limit store failed counting a response", "rule", c.rl.Name, "status", status, "err", err)
+	}
+	if u := p.c.rules[c.rl.Index].units; u != nil {
+		u.Add(1)
+	}
+}
 
-// chargeWriter settles a request's pending costs read from a header when
-// the response's head is written: the upstream's headers are in the map
-// then. Else it settles them when the handler returns, from the headers
-// it left (a hijacked upgrade's, or none: the defaults). It passes the
-// body's bytes on, then reads them for the costs read from the body,
-// which it settles when the handler returns.
+// spentCountOnly reports whether a count_only rule's look at its key
+// (cost 0, allowed) found no unit left, and marks those refused.
+func spentCountOnly(s *scratch) bool {
+	spent := false
+	for j, i := range s.enforced {
+		if s.reqs[j].N == 0 && !s.matches[i].Rule.CountOnly.IsZero() && s.decs[j].RetryAfter > 0 {
+			s.results[i].Allowed = false
+			spent = true
+		}
+	}
+	return spent
+}
+
+// chargeWriter settles a request's pending costs read from a header, and
+// its count_only rules', when the response's head is written: the
+// upstream's headers are in the map then. Else it settles them when the
+// handler returns, from the headers it left (a hijacked upgrade's, or
+// none: the defaults). It passes the body's bytes on, then reads them for
+// the costs read from the body, which it settles when the handler returns.
 type chargeWriter struct {
 	http.ResponseWriter
 	m       *Middleware
@@ -111,17 +149,19 @@ type chargeWriter struct {
 	settled bool
 }
 
-func (w *chargeWriter) charge() {
+// charge settles with status, the response's; a handler that wrote no
+// head answered 200, as net/http does.
+func (w *chargeWriter) charge(status int) {
 	if !w.settled {
 		w.settled = true
-		w.m.settleHead(w.ctx, w.p, w.ResponseWriter.Header())
+		w.m.settleHead(w.ctx, w.p, w.ResponseWriter.Header(), status)
 	}
 }
 
 // end settles what is left once the handler returned; complete says that
 // it passed the whole body on.
 func (w *chargeWriter) end(complete bool) {
-	w.charge()
+	w.charge(http.StatusOK)
 	if w.p.body {
 		w.m.settleBody(w.ctx, w.p, complete)
 	}
@@ -129,13 +169,13 @@ func (w *chargeWriter) end(complete bool) {
 
 func (w *chargeWriter) WriteHeader(code int) {
 	if code >= 200 || code == http.StatusSwitchingProtocols {
-		w.charge()
+		w.charge(code)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *chargeWriter) Write(b []byte) (int, error) {
-	w.charge()
+	w.charge(http.StatusOK)
 	n, err := w.ResponseWriter.Write(b)
 	if w.p.body {
 		for i := range w.p.charges {
@@ -149,7 +189,7 @@ func (w *chargeWriter) Write(b []byte) (int, error) {
 
 // Flush sends what is buffered, as the writer it wraps does.
 func (w *chargeWriter) Flush() {
-	w.charge()
+	w.charge(http.StatusOK)
 	_ = http.NewResponseController(w.ResponseWriter).Flush()
 }
 

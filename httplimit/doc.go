@@ -35,4 +35,8 @@
 // Shadow rules decide and report but never refuse. Queue rules (the leaky
 // bucket as a shaper) hold a request until its slot in a FIFO queue, up to
 // the rule's max_delay, and refuse it beyond.
+//
+// A rule with a ban (rules.RuleConfig.Ban) refuses every request of a key
+// it refused, for the ban's duration. The ban is kept in the store, and
+// checked in the same TakeAll as the rules' takes.
 package httplimit

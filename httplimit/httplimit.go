@@ -35,6 +35,7 @@ type config struct {
 	clock   ratekeeper.Clock   // nil: the store's
 	decided func(*http.Request, Decided)
 	trace   func(context.Context) (context.Context, func(Decided))
+	count   rules.Statuses // NewLimit's rule's CountOnly
 }
 
 // buildConfig applies opts to the defaults, which are all here.
@@ -99,6 +100,14 @@ const (
 	ResultError = "error"
 )
 
+// BanMetrics is a Metrics that also counts the bans each rule started
+// (rules.RuleConfig.Ban). The middleware asks once per rule with a ban
+// when it takes a rules set.
+type BanMetrics interface {
+	Metrics
+	Bans(rule string) Counter
+}
+
 // Decided is what the middleware decided for one request, as WithDecided
 // reports it.
 type Decided struct {
@@ -155,6 +164,15 @@ func WithClock(clk ratekeeper.Clock) Option {
 	return optionFunc(func(c *config) { c.clock = clk })
 }
 
+// WithCountOnly makes NewLimit's rule count a request only when its
+// response's status is in st (see rules.ParseStatuses). The request is
+// admitted while a unit is left, taking nothing, and takes one once its
+// response counts. New ignores it: a set's rules carry their own
+// CountOnly.
+func WithCountOnly(st rules.Statuses) Option {
+	return optionFunc(func(c *config) { c.count = st })
+}
+
 // New returns a Middleware that applies set, keeping state in store.
 func New(store ratekeeper.Store, set *rules.Set, opts ...Option) (*Middleware, error) {
 	if store == nil {
@@ -203,6 +221,7 @@ func NewLimit(store ratekeeper.Store, name string, limit ratekeeper.Limit, key K
 	if err != nil {
 		return nil, err
 	}
+	rl.CountOnly = buildConfig(opts).count
 	set, err := rules.NewSet(rules.ClientIP{IPv4Prefix: 32, IPv6Prefix: 64}, rl)
 	if err != nil {
 		return nil, err
@@ -226,6 +245,7 @@ type ruleInfo struct {
 	hide     bool       // refused.hide_headers: in no rate limit header
 	alts     []string   // the RateLimit-Policy item of each of the rule's Alts
 	units    Adder      // the quota units charged, for a rule whose cost is not 1; nil without UnitsMetrics
+	bans     Counter    // the bans the rule started; nil without BanMetrics or a ban
 }
 
 // Adder counts quota units. It is an alias of the interface literal, as
@@ -272,6 +292,9 @@ func (m *Middleware) SetRules(set *rules.Set) {
 		c.hide = c.hide || ri.hide
 		if um, ok := m.metrics.(UnitsMetrics); ok && (rl.Cost.Fixed != 1 || rl.Cost.Header != "" || rl.Cost.AfterResponse()) {
 			ri.units = um.Units(rl.Name)
+		}
+		if bm, ok := m.metrics.(BanMetrics); ok && rl.Ban > 0 {
+			ri.bans = bm.Bans(rl.Name)
 		}
 		if m.metrics != nil {
 			for j, res := range []string{ResultAllowed, ResultLimited, ResultShadowLimited, ResultQueued} {
@@ -321,6 +344,7 @@ type scratch struct {
 	names    []string      // the matched rules' names, for WithDecided
 	near     []rules.Match // the rules near their limit, for WithDecided
 	conc     []int         // indexes into matches of concurrency rules
+	bans     []int         // indexes into matches of the ban checks after the enforced reqs
 	permits  []*ratekeeper.Permit
 }
 
@@ -353,6 +377,7 @@ func (s *scratch) reset() {
 	s.shadow = s.shadow[:0]
 	s.results = s.results[:0]
 	s.conc = s.conc[:0]
+	s.bans = s.bans[:0]
 	clear(s.permits)
 	s.permits = s.permits[:0]
 }
@@ -590,6 +615,7 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 	if v = sortMatches(r, v, s, now); v.outcome == badCost {
 		return v
 	}
+	addBanChecks(s, now)
 	s.decs = append(s.decs, make([]ratekeeper.Decision, len(s.reqs))...)
 	s.results = append(s.results, make([]ratekeeper.Decision, len(s.matches))...)
 	done := false
@@ -627,11 +653,11 @@ func (m *Middleware) match(r *http.Request, v *verdict, s *scratch) bool {
 }
 
 // needsHandler reports whether one of ms needs what only Handler does:
-// hold the request in a queue, charge the response's cost, or hold a
-// concurrency slot until the response ends.
+// hold the request in a queue, charge the response's cost or count its
+// status, or hold a concurrency slot until the response ends.
 func needsHandler(ms []rules.Match) bool {
 	for _, mt := range ms {
-		if mt.Rule.Mode == rules.Queue || mt.Rule.Cost.AfterResponse() || mt.Rule.IsConcurrency() {
+		if mt.Rule.Mode == rules.Queue || mt.Rule.Cost.AfterResponse() || mt.Rule.IsConcurrency() || !mt.Rule.CountOnly.IsZero() {
 			return true
 		}
 	}
@@ -655,7 +681,9 @@ func sortMatches(r *http.Request, v verdict, s *scratch, now time.Time) verdict 
 			continue
 		}
 		n := rl.Cost.Fixed
-		if rl.Cost.Header != "" || rl.Cost.AfterResponse() {
+		if !rl.CountOnly.IsZero() {
+			n, v.charges = 0, true // a look now; the response's status may take one
+		} else if rl.Cost.Header != "" || rl.Cost.AfterResponse() {
 			var err error
 			if n, err = rl.Cost.Request(r.Header); err != nil {
 				v.outcome, v.costErr, v.worst = badCost, err, i
@@ -681,7 +709,16 @@ func (m *Middleware) takeEnforced(ctx context.Context, r *http.Request, v verdic
 	for j, i := range s.enforced {
 		s.results[i] = s.decs[j]
 	}
+	if m.applyBans(ctx, ok, s) {
+		return m.refused(ctx, r, v, s), true
+	}
 	if !ok {
+		m.startBans(ctx, v, s)
+		return m.refused(ctx, r, v, s), true
+	}
+	if spentCountOnly(s) {
+		m.startBans(ctx, v, s) // a spent count_only key is refused: its ban starts
+		m.giveBack(ctx, s)
 		return m.refused(ctx, r, v, s), true
 	}
 	for j, i := range s.enforced {

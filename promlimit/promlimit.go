@@ -1,7 +1,8 @@
 // Package promlimit reports the decisions of the httplimit middleware to
 // Prometheus, on a registry the caller gives. Its series are the ones the
 // gateway exports: ratekeeper_decisions_total{rule,result},
-// ratekeeper_queue_delay_seconds and ratekeeper_cost_units_total{rule}.
+// ratekeeper_queue_delay_seconds, ratekeeper_cost_units_total{rule} and
+// ratekeeper_bans_total{rule}.
 //
 //	reg := prometheus.NewRegistry()
 //	pm, err := promlimit.New(reg)
@@ -22,6 +23,7 @@ type Metrics struct {
 	decisions  *prometheus.CounterVec
 	queueDelay prometheus.Histogram
 	units      *prometheus.CounterVec
+	bans       *prometheus.CounterVec
 }
 
 // New creates the metrics and registers them on reg. It fails, rather
@@ -41,8 +43,12 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "ratekeeper_cost_units_total",
 			Help: "Quota units charged to requests, by rule, for rules whose cost is not always 1 (a fixed cost, or one read from a request or response header).",
 		}, []string{"rule"}),
+		bans: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekeeper_bans_total",
+			Help: "Bans started by rule: each refusal that banned a key (a rule's ban) counts once.",
+		}, []string{"rule"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.queueDelay, m.units} {
+	for _, c := range []prometheus.Collector{m.decisions, m.queueDelay, m.units, m.bans} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -65,6 +71,13 @@ func (m *Metrics) PromCounter(rule, result string) prometheus.Counter {
 func (m *Metrics) ForgetRule(rule string) {
 	m.decisions.DeletePartialMatch(prometheus.Labels{"rule": rule})
 	m.units.DeleteLabelValues(rule)
+	m.bans.DeleteLabelValues(rule)
+}
+
+// Bans returns the counter of the bans rule started
+// (httplimit.BanMetrics).
+func (m *Metrics) Bans(rule string) interface{ Inc() } {
+	return m.bans.WithLabelValues(rule)
 }
 
 // Units returns the counter of the quota units rule charged

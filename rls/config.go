@@ -51,6 +51,10 @@ type DescriptorConfig struct {
 	// values rather than the configured ones. Its cardinality is the
 	// clients': enable it only where that is acceptable.
 	DetailedMetric bool `yaml:"detailed_metric"`
+	// ShowKey shows the request's values of this descriptor, and of those
+	// nested in it, as they are in the admin's lists of limited clients
+	// (/v1/top) and traces. Without it each value is a fingerprint.
+	ShowKey bool `yaml:"show_key"`
 }
 
 // RateLimitConfig is a limit: requests_per_unit per unit, by an algorithm.

@@ -121,6 +121,7 @@ type node struct {
 	rule       *rule  // nil when the descriptor has no rate_limit
 	next       *level // nil without nested descriptors
 	detailed   bool
+	showKey    bool
 }
 
 // rule is one rate_limit block.
@@ -137,6 +138,7 @@ type rule struct {
 	shadow   bool
 	unlimit  bool
 	detailed bool // some descriptor on its path asked for detailed metrics
+	showKey  bool // some descriptor on its path asked to show its values
 }
 
 // Compile turns a loaded configuration into Rules.
@@ -147,16 +149,16 @@ func Compile(c *Config) (*Rules, error) {
 		if err := d.Validate(); err != nil {
 			return nil, err
 		}
-		rs.domains[d.Domain] = rs.compileLevel(d.Descriptors, d.Domain, false)
+		rs.domains[d.Domain] = rs.compileLevel(d.Descriptors, d.Domain, false, false)
 	}
 	return rs, nil
 }
 
-func (rs *Rules) compileLevel(ds []DescriptorConfig, stat string, detailed bool) *level {
+func (rs *Rules) compileLevel(ds []DescriptorConfig, stat string, detailed, showKey bool) *level {
 	lv := &level{exact: map[[2]string]*node{}, prefix: map[string][]*node{}, anyValue: map[string]*node{}}
 	for i := range ds {
 		d := &ds[i]
-		n := &node{key: d.Key, value: d.Value, detailed: detailed || d.DetailedMetric}
+		n := &node{key: d.Key, value: d.Value, detailed: detailed || d.DetailedMetric, showKey: showKey || d.ShowKey}
 		s := stat + "." + d.Key
 		switch {
 		case d.Value == "":
@@ -171,7 +173,7 @@ func (rs *Rules) compileLevel(ds []DescriptorConfig, stat string, detailed bool)
 			s += "_" + d.Value
 		}
 		if r := d.RateLimit; r != nil {
-			ru := &rule{id: len(rs.rules), stat: s, name: r.Name, shadow: d.ShadowMode, unlimit: r.Unlimited, detailed: n.detailed}
+			ru := &rule{id: len(rs.rules), stat: s, name: r.Name, shadow: d.ShadowMode, unlimit: r.Unlimited, detailed: n.detailed, showKey: n.showKey}
 			for _, rp := range r.Replaces {
 				ru.replaces = append(ru.replaces, rp.Name)
 			}
@@ -186,7 +188,7 @@ func (rs *Rules) compileLevel(ds []DescriptorConfig, stat string, detailed bool)
 			rs.rules = append(rs.rules, ru)
 		}
 		if len(d.Descriptors) > 0 {
-			n.next = rs.compileLevel(d.Descriptors, s, n.detailed)
+			n.next = rs.compileLevel(d.Descriptors, s, n.detailed, n.showKey)
 		}
 	}
 	for _, ns := range lv.prefix {

@@ -21,7 +21,11 @@ import (
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/server"
 	"github.com/ratekeeper/ratekeeper/internal/server/adminauth"
+	"github.com/ratekeeper/ratekeeper/internal/server/buildinfo"
 	"github.com/ratekeeper/ratekeeper/internal/server/serverstore"
+	"github.com/ratekeeper/ratekeeper/internal/server/tracing"
+	"github.com/ratekeeper/ratekeeper/internal/topfleet"
+	"github.com/ratekeeper/ratekeeper/internal/topk"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
 	"github.com/ratekeeper/ratekeeper/tlsconfig"
 )
@@ -72,9 +76,11 @@ type ServerOptions struct {
 	// AdminToken, when not empty, turns on POST /v1/reset on the HTTP
 	// listener for requests with "Authorization: Bearer <AdminToken>"
 	// (ratekeeper serve reads it from --admin-token-file). Empty: the
-	// endpoint answers 404.
+	// endpoint answers 404. It also guards the admin listener's GET
+	// /v1/top, whose keys name clients.
 	AdminToken string
-	// ProtectReads asks for AdminToken on GET /v1/config too.
+	// ProtectReads asks for AdminToken on GET /v1/config and GET
+	// /v1/status too.
 	ProtectReads bool
 }
 
@@ -85,6 +91,11 @@ type Server struct {
 	o    ServerOptions
 	proc *server.Process
 	svc  *Service
+	top  *topk.Board // the limited clients /v1/top lists
+	// fleet shares top with the serve processes on the same Redis (nil
+	// on the memory store).
+	fleet *topfleet.Fleet
+	tr    *tracing.Tracing // nil unless OTEL_TRACES_EXPORTER asks for traces
 
 	grpcAddr, httpAddr, adminAddr server.Addr
 	grpcTLS, httpTLS              *tls.Config // nil: clear text
@@ -125,6 +136,9 @@ func NewServer(ctx context.Context, path string, o ServerOptions) (*Server, erro
 	if s.httpTLS, err = listenerTLS("http", o.HTTPTLS, proc.Logger, "h2", "http/1.1"); err != nil {
 		return nil, err
 	}
+	if err := s.startTracing(ctx); err != nil {
+		return nil, err
+	}
 	store, err := proc.OpenStore(ctx, serverstore.Opener(o.Store))
 	if err != nil {
 		return nil, err
@@ -134,15 +148,37 @@ func NewServer(ctx context.Context, path string, o ServerOptions) (*Server, erro
 		proc.Close()
 		return nil, err
 	}
+	s.top = newBoard()
+	if client, ok := storeconfig.RedisClient(proc.Store()); ok {
+		s.fleet = topfleet.New(client, s.top, topfleet.WithPrefix(fleetPrefix),
+			topfleet.WithLogger(proc.Logger), topfleet.WithErrors(proc.Metrics.FleetError))
+	}
 	s.svc = NewService(store, rules,
 		WithAllOrNothing(o.AllOrNothing),
 		WithResponseHeaders(o.ResponseHeaders),
 		WithMaxDescriptors(o.MaxDescriptors),
 		WithMaxEntries(o.MaxEntries),
 		WithLogger(proc.Logger),
-		WithMetrics(sm))
+		WithMetrics(sm),
+		withTop(s.top),
+		withTracing(s.tr, storeMode(o.Store)))
 	proc.Loaded(rules.Len())
 	return s, nil
+}
+
+// startTracing turns tracing on when the environment asks for it, with a
+// client span per store call on Redis.
+func (s *Server) startTracing(ctx context.Context) error {
+	var err error
+	if s.tr, err = tracing.FromEnv(ctx, "ratekeeper-serve", buildinfo.Read().Version); err != nil {
+		return err
+	}
+	if s.tr != nil && !s.o.Store.IsMemory() {
+		s.proc.Metrics.TraceStore(func(ctx context.Context, call string) (context.Context, func(error)) {
+			return s.tr.Call(ctx, "redis "+call, "redis")
+		})
+	}
+	return nil
 }
 
 // listenerTLS builds the TLS config of the listener what names, offering
@@ -191,6 +227,12 @@ func (s *Server) Run(ctx context.Context) error {
 		s.proc.Close()
 		return err
 	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = s.tr.Shutdown(ctx) // sends the spans not yet sent
+	}()
+	defer s.fleet.Start(ctx)()
 	servers := []server.Server{s.newGRPCServer(gln)}
 	if hln != nil {
 		servers = append(servers, s.newHTTPServer(hln))
@@ -202,6 +244,7 @@ func (s *Server) Run(ctx context.Context) error {
 		Name:            "rate limit service",
 		Servers:         servers,
 		Admin:           aln,
+		AdminRoutes:     s.adminRoutes(),
 		Watch:           s.o.Watch,
 		Reload:          s.Reload,
 		ShutdownTimeout: s.o.ShutdownTimeout,
@@ -250,6 +293,9 @@ func (s *Server) newGRPCServer(ln net.Listener) grpcServer {
 	}
 	if s.grpcTLS != nil {
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(s.grpcTLS)))
+	}
+	if s.tr != nil {
+		gopts = append(gopts, grpc.UnaryInterceptor(traceCalls(s.tr)))
 	}
 	gs := grpc.NewServer(gopts...)
 	rlsv3.RegisterRateLimitServiceServer(gs, s.svc)
@@ -329,7 +375,11 @@ func (s *Server) Reload() error {
 func (s *Server) httpHandler() http.Handler {
 	guard := adminauth.New(s.proc.Logger, s.proc.Metrics.AdminUnauthorized)
 	mux := http.NewServeMux()
-	mux.Handle("/", s.svc.HTTPHandler())
+	api := s.svc.HTTPHandler()
+	if s.tr != nil {
+		api = traceRequests(s.tr, api)
+	}
+	mux.Handle("/", api)
 	mux.HandleFunc("GET /v1/config", func(w http.ResponseWriter, r *http.Request) {
 		if s.o.ProtectReads && !guard.Authorize(w, r, s.o.AdminToken) {
 			return

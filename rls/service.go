@@ -22,6 +22,8 @@ import (
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/ratefields"
 	"github.com/ratekeeper/ratekeeper/internal/server/metrics"
+	"github.com/ratekeeper/ratekeeper/internal/server/tracing"
+	"github.com/ratekeeper/ratekeeper/internal/topk"
 	"github.com/ratekeeper/ratekeeper/promlimit"
 )
 
@@ -63,6 +65,9 @@ type config struct {
 	logger         *slog.Logger
 	metrics        *Metrics         // nil: none
 	clock          ratekeeper.Clock // nil: the system clock
+	top            *topk.Board      // nil: no lists of limited clients
+	tracing        *tracing.Tracing // nil: no spans
+	storeMode      string           // what decide spans say of the store
 }
 
 // buildConfig applies opts to the defaults, which are all here.
@@ -199,6 +204,9 @@ func (s *Service) SetRules(rules *Rules) {
 		}
 	}
 	old := s.cur.Swap(sv)
+	if s.top != nil {
+		s.top.Forget(rules.names())
+	}
 	if old != nil && s.metrics != nil {
 		keep := make(map[string]bool, len(rules.rules))
 		for _, r := range rules.rules {
@@ -350,15 +358,27 @@ func (s *Service) answer(ctx context.Context, req *rlsv3.RateLimitRequest, op an
 	if err != nil {
 		return nil, notes{}, err
 	}
+	var span tracing.Span
+	if s.tracing != nil {
+		ctx, span = s.tracing.Internal(ctx, "ratekeeper.decide")
+	}
 	if op == peekOp {
 		err = s.peek(ctx, slots)
 	} else {
 		err = s.decide(ctx, slots)
 	}
 	if err != nil {
+		span.Fail(err)
+		span.End()
 		return nil, notes{}, err
 	}
 	resp, o := s.respond(cur, slots, op == decideOp)
+	if s.top != nil && op == decideOp {
+		s.noteTop(req, slots)
+	}
+	if s.tracing != nil {
+		s.endDecision(span, req, slots, resp)
+	}
 	return resp, o, nil
 }
 
@@ -569,7 +589,7 @@ func override(r *rule, domain string, ov *ratelimitv3.RateLimitDescriptor_RateLi
 	o := &rule{id: -1, stat: domain + ".override", unit: rlsv3.RateLimitResponse_RateLimit_Unit(ov.GetUnit()), mult: mult, period: d, rpu: ov.GetRequestsPerUnit()}
 	alg := ratekeeper.FixedWindow
 	if r != nil {
-		o.stat, o.name, o.replaces, o.shadow, o.detailed = r.stat, r.name, r.replaces, r.shadow, r.detailed
+		o.stat, o.name, o.replaces, o.shadow, o.detailed, o.showKey = r.stat, r.name, r.replaces, r.shadow, r.detailed, r.showKey
 		if !r.unlimit && r.rpu > 0 {
 			alg = r.limit.Algorithm
 		}

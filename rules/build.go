@@ -41,6 +41,9 @@ func (c *Config) build() (*Set, []*Error) {
 		names[rc.Name] = i
 		rl := buildRule(at, i, rc, s.clientIP, fail)
 		modes.claim(at+".store_mode", rl.Limit, rl, fail)
+		if rl.Ban > 0 {
+			modes.claim(at+".ban", rl.BanLimit(), &Rule{Name: rl.Name, StoreMode: "exact"}, fail)
+		}
 		for _, a := range rl.Alts {
 			if rl.Mode == Queue {
 				checkQueueAlgorithm(a.field+".algorithm", a.Limit.Algorithm, fail)
@@ -116,6 +119,7 @@ func buildRule(at string, i int, rc RuleConfig, ci ClientIP, fail func(string, s
 		fail(at+".max_delay", "only queue mode waits; set mode: queue or remove max_delay")
 	}
 	rl.MaxDelay = time.Duration(rc.MaxDelay)
+	rl.Ban = buildBan(at, rc, rl.Mode, conc, fail)
 	switch rc.StoreMode {
 	case "", "exact", "sync", "lease":
 		rl.StoreMode = rc.StoreMode
@@ -143,6 +147,7 @@ func buildRule(at string, i int, rc RuleConfig, ci ClientIP, fail func(string, s
 		buildAlts(at, rc, rl, ci, fail)
 		rl.Cost = buildCost(at, rc, rl, fail)
 	}
+	buildCountOnly(at, rc, rl, fail)
 	return rl
 }
 

@@ -81,6 +81,9 @@ type RuleConfig struct {
 	// MaxDelay bounds a queued request's wait (queue mode only); zero
 	// leaves only the bucket's burst as the bound.
 	MaxDelay Duration `yaml:"max_delay"`
+	// Ban refuses every request of a key for this long once the rule has
+	// refused it (docs/gateway.md#ban); zero: no ban.
+	Ban Duration `yaml:"ban"`
 	// StoreMode overrides the shared store's mode for this rule's limit:
 	// "exact", "sync" or "lease" (empty: the store's own). It matters
 	// only on a Redis store, and is read at start.
@@ -96,9 +99,21 @@ type RuleConfig struct {
 	Tiers TiersConfig `yaml:"tiers"`
 	// Refused shapes the answer to a request the rule refuses.
 	Refused RefusedConfig `yaml:"refused"`
+	// CountOnly counts a request only when its response has one of the
+	// listed statuses; see CountOnlyConfig.
+	CountOnly *CountOnlyConfig `yaml:"count_only"`
 	// ShowKey shows header values in the admin's lists of limited clients
 	// as they are, not as fingerprints.
 	ShowKey bool `yaml:"show_key"`
+}
+
+// CountOnlyConfig makes a rule count outcomes. A request is decided
+// before it goes upstream, taking nothing: a key whose limit is spent is
+// refused. It is counted once its response's status is known, if the
+// status is listed.
+type CountOnlyConfig struct {
+	// Status lists codes (201) and classes (4xx) that count.
+	Status List `yaml:"status"`
 }
 
 // List is a list of strings that a file may write as its one item when

@@ -101,11 +101,18 @@ type Rule struct {
 	Mode Mode
 	// MaxDelay bounds a queued request's wait (0: the bucket's burst alone).
 	MaxDelay time.Duration
+	// Ban is how long a key the rule refuses stays refused; zero: none.
+	Ban time.Duration
 	// StoreMode is the shared store's mode for this rule's limit, or empty
 	// for the store's own.
 	StoreMode string
 	// Cost is what a request takes from the limit.
 	Cost Cost
+	// CountOnly, when not empty, makes the rule count only the requests
+	// whose responses have these statuses: a request is admitted if one
+	// unit is left, taking nothing, and takes it once its response's
+	// status is in CountOnly.
+	CountOnly Statuses
 	// Alts are the overrides' and tiers' limits, which replace Limit for
 	// the requests they apply to (Match.Alt).
 	Alts []Alt
@@ -326,6 +333,9 @@ func (rl *Rule) describeRefusal(b *strings.Builder) {
 		}
 	default:
 		fmt.Fprintf(b, "; %d beyond", rl.Refused.Status)
+		if rl.Ban > 0 {
+			fmt.Fprintf(b, ", and the key is banned for %v", rl.Ban)
+		}
 	}
 }
 
@@ -455,7 +465,8 @@ func (s *Set) index() {
 }
 
 // NewSet builds a Set from rules built with NewRule (the middleware's
-// programmatic form). Names must be distinct.
+// programmatic form). Names must be distinct, and a rule with CountOnly
+// must enforce a rate limit of cost 1.
 func NewSet(clientIP ClientIP, rules ...*Rule) (*Set, error) {
 	seen := map[string]bool{}
 	s := &Set{clientIP: clientIP}
@@ -464,6 +475,9 @@ func NewSet(clientIP ClientIP, rules ...*Rule) (*Set, error) {
 			return nil, fmt.Errorf("rule %q appears twice", r.Name)
 		}
 		seen[r.Name] = true
+		if err := r.checkCountOnly(); err != nil {
+			return nil, err
+		}
 		rc := *r
 		rc.Index = i
 		s.Rules = append(s.Rules, &rc)
@@ -508,6 +522,9 @@ func (s *Set) ClientIP() ClientIP { return s.clientIP }
 func (s *Set) StoreModes() map[ratekeeper.Limit]string {
 	m := map[ratekeeper.Limit]string{}
 	for _, r := range s.Rules {
+		if r.Ban > 0 {
+			m[r.BanLimit()] = "exact"
+		}
 		if r.StoreMode != "" {
 			m[r.Limit] = r.StoreMode
 			for _, a := range r.Alts {

@@ -220,7 +220,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("rules:\n  - name: a\n    limit: {algorithm: token_bucket, rate: 1, period: 1d}\n"))
 	f.Add([]byte("client_ip: {trusted_proxies: [10.0.0.0/8, '::1'], ipv6_prefix: 48}\naccess: {deny: [1.2.3.4]}\n"))
 	f.Add([]byte("rules: [{name: q, mode: queue, max_delay: 2s, match: {hosts: ['*.x.com'], headers: {X-A: '*'}}, limit: {algorithm: leaky_bucket, rate: 5, period: 1s, burst: 3}}]\n"))
+	f.Add([]byte("rules: [{name: login, key: [ip], ban: 1h, limit: {algorithm: sliding_log, rate: 5, period: 15m}}]\n"))
 	f.Add([]byte("{{{"))
+	f.Add([]byte("rules: [{name: c, count_only: {status: [201, 4xx]}, limit: {algorithm: sliding_log, rate: 10, period: 1d}}]\n"))
 	f.Add([]byte("rules:\n  - {name: g, key: [global], store_mode: lease, limit: {algorithm: token_bucket, rate: 9, period: 1s}}\n  - {name: h, store_mode: sync, limit: {algorithm: token_bucket, rate: 9, period: 1s}}\n"))
 	f.Add([]byte("rules: [{name: m, store_mode: \"\\u0000lease\", limit: {algorithm: fixed_window, rate: 1, period: 1s}}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -247,3 +247,16 @@ func (cs closers) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// RedisClient is the Redis client under a store that Open opened, and
+// false for the memory store.
+func RedisClient(s ratekeeper.Store) (redis.UniversalClient, bool) {
+	if fs, ok := s.(*failsafe.Store); ok {
+		s = fs.Primary()
+	}
+	rs, ok := s.(*redisstore.Store)
+	if !ok {
+		return nil, false
+	}
+	return rs.Client(), true
+}

@@ -205,6 +205,8 @@ func printConfig(w io.Writer, c *gateway.Config, set *rules.Set) {
 		}
 		if !shared.IsMemory() && mode != "exact" && !localIn(r) {
 			fmt.Fprintf(w, "     decided in Redis on every request: the %s stays exact in %s mode\n", what(r), mode)
+		} else if !shared.IsMemory() && mode != "exact" && r.Ban > 0 {
+			fmt.Fprintf(w, "     its ban is checked in Redis on every request: bans stay exact in %s mode\n", mode)
 		}
 	}
 }

@@ -164,3 +164,34 @@ func TestCheckRuleOptions(t *testing.T) {
 		}
 	}
 }
+
+// docs/gateway.md's sample of check's errors is what check prints for
+// the file it names: a field added to the rules shows in its list.
+func TestCheckErrorsAsDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "gateway.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cmd = "$ ratekeeper check --config bad.yaml\n"
+	i := strings.Index(string(doc), cmd)
+	if i < 0 {
+		t.Fatal("docs/gateway.md shows no " + cmd)
+	}
+	sample := string(doc[i+len(cmd):])
+	sample = sample[:strings.Index(sample, "```")]
+	dir := t.TempDir()
+	bad := "rules:\n  - name: x y\n    limit: {algorithm: token_bucket, rate: 0, period: 1x}\n    limt: 3\n"
+	if err := os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	var out, errOut bytes.Buffer
+	err = runCheck(context.Background(), []string{"--config", "bad.yaml"}, &out, &errOut)
+	if err == nil {
+		t.Fatal("bad.yaml passed")
+	}
+	got := out.String() + errOut.String() + "ratekeeper check: " + err.Error() + "\n"
+	if got != sample {
+		t.Errorf("check prints\n%s\ndocs/gateway.md shows\n%s", got, sample)
+	}
+}

@@ -61,7 +61,7 @@ func registerServeFlags(fs *flag.FlagSet) *serveFlags {
 		common:       registerServerFlags(fs, "the config `path`: a YAML file or a directory of them; required", storeconfig.RegisterFlags),
 		grpcListen:   fs.String("grpc-listen", rls.DefaultGRPCListen, "gRPC `address` (envoy.service.ratelimit.v3, health, reflection)"),
 		httpListen:   fs.String("http-listen", rls.DefaultHTTPListen, "HTTP JSON API `address`, or - for none"),
-		adminListen:  fs.String("admin-listen", rls.DefaultAdminListen, "admin `address` (/metrics, /healthz, /readyz), or - for none; always clear text, so keep it on a private address"),
+		adminListen:  fs.String("admin-listen", rls.DefaultAdminListen, "admin `address` (/metrics, /healthz, /readyz, /v1/top, /v1/status, /ui/), or - for none; always clear text, so keep it on a private address"),
 		grpcTLS:      registerTLSFlags(fs, "grpc", "the gRPC listener"),
 		httpTLS:      registerTLSFlags(fs, "http", "the HTTP JSON API"),
 		allOrNothing: fs.Bool("all-or-nothing", false, "a request over the limit on one descriptor uses no quota on the others"),
@@ -70,8 +70,8 @@ func registerServeFlags(fs *flag.FlagSet) *serveFlags {
 		shutdown:     fs.Duration("shutdown-timeout", rls.DefaultShutdownTimeout, "how long SIGTERM waits for calls in flight"),
 		maxDescs:     fs.Int("max-descriptors", rls.DefaultMaxDescriptors, "refuse (InvalidArgument, HTTP 400) a request of more than `n` descriptors"),
 		maxEntries:   fs.Int("max-entries", rls.DefaultMaxEntries, "refuse (InvalidArgument, HTTP 400) a request with a descriptor of more than `n` entries"),
-		tokenFile:    fs.String("admin-token-file", "", "a `file` holding the bearer token that turns on POST /v1/reset (off without it)"),
-		protectReads: fs.Bool("admin-protect-reads", false, "ask for the admin token on GET /v1/config too"),
+		tokenFile:    fs.String("admin-token-file", "", "a `file` holding the bearer token that turns on POST /v1/reset (off without it) and guards GET /v1/top"),
+		protectReads: fs.Bool("admin-protect-reads", false, "ask for the admin token on GET /v1/config and GET /v1/status too"),
 	}
 }
 

@@ -20,8 +20,8 @@ import (
 
 const topUsage = `usage: ratekeeper top --admin URL [flags]
 
-Shows the clients a running proxy limits most, per rule, and refreshes
-like top (GET /v1/top on its admin listener). Each count is within its
+Shows the clients a running proxy or serve limits most, per rule, and
+refreshes like top (GET /v1/top on its admin listener). Each count is within its
 ± error of the true one. A URL may be written host:port, or :port for
 localhost. Every flag is also a RATEKEEPER_* variable.
 
@@ -30,6 +30,7 @@ flags:`
 // topFlags are the flags of ratekeeper top.
 type topFlags struct {
 	admin, tokenFile, rule, span string
+	scope                        string
 	n                            int
 	every, timeout               time.Duration
 	once                         bool
@@ -39,10 +40,11 @@ func newTopFlags(stderr io.Writer) (*flag.FlagSet, *topFlags) {
 	f := &topFlags{}
 	fs := flag.NewFlagSet("top", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.admin, "admin", "", "the proxy's admin listener: `URL` (http://127.0.0.1:9090), or host:port, or :port")
-	fs.StringVar(&f.tokenFile, "token-file", "", "a `file` holding the bearer token, when the proxy protects reads")
+	fs.StringVar(&f.admin, "admin", "", "the admin listener of the proxy or serve: `URL` (http://127.0.0.1:9090), or host:port, or :port")
+	fs.StringVar(&f.tokenFile, "token-file", "", "a `file` holding the bearer token, when the proxy protects reads or serve has one")
 	fs.StringVar(&f.rule, "rule", "", "only this `rule` (default: every rule)")
 	fs.StringVar(&f.span, "span", dash.SpanMinute, "the `span` counted: 1m or 1h")
+	fs.StringVar(&f.scope, "scope", dash.ScopeLocal, "whose counts: local (the process asked) or fleet (every gateway on its Redis)")
 	fs.IntVar(&f.n, "n", dash.DefaultN, "how many keys per rule and kind")
 	fs.DurationVar(&f.every, "every", 2*time.Second, "how often to refresh")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for each answer")
@@ -81,7 +83,7 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return usageError{fmt.Errorf("--token-file: %w", err)}
 		}
 	}
-	q := url.Values{"span": {f.span}, "n": {strconv.Itoa(f.n)}}
+	q := url.Values{"span": {f.span}, "n": {strconv.Itoa(f.n)}, "scope": {f.scope}}
 	if f.rule != "" {
 		q.Set("rule", f.rule)
 	}
@@ -138,7 +140,11 @@ func fetchTop(ctx context.Context, client *http.Client, target, token string) (d
 // printTop writes one screen: a line per key, then each list's total and
 // floor.
 func printTop(w io.Writer, base string, ans dash.TopAnswer, now time.Time) {
-	fmt.Fprintf(w, "ratekeeper top  %s  last %s (%s)  %s\n\n", base, ans.Span, ans.Scope, now.Format(time.TimeOnly))
+	scope := ans.Scope
+	if ans.Instances > 0 {
+		scope += fmt.Sprintf(", %d instances", ans.Instances)
+	}
+	fmt.Fprintf(w, "ratekeeper top  %s  last %s (%s)  %s\n\n", base, ans.Span, scope, now.Format(time.TimeOnly))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "RULE\tKIND\tKEY\tCOUNT\t±ERROR\t")
 	for _, r := range ans.Rules {

@@ -176,11 +176,14 @@ func render(pkgs []pkg) string {
 	for _, from := range froms {
 		tos := slices.Clone(edges[from])
 		slices.Sort(tos)
+		var nodes []string
 		for _, to := range tos {
-			if reach(from, to, to) {
-				continue // implied by a longer path
+			if !reach(from, to, to) { // else implied by a longer path
+				nodes = append(nodes, fmt.Sprintf("%s[%s]", id(to), to))
 			}
-			fmt.Fprintf(&b, "  %s[%s] --> %s[%s]\n", id(from), from, id(to), to)
+		}
+		if len(nodes) > 0 {
+			fmt.Fprintf(&b, "  %s[%s] --> %s\n", id(from), from, strings.Join(nodes, " & "))
 		}
 	}
 	b.WriteString("```\n\n| package | outside modules it imports itself |\n|---|---|\n")

@@ -19,7 +19,7 @@ var layers = []struct {
 }{
 	{"the contract", []string{"ratekeeper"}},
 	{"the algorithms", []string{"internal/algo", "internal/topk"}},
-	{"the stores", []string{"memstore", "redisstore", "internal/shared", "failsafe"}},
+	{"the stores", []string{"memstore", "redisstore", "internal/shared", "failsafe", "internal/topfleet"}},
 	{"the configuration files", []string{"internal/configerr", "internal/yamlconf", "tlsconfig"}},
 	{"the rules", []string{"rules", "internal/jsonmeter"}},
 	{"the rate limit fields", []string{"internal/ratefields"}},

@@ -68,6 +68,9 @@ type Server struct {
 	// tests, and nil otherwise.
 	OnPanic   func(any)
 	OnHandOff func()
+	// HandOffAll, if not nil, is asked before each request: true hands
+	// the connection to net/http (which logs what the fast path does not).
+	HandOffAll func() bool
 
 	mw       *httplimit.Middleware
 	up       *upstream.Transport
@@ -406,7 +409,7 @@ func (c *conn) readRequest(first bool) (h1.ParseResult, error) {
 		c.want, c.all = set.HeadersRead()
 		c.lastV = make([][]string, len(c.want))
 	}
-	if c.all {
+	if c.all || c.f.HandOffAll != nil && c.f.HandOffAll() {
 		return h1.HandOff, nil
 	}
 	timed := first

@@ -107,8 +107,13 @@ type TopQuery struct {
 
 // TopAnswer is the answer to GET /v1/top.
 type TopAnswer struct {
+	// Scope is what answered: ScopeFleet, or ScopeLocal for a local
+	// query and for a fleet query over the memory store.
 	Scope string `json:"scope"`
 	Span  string `json:"span"`
+	// Instances counts, for ScopeFleet, the most instances merged into
+	// one list; their summaries are up to a publishing period old.
+	Instances int `json:"instances,omitempty"`
 	// Rules holds one list per rule and kind.
 	Rules []TopRule `json:"rules"`
 }
@@ -123,7 +128,8 @@ type TopRule struct {
 	Total uint64 `json:"total"`
 	// Floor bounds the count of any key not listed: none is above it.
 	Floor uint64 `json:"floor"`
-	// Bound is the summary's error bound: no Error is above it.
+	// Bound is the summary's error bound: no Error is above it. For
+	// ScopeFleet it is the sum of the instances' bounds.
 	Bound uint64 `json:"bound"`
 	// Entries are the heaviest keys, by Count from the highest.
 	Entries []TopEntry `json:"entries"`

@@ -36,6 +36,7 @@ type Metrics struct {
 	connections  *prometheus.CounterVec
 	refusedConns prometheus.Counter
 	adminRefused prometheus.Counter
+	fleetErrors  *prometheus.CounterVec
 	reg          prometheus.Registerer
 	span         Span // nil: store calls are not traced
 }
@@ -91,13 +92,20 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "ratekeeper_admin_unauthorized_total",
 			Help: "Admin requests refused with 401: the bearer token (admin reset, and reads when protected) was missing or wrong.",
 		}),
+		fleetErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekeeper_top_fleet_errors_total",
+			Help: "Errors of the fleet's top lists over Redis: publish (a publish failed) or record (a record read back did not decode, and was skipped).",
+		}, []string{"what"}),
 	}
 	dec, err := promlimit.New(reg)
 	if err != nil {
 		panic(err) // a fresh registry of the process's own: a programming error
 	}
 	m.decisions = dec
-	reg.MustRegister(m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.rules, m.connections, m.refusedConns, m.adminRefused)
+	for _, what := range []string{"publish", "record"} {
+		m.fleetErrors.WithLabelValues(what) // exposed at 0 before the first
+	}
+	reg.MustRegister(m.storeLatency, m.storeErrors, m.reloads, m.lastReload, m.rules, m.connections, m.refusedConns, m.adminRefused, m.fleetErrors)
 	// Both reload series exist from the start at 0: a counter that appears
 	// at 1 has no increase() in Prometheus, so the first failed reload
 	// would not fire deploy/prometheus/alerts.yml's alert.
@@ -158,6 +166,15 @@ func (m *Metrics) Units(rule string) interface{ Add(float64) } {
 	return m.decisions.Units(rule)
 }
 
+// Bans is the counter of the bans rule started, for
+// httplimit.BanMetrics; nil when m is nil.
+func (m *Metrics) Bans(rule string) interface{ Inc() } {
+	if m == nil {
+		return nil
+	}
+	return m.decisions.Bans(rule)
+}
+
 // DecisionCounter returns the counter of rule's decisions with result, so
 // that hot paths can look it up once per rule instead of per request.
 // It returns nil when m is nil; Inc on it then must be skipped (see Inc).
@@ -200,6 +217,14 @@ func (m *Metrics) ConnectionsRefused() prometheus.Counter {
 		return nil
 	}
 	return m.refusedConns
+}
+
+// FleetError counts an error of the fleet's top lists: "publish" or
+// "record".
+func (m *Metrics) FleetError(what string) {
+	if m != nil {
+		m.fleetErrors.WithLabelValues(what).Inc()
+	}
 }
 
 // Inc increments c unless it is nil (from a nil *Metrics).

@@ -27,6 +27,7 @@ type Tracing struct {
 	provider *sdktrace.TracerProvider
 	tracer   trace.Tracer
 	prop     propagation.TextMapPropagator
+	fields   []string // the headers prop reads and writes
 }
 
 // FromEnv returns the tracing the environment asks for, or nil for none.
@@ -60,10 +61,12 @@ func FromEnv(ctx context.Context, service, version string) (*Tracing, error) {
 		res, _ = resource.Merge(res, resource.NewSchemaless(semconv.ServiceName(service)))
 	}
 	p := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	prop := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	return &Tracing{
 		provider: p,
 		tracer:   p.Tracer("github.com/ratekeeper/ratekeeper"),
-		prop:     propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+		prop:     prop,
+		fields:   prop.Fields(),
 	}, nil
 }
 
@@ -104,6 +107,38 @@ func (t *Tracing) Server(ctx context.Context, name string, h http.Header) (conte
 	return ctx, Span{s}
 }
 
+// ServerMetadata starts the span of a call received, as Server does, from
+// the trace context in md: gRPC's incoming metadata, whose keys are lower
+// case.
+func (t *Tracing) ServerMetadata(ctx context.Context, name string, md map[string][]string) (context.Context, Span) {
+	if t == nil {
+		return ctx, Span{}
+	}
+	ctx = t.prop.Extract(ctx, metadataCarrier(md))
+	ctx, s := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
+	return ctx, Span{s}
+}
+
+// metadataCarrier reads and writes gRPC metadata for a propagator.
+type metadataCarrier map[string][]string
+
+func (m metadataCarrier) Get(key string) string {
+	if v := m[strings.ToLower(key)]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (m metadataCarrier) Set(key, value string) { m[strings.ToLower(key)] = []string{value} }
+
+func (m metadataCarrier) Keys() []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
 // Internal starts a span of work within the current one.
 func (t *Tracing) Internal(ctx context.Context, name string) (context.Context, Span) {
 	return t.start(ctx, name, trace.SpanKindInternal)
@@ -139,10 +174,16 @@ func (t *Tracing) Call(ctx context.Context, name, system string) (context.Contex
 	}
 }
 
-// Inject writes ctx's trace context into h, for the next hop.
+// Inject writes ctx's trace context into h, for the next hop, in place
+// of the one h carried (traceparent, tracestate, baggage). So a client's
+// context that Server could not parse does not reach the next hop beside
+// the new trace's. Off, it leaves h as it is.
 func (t *Tracing) Inject(ctx context.Context, h http.Header) {
 	if t == nil {
 		return
+	}
+	for _, f := range t.fields {
+		h.Del(f)
 	}
 	t.prop.Inject(ctx, propagation.HeaderCarrier(h))
 }

@@ -136,10 +136,17 @@ func FuzzServer(f *testing.F) {
 		if len(id) != 32 || id == strings.Repeat("0", 32) {
 			t.Fatalf("trace id %q from traceparent %q", id, traceparent)
 		}
-		next := http.Header{}
+		// The next hop's headers start as the client's, as a proxy's do.
+		next := http.Header{"Traceparent": {traceparent, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}, "Tracestate": {"client=1"}, "Baggage": {baggage}}
 		tr.Inject(ctx, next)
-		if got := next.Get("Traceparent"); !strings.Contains(got, id) {
-			t.Fatalf("the next hop's traceparent %q lacks the trace %s", got, id)
+		if got := next.Values("Traceparent"); len(got) != 1 || !strings.Contains(got[0], id) {
+			t.Fatalf("the next hop's traceparent %q: want one, with the trace %s", got, id)
+		}
+		if ts := next.Values("Tracestate"); len(ts) > 0 && !strings.Contains(traceparent, id) {
+			t.Fatalf("the next hop's tracestate %q beside a new trace (client sent %q)", ts, traceparent)
+		}
+		if b := next.Values("Baggage"); len(b) > 1 || len(b) == 1 && b[0] == "" {
+			t.Fatalf("the next hop's baggage %q", b)
 		}
 		s.End()
 	})
