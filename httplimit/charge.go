@@ -101,6 +101,7 @@ func (m *Middleware) chargeCost(ctx context.Context, p *pending, c *charge, n in
 		u.Add(float64(n))
 	}
 }
+
 // countOutcome takes one unit for count_only charge c if the response's
 // status counts. It takes as Allow does: when requests in flight spent
 // the limit first, it is refused and takes nothing, so a key's excess is
