@@ -15,60 +15,90 @@ import (
 type pending struct {
 	c       *compiled
 	charges []charge
+	body    bool // a rule reads its cost from the body
 }
 
-// charge is one rule's part of pending: the unit it took at admission
+// charge is one rule's part of pending: the units it took at admission
 // (req, with its decision d), to be made the response's cost.
 type charge struct {
-	rl  *rules.Rule
-	req ratekeeper.Request
-	d   ratekeeper.Decision
+	rl   *rules.Rule
+	req  ratekeeper.Request
+	d    ratekeeper.Decision
+	body *rules.BodyMeter // for a cost read from the body, once the head is written
 }
 
 // pending records what the admitted request of v owes after its response.
 func (m *Middleware) pending(v verdict, s *scratch) *pending {
 	p := &pending{c: v.c}
 	for j, i := range s.enforced {
-		if rl := s.matches[i].Rule; rl.Cost.Response != "" || !rl.CountOnly.IsZero() {
+		if rl := s.matches[i].Rule; rl.Cost.AfterResponse() || !rl.CountOnly.IsZero() {
 			p.charges = append(p.charges, charge{rl: rl, req: s.reqs[j], d: s.decs[j]})
+			p.body = p.body || len(rl.Cost.JSON) > 0
 		}
 	}
 	return p
 }
 
-// settle makes each charge the cost that the response header h gives.
-// For a cost of 0, the unit taken at admission is given back. A cost above
-// 1 takes the rest even past what the bucket holds (the token bucket's
-// debt), so that the client's next requests wait it out. A count_only
-// rule takes one unit when status is one it counts.
-func (m *Middleware) settle(ctx context.Context, p *pending, h http.Header, status int) {
-	for _, c := range p.charges {
-		if !c.rl.CountOnly.IsZero() {
-			m.countOutcome(ctx, p, c, status)
+// settleHead settles, once the response's head with header h and status
+// is known, each charge read from a header and each count_only rule's. It
+// starts reading the body for the others.
+func (m *Middleware) settleHead(ctx context.Context, p *pending, h http.Header, status int) {
+	for i := range p.charges {
+		c := &p.charges[i]
+		switch {
+		case !c.rl.CountOnly.IsZero():
+			m.countOutcome(ctx, p, *c, status)
+		case len(c.rl.Cost.JSON) > 0:
+			c.body = c.rl.Cost.Meter(h)
+		default:
+			n, ok := c.rl.Cost.FromResponse(h)
+			if !ok {
+				m.logger.WarnContext(ctx, "the upstream's cost header is not one whole number from 0; charged the rule's default", "rule", c.rl.Name, "header", c.rl.Cost.Response, "cost", n)
+			}
+			m.chargeCost(ctx, p, c, n)
+		}
+	}
+}
+
+// settleBody makes each charge read from the body the cost it read;
+// complete says that the whole body was passed on.
+func (m *Middleware) settleBody(ctx context.Context, p *pending, complete bool) {
+	for i := range p.charges {
+		c := &p.charges[i]
+		if len(c.rl.Cost.JSON) == 0 || !c.rl.CountOnly.IsZero() {
 			continue
 		}
-		n, ok := c.rl.Cost.FromResponse(h)
+		n, ok := c.rl.Cost.FromBody(c.body, complete)
 		if !ok {
-			m.logger.WarnContext(ctx, "the upstream's cost header is not one whole number from 0; charged the rule's default", "rule", c.rl.Name, "header", c.rl.Cost.Response, "cost", n)
+			m.logger.WarnContext(ctx, "the upstream's body does not give its cost as numbers from 0; charged at least the rule's default", "rule", c.rl.Name, "cost", n)
 		}
-		var err error
-		switch {
-		case n == 0:
-			err = m.store.Refund(ctx, c.req, c.d)
-		case n > 1:
-			req := c.req
-			req.N, req.Reserve, req.Now = n-1, true, time.Time{}
-			if m.clock != nil {
-				req.Now = m.clock.Now()
-			}
-			_, err = m.store.Take(ctx, req)
+		m.chargeCost(ctx, p, c, n)
+	}
+}
+
+// chargeCost settles c's cost to n. Below what admission took, the
+// difference is given back. Above, the rest is taken even past what the
+// bucket holds (the token bucket's debt), so that the client's next
+// requests wait it out.
+func (m *Middleware) chargeCost(ctx context.Context, p *pending, c *charge, n int) {
+	var err error
+	req := c.req
+	switch taken := req.N; {
+	case n < taken:
+		req.N = taken - n
+		err = m.store.Refund(ctx, req, c.d)
+	case n > taken:
+		req.N, req.Reserve, req.Now = n-taken, true, time.Time{}
+		if m.clock != nil {
+			req.Now = m.clock.Now()
 		}
-		if err != nil {
-			m.logger.ErrorContext(ctx, "rate limit store failed charging a response's cost", "rule", c.rl.Name, "cost", n, "err", err)
-		}
-		if u := p.c.rules[c.rl.Index].units; u != nil {
-			u.Add(float64(n))
-		}
+		_, err = m.store.Take(ctx, req)
+	}
+	if err != nil {
+		m.logger.ErrorContext(ctx, "rate limit store failed charging a response's cost", "rule", c.rl.Name, "cost", n, "err", err)
+	}
+	if u := p.c.rules[c.rl.Index].units; u != nil {
+		u.Add(float64(n))
 	}
 }
 
@@ -106,10 +136,12 @@ func spentCountOnly(s *scratch) bool {
 	return spent
 }
 
-// chargeWriter settles a request's pending costs when the response's head
-// is written: the upstream's headers are in the map then. Else it settles
-// them when the handler returns, from the headers it left (a hijacked
-// upgrade's, or none: the defaults).
+// chargeWriter settles a request's pending costs read from a header, and
+// its count_only rules', when the response's head is written: the
+// upstream's headers are in the map then. Else it settles them when the
+// handler returns, from the headers it left (a hijacked upgrade's, or
+// none: the defaults). It passes the body's bytes on, then reads them for
+// the costs read from the body, which it settles when the handler returns.
 type chargeWriter struct {
 	http.ResponseWriter
 	m       *Middleware
@@ -123,7 +155,16 @@ type chargeWriter struct {
 func (w *chargeWriter) charge(status int) {
 	if !w.settled {
 		w.settled = true
-		w.m.settle(w.ctx, w.p, w.ResponseWriter.Header(), status)
+		w.m.settleHead(w.ctx, w.p, w.ResponseWriter.Header(), status)
+	}
+}
+
+// end settles what is left once the handler returned; complete says that
+// it passed the whole body on.
+func (w *chargeWriter) end(complete bool) {
+	w.charge(http.StatusOK)
+	if w.p.body {
+		w.m.settleBody(w.ctx, w.p, complete)
 	}
 }
 
@@ -136,7 +177,15 @@ func (w *chargeWriter) WriteHeader(code int) {
 
 func (w *chargeWriter) Write(b []byte) (int, error) {
 	w.charge(http.StatusOK)
-	return w.ResponseWriter.Write(b)
+	n, err := w.ResponseWriter.Write(b)
+	if w.p.body {
+		for i := range w.p.charges {
+			if bm := w.p.charges[i].body; bm != nil {
+				bm.Write(b[:n])
+			}
+		}
+	}
+	return n, err
 }
 
 // Flush sends what is buffered, as the writer it wraps does.

@@ -290,7 +290,7 @@ func (m *Middleware) SetRules(set *rules.Set) {
 		}
 		ri.hide = rl.Refused.HideHeaders
 		c.hide = c.hide || ri.hide
-		if um, ok := m.metrics.(UnitsMetrics); ok && (rl.Cost.Fixed != 1 || rl.Cost.Header != "" || rl.Cost.Response != "") {
+		if um, ok := m.metrics.(UnitsMetrics); ok && (rl.Cost.Fixed != 1 || rl.Cost.Header != "" || rl.Cost.AfterResponse()) {
 			ri.units = um.Units(rl.Name)
 		}
 		if bm, ok := m.metrics.(BanMetrics); ok && rl.Ban > 0 {
@@ -425,8 +425,15 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			return
 		}
 		cw := &chargeWriter{ResponseWriter: w, m: m, p: p, ctx: context.WithoutCancel(r.Context())}
+		if p.body {
+			r.Header.Del("Accept-Encoding") // a body read for its cost comes in clear
+		}
+		complete := false
+		// Deferred: a response cut short (the reverse proxy's abort
+		// panic) is charged too.
+		defer func() { cw.end(complete && r.Context().Err() == nil) }()
 		next.ServeHTTP(cw, r)
-		cw.charge(http.StatusOK)
+		complete = true
 	})
 }
 
@@ -650,7 +657,7 @@ func (m *Middleware) match(r *http.Request, v *verdict, s *scratch) bool {
 // status, or hold a concurrency slot until the response ends.
 func needsHandler(ms []rules.Match) bool {
 	for _, mt := range ms {
-		if mt.Rule.Mode == rules.Queue || mt.Rule.Cost.Response != "" || mt.Rule.IsConcurrency() || !mt.Rule.CountOnly.IsZero() {
+		if mt.Rule.Mode == rules.Queue || mt.Rule.Cost.AfterResponse() || mt.Rule.IsConcurrency() || !mt.Rule.CountOnly.IsZero() {
 			return true
 		}
 	}
@@ -676,13 +683,13 @@ func sortMatches(r *http.Request, v verdict, s *scratch, now time.Time) verdict 
 		n := rl.Cost.Fixed
 		if !rl.CountOnly.IsZero() {
 			n, v.charges = 0, true // a look now; the response's status may take one
-		} else if rl.Cost.Header != "" || rl.Cost.Response != "" {
+		} else if rl.Cost.Header != "" || rl.Cost.AfterResponse() {
 			var err error
 			if n, err = rl.Cost.Request(r.Header); err != nil {
 				v.outcome, v.costErr, v.worst = badCost, err, i
 				return v
 			}
-			v.charges = v.charges || rl.Cost.Response != ""
+			v.charges = v.charges || rl.Cost.AfterResponse()
 		}
 		s.enforced = append(s.enforced, i)
 		s.reqs = append(s.reqs, ratekeeper.Request{Key: mt.Key, Limit: mt.Limit(), N: n, Reserve: rl.Mode == rules.Queue, Now: now})
@@ -808,7 +815,7 @@ func (m *Middleware) countAdmitted(v verdict, s *scratch) {
 		} else {
 			inc(ri.counters[cAllowed])
 		}
-		if ri.units != nil && rl.Cost.Response == "" {
+		if ri.units != nil && !rl.Cost.AfterResponse() {
 			ri.units.Add(float64(s.reqs[j].N)) // a response's cost is counted when charged
 		}
 	}

@@ -195,7 +195,7 @@ func checkNoRateFields(at string, rc RuleConfig, fail func(string, string, ...an
 	for _, f := range []struct {
 		field string
 		set   bool
-	}{{"cost", rc.Cost != (CostConfig{})}, {"overrides", len(rc.Overrides) > 0}, {"tiers", rc.Tiers.Header != "" || len(rc.Tiers.Limits) > 0}} {
+	}{{"cost", !rc.Cost.isZero()}, {"overrides", len(rc.Overrides) > 0}, {"tiers", rc.Tiers.Header != "" || len(rc.Tiers.Limits) > 0}} {
 		if f.set {
 			fail(at+"."+f.field, "applies to rate limits, not to a concurrency rule")
 		}

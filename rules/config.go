@@ -142,6 +142,13 @@ type CostConfig struct {
 	// ResponseHeader is the upstream's response header the cost is read
 	// from, charged after the response.
 	ResponseHeader string `yaml:"response_header"`
+	// ResponseJSON is the path, or paths summed, of the number in the
+	// response's JSON body or event stream that is the cost, charged
+	// when the response ends.
+	ResponseJSON List `yaml:"response_json"`
+	// Reserve is what a request whose cost comes after the response takes
+	// at admission, 1 unless written; the charge then settles it.
+	Reserve int `yaml:"reserve"`
 	// Max is the largest cost the header may give; required with a header.
 	Max int `yaml:"max"`
 	// Default is the cost of a request whose header is missing, 1 unless

@@ -89,7 +89,7 @@ func buildCountOnly(at string, rc RuleConfig, rl *Rule, fail func(string, string
 		fail(at, "a queued request is counted when it takes its slot, before its response: remove count_only or use mode: enforce")
 	case rl.Mode == Shadow:
 		fail(at, "a shadow rule refuses nothing, so it cannot hold back what count_only counts later: remove count_only or use mode: enforce")
-	case rc.Cost != (CostConfig{}):
+	case !rc.Cost.isZero():
 		fail(at, "a counted response takes one unit: remove cost")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/jsonmeter"
 )
 
 // Cost is what a request takes from a rule's limit: Fixed units, or a
@@ -26,11 +27,19 @@ type Cost struct {
 	// Response is the canonical name of the response header that gives the
 	// cost, charged once the upstream answered, or "".
 	Response string
+	// JSON are the paths (usage.total_tokens) whose numbers, summed, are
+	// the cost, read from the response body; none when empty.
+	JSON []string
 	// Max is the largest cost a header may give.
 	Max int
 	// Default is the cost when the header is missing (and, for Response,
 	// when its value is not a whole number in 0..Max).
 	Default int
+	// Reserve is what a request whose cost comes after the response
+	// (AfterResponse) takes at admission: 1 unless the file says otherwise.
+	Reserve int
+
+	paths []jsonmeter.Path // JSON, compiled
 }
 
 // CostError is a request's cost header that cannot be read: the request
@@ -47,12 +56,12 @@ func (e *CostError) Error() string {
 
 // Request is the cost of r: Fixed, or the value of Header (Default when
 // it is missing). A value that is not one whole number in 1..Max is an
-// error (*CostError). A cost charged after the response (Response) takes
-// one unit now.
+// error (*CostError). A cost charged after the response takes Reserve
+// now.
 func (c *Cost) Request(h http.Header) (int, error) {
 	if c.Header == "" {
-		if c.Response != "" {
-			return 1, nil
+		if c.AfterResponse() {
+			return max(c.Reserve, 1), nil
 		}
 		return c.Fixed, nil
 	}
@@ -290,7 +299,7 @@ func overrideKey(parts []string, ci ClientIP) (func(string) (string, error), err
 // buildCost compiles a rule's cost.
 func buildCost(at string, rc RuleConfig, rl *Rule, fail func(string, string, ...any)) Cost {
 	cc := rc.Cost
-	c := Cost{Fixed: 1, Default: 1, Max: cc.Max}
+	c := Cost{Fixed: 1, Default: 1, Max: cc.Max, Reserve: max(cc.Reserve, 1)}
 	if cc.Fixed > 0 {
 		c.Fixed = cc.Fixed
 	}
@@ -311,6 +320,14 @@ func buildCost(at string, rc RuleConfig, rl *Rule, fail func(string, string, ...
 	switch {
 	case cc.Header != "" && cc.ResponseHeader != "":
 		fail(at+".response_header", "give header or response_header, not both")
+	case len(cc.ResponseJSON) > 0 && (cc.Header != "" || cc.ResponseHeader != ""):
+		fail(at+".response_json", "give one of header, response_header and response_json")
+	case len(cc.ResponseJSON) > 0:
+		c.JSON, c.paths = buildPaths(at+".response_json", cc.ResponseJSON, fail)
+		checkAfterResponse(at+".response_json", rl, limits, fail)
+		if c.Default < 0 || c.Default > cc.Max {
+			fail(at+".default", "%d is not in 0..max", c.Default)
+		}
 	case cc.Header != "":
 		c.Header = header("header", cc.Header)
 		if c.Header == "Host" {
@@ -321,23 +338,19 @@ func buildCost(at string, rc RuleConfig, rl *Rule, fail func(string, string, ...
 		}
 	case cc.ResponseHeader != "":
 		c.Response = header("response_header", cc.ResponseHeader)
-		if rl.Mode != Enforce {
-			fail(at+".response_header", "a cost charged after the response needs mode enforce, not %s", rl.Mode)
-		}
-		for _, a := range limits {
-			if a.Limit.Algorithm != ratekeeper.TokenBucket && a.Limit.Algorithm.Valid() {
-				fail(at+".response_header", "a cost charged after the response needs the token_bucket algorithm, whose debt makes later requests wait; %s has %s", cmpOr(a.Name, "the rule"), a.Limit.Algorithm)
-			}
-		}
+		checkAfterResponse(at+".response_header", rl, limits, fail)
 		if c.Default < 0 || c.Default > cc.Max {
 			fail(at+".default", "%d is not in 0..max", c.Default)
 		}
 	default:
+		if cc.Reserve != 0 {
+			fail(at+".reserve", "is taken at admission from a cost charged after the response: give response_header or response_json")
+		}
 		if cc.Max != 0 {
-			fail(at+".max", "bounds a cost read from a header: give header or response_header")
+			fail(at+".max", "bounds a cost read from a header: give header, response_header or response_json")
 		}
 		if cc.Default != nil {
-			fail(at+".default", "is the cost of a request without the header: give header or response_header")
+			fail(at+".default", "is the cost of a request without the header: give header, response_header or response_json")
 		}
 		for _, a := range limits {
 			if c.Fixed > a.Limit.Capacity() && a.Limit.Validate() == nil {
@@ -349,12 +362,28 @@ func buildCost(at string, rc RuleConfig, rl *Rule, fail func(string, string, ...
 	if cc.Max < 1 {
 		fail(at+".max", "is missing: the largest cost the header may give, at most the limit's capacity")
 	}
+	if cc.Reserve != 0 && (c.Header != "" || cc.Reserve < 1 || cc.Reserve > cc.Max) {
+		fail(at+".reserve", "%d is not in 1..max, with response_header or response_json", cc.Reserve)
+	}
 	for _, a := range limits {
 		if cc.Max > a.Limit.Capacity() && a.Limit.Validate() == nil {
 			fail(at+".max", "%d is more than %s allows at once (%d): such a request could never pass", cc.Max, cmpOr(a.Name, "the limit"), a.Limit.Capacity())
 		}
 	}
 	return c
+}
+
+// checkAfterResponse fails a cost charged after the response on a rule
+// that cannot take it: one not enforced, or a limit without debt.
+func checkAfterResponse(field string, rl *Rule, limits []Alt, fail func(string, string, ...any)) {
+	if rl.Mode != Enforce {
+		fail(field, "a cost charged after the response needs mode enforce, not %s", rl.Mode)
+	}
+	for _, a := range limits {
+		if a.Limit.Algorithm != ratekeeper.TokenBucket && a.Limit.Algorithm.Valid() {
+			fail(field, "a cost charged after the response needs the token_bucket algorithm, whose debt makes later requests wait; %s has %s", cmpOr(a.Name, "the rule"), a.Limit.Algorithm)
+		}
+	}
 }
 
 func cmpOr(a, b string) string {

@@ -18,7 +18,7 @@ func TestOptionErrorsNameFileLineField(t *testing.T) {
 		{"rules:\n  - name: a\n" + lim + "    cost: 0\n", `f.yaml:4: rules[0].cost: cost "0" is not a whole number from 1`},
 		{"rules:\n  - name: a\n" + lim + "    cost: abc\n", `f.yaml:4: rules[0].cost: cost "abc" is not`},
 		{"rules:\n  - name: a\n" + lim + "    cost: 11\n", `f.yaml:4: rules[0].cost: 11 is more than the limit allows at once (10)`},
-		{"rules:\n  - name: a\n" + lim + "    cost: {header: X-Cost, maxx: 3}\n", `f.yaml:4: rules[0].cost.maxx: unknown field; valid: header, response_header, max, default`},
+		{"rules:\n  - name: a\n" + lim + "    cost: {header: X-Cost, maxx: 3}\n", `f.yaml:4: rules[0].cost.maxx: unknown field; valid: header, response_header, response_json, reserve, max, default`},
 		{"rules:\n  - name: a\n" + lim + "    cost: {header: X-Cost}\n", `f.yaml:4: rules[0].cost.max: is missing`},
 		{"rules:\n  - name: a\n" + lim + "    cost:\n      header: X-Cost\n      max: 11\n", `f.yaml:6: rules[0].cost.max: 11 is more than the limit allows at once (10)`},
 		{"rules:\n  - name: a\n" + lim + "    cost: {header: X-Forwarded-For, max: 3}\n", `rules[0].cost.header: X-Forwarded-For is written by any client`},
@@ -26,6 +26,19 @@ func TestOptionErrorsNameFileLineField(t *testing.T) {
 		{"rules:\n  - name: a\n" + lim + "    cost: {max: 3}\n", `rules[0].cost.max: bounds a cost read from a header`},
 		{"rules:\n  - name: a\n    limit: {algorithm: fixed_window, rate: 10, period: 1s}\n    cost:\n      response_header: X-Tokens\n      max: 5\n", `f.yaml:5: rules[0].cost.response_header: a cost charged after the response needs the token_bucket algorithm`},
 		{"rules:\n  - name: a\n    mode: shadow\n" + lim + "    cost: {response_header: X-Tokens, max: 5}\n", `rules[0].cost.response_header: a cost charged after the response needs mode enforce, not shadow`},
+		{"rules:\n  - name: a\n" + lim + "    cost: {response_json: usage.total_tokens}\n", `f.yaml:4: rules[0].cost.max: is missing`},
+		{"rules:\n  - name: a\n" + lim + "    cost:\n      response_json: [usage..total_tokens]\n      max: 5\n", `f.yaml:5: rules[0].cost.response_json[0]: path "usage..total_tokens" has an empty key`},
+		{"rules:\n  - name: a\n" + lim + "    cost:\n      response_json: [a, b, a]\n      max: 5\n", `f.yaml:5: rules[0].cost.response_json[2]: "a" is given twice`},
+		{"rules:\n  - name: a\n" + lim + "    cost: {response_json: [a, b, c, d, e, f, g, h, i], max: 5}\n", `f.yaml:4: rules[0].cost.response_json: has 9 paths; at most 8`},
+		{"rules:\n  - name: a\n" + lim + "    cost: {response_json: a, response_header: X-Tokens, max: 5}\n", `rules[0].cost.response_json: give one of header, response_header and response_json`},
+		{"rules:\n  - name: a\n" + lim + "    cost: {response_json: a, max: 5, default: 6}\n", `rules[0].cost.default: 6 is not in 0..max`},
+		{"rules:\n  - name: a\n" + lim + "    cost: {response_json: a, max: 11}\n", `rules[0].cost.max: 11 is more than the limit allows at once (10)`},
+		{"rules:\n  - name: a\n    limit: {algorithm: sliding_log, rate: 10, period: 1s}\n    cost: {response_json: a, max: 5}\n", `f.yaml:4: rules[0].cost.response_json: a cost charged after the response needs the token_bucket algorithm`},
+		{"rules:\n  - name: a\n    mode: queue\n" + lim + "    cost: {response_json: a, max: 5}\n", `rules[0].cost.response_json: a cost charged after the response needs mode enforce, not queue`},
+		{"rules:\n  - name: a\n    concurrency: {max: 3}\n    cost: {response_json: a, max: 5}\n", `rules[0].cost: applies to rate limits`},
+		{"rules:\n  - name: a\n" + lim + "    cost: {response_json: a, max: 5, reserve: 6}\n", `f.yaml:4: rules[0].cost.reserve: 6 is not in 1..max`},
+		{"rules:\n  - name: a\n" + lim + "    cost: {header: X-Cost, max: 5, reserve: 2}\n", `rules[0].cost.reserve: 2 is not in 1..max, with response_header or response_json`},
+		{"rules:\n  - name: a\n" + lim + "    cost: {reserve: 2}\n", `rules[0].cost.reserve: is taken at admission from a cost charged after the response`},
 		{"rules:\n  - name: a\n    key: [ip, route]\n" + lim + "    overrides: {x: {rate: 1}}\n", `f.yaml:5: rules[0].overrides: overrides need a key of one part`},
 		{"rules:\n  - name: a\n    key: [ip]\n" + lim + "    overrides:\n      10.0.0.0/8: {rate: 1}\n", `f.yaml:6: rules[0].overrides.10.0.0.0/8: "10.0.0.0/8": keys are addresses masked to /32`},
 		{"rules:\n  - name: a\n    key: [header:X-Key]\n" + lim + "    overrides:\n      acme:\n        rate: 0\n", `f.yaml:7: rules[0].overrides.acme.rate: rate must be positive`},
@@ -314,4 +327,57 @@ func FuzzCostRequest(f *testing.F) {
 			t.Fatalf("%q: %d, %v; strconv says %d, %v", s, n, err, want, aerr)
 		}
 	})
+}
+
+// TestCostFromBody: a body's reading becomes a cost within 0..Max, never
+// below Default when the body was cut short or lied.
+func TestCostFromBody(t *testing.T) {
+	cfg, err := Parse("f.yaml", []byte("rules:\n  - name: a\n    limit: {algorithm: token_bucket, rate: 1000, period: 1m}\n    cost: {response_json: [usage.total_tokens], max: 500, default: 20}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := Compile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &set.Rules[0].Cost
+	json := http.Header{"Content-Type": {"application/json"}}
+	for _, tc := range []struct {
+		h        http.Header
+		body     string
+		complete bool
+		n        int
+		ok       bool
+	}{
+		{json, `{"usage":{"total_tokens":42}}`, true, 42, true},
+		{json, `{"usage":{"total_tokens":0}}`, true, 0, true},
+		{json, `{"usage":{"total_tokens":9000}}`, true, 500, true},
+		{json, `{"usage":{"total_tokens":1e400}}`, true, 500, true},
+		{json, `{"other":1}`, true, 20, true},
+		{json, `{"usage":{"total_tokens":-3}}`, true, 20, false},
+		{json, `{"usage":{"total_tokens":"300"}}`, true, 20, false},
+		{json, `{"usage":{"total_tokens":3}`, true, 20, false},
+		{json, `{"usage":{"total_tokens":3},`, false, 20, true},
+		{json, `{"usage":{"total_tokens":300},`, false, 300, true},
+		{http.Header{"Content-Type": {"text/event-stream; charset=utf-8"}}, "data: {\"usage\":{\"total_tokens\":7}}\n\ndata: [DONE]\n\n", true, 7, true},
+		{http.Header{"Content-Type": {"application/json"}, "Content-Encoding": {"gzip"}}, `{"usage":{"total_tokens":42}}`, true, 20, false},
+	} {
+		b := c.Meter(tc.h)
+		b.Write([]byte(tc.body))
+		if n, ok := c.FromBody(b, tc.complete); n != tc.n || ok != tc.ok {
+			t.Errorf("%q complete %v: %d %v, want %d %v", tc.body, tc.complete, n, ok, tc.n, tc.ok)
+		}
+	}
+	// Cut short, a request pays its reserve when that is more.
+	c.Reserve = 300
+	for body, want := range map[string]int{`{"usage":{"total_tokens":30},`: 300, `{"usage":{"total_tokens":400},`: 400} {
+		b := c.Meter(json)
+		b.Write([]byte(body))
+		if n, _ := c.FromBody(b, false); n != want {
+			t.Errorf("reserve 300, %q cut short: %d, want %d", body, n, want)
+		}
+		if n, _ := c.FromBody(c.Meter(json), true); n != 20 {
+			t.Errorf("reserve 300, no body: %d, want the default", n)
+		}
+	}
 }

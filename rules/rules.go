@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -344,10 +345,20 @@ func (rl *Rule) describeCost(b *strings.Builder) {
 	case c.Header != "":
 		fmt.Fprintf(b, "; a request costs its %s header (1..%d; %d without it)", c.Header, c.Max, c.Default)
 	case c.Response != "":
-		fmt.Fprintf(b, "; a request needs 1 unit, then costs the upstream's %s response header (0..%d; %d without it)", c.Response, c.Max, c.Default)
+		fmt.Fprintf(b, "; a request needs %s, then costs the upstream's %s response header (0..%d; %d without it)", units(c.Reserve), c.Response, c.Max, c.Default)
+	case len(c.JSON) > 0:
+		fmt.Fprintf(b, "; a request needs %s, then costs %s in the response body (0..%d; %d without it)", units(c.Reserve), strings.Join(c.JSON, " + "), c.Max, c.Default)
 	case c.Fixed != 1:
 		fmt.Fprintf(b, "; a request costs %d", c.Fixed)
 	}
+}
+
+// units is n units in words.
+func units(n int) string {
+	if n <= 1 {
+		return "1 unit"
+	}
+	return strconv.Itoa(n) + " units"
 }
 
 // describeMissing says how requests without the key's header are counted.

@@ -21,7 +21,7 @@ var layers = []struct {
 	{"the algorithms", []string{"internal/algo", "internal/topk"}},
 	{"the stores", []string{"memstore", "redisstore", "internal/shared", "failsafe", "internal/topfleet"}},
 	{"the configuration files", []string{"internal/configerr", "internal/yamlconf", "tlsconfig"}},
-	{"the rules", []string{"rules"}},
+	{"the rules", []string{"rules", "internal/jsonmeter"}},
 	{"the rate limit fields", []string{"internal/ratefields"}},
 	{"the middleware", []string{"httplimit", "promlimit", "grpclimit"}},
 	{"the gateway's layers", []string{"gateway/internal/h1", "gateway/internal/upstream", "gateway/internal/fastpath", "gateway/internal/problem"}},
