@@ -101,6 +101,9 @@ type Options struct {
 	ClientTransport string
 	// Store's non-zero fields override the file's store section.
 	Store storeconfig.Config
+	// StoreNotRequired turns off the file's store.require, which
+	// Store.Require can only turn on (--store-require=false).
+	StoreNotRequired bool
 	// AccessLog receives the access log's lines when the file turns it on
 	// (access_log); nil is standard output.
 	AccessLog io.Writer
@@ -213,6 +216,9 @@ func (o Options) Apply(c *Config) {
 	}
 	if o.Store.Require {
 		c.Store.Require = true
+	}
+	if o.StoreNotRequired {
+		c.Store.Require = false
 	}
 	// The file's store paths are the file's directory's; the flags' were
 	// made absolute by the command.
