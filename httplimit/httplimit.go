@@ -346,6 +346,7 @@ type scratch struct {
 	conc     []int         // indexes into matches of concurrency rules
 	bans     []int         // indexes into matches of the ban checks after the enforced reqs
 	permits  []*ratekeeper.Permit
+	body     reqBody // the request's body, when a rule reads its reserve there
 }
 
 // allMatches yields the indexes of the enforced rules, then the shadow ones:
@@ -380,6 +381,7 @@ func (s *scratch) reset() {
 	s.bans = s.bans[:0]
 	clear(s.permits)
 	s.permits = s.permits[:0]
+	s.body = reqBody{}
 }
 
 // outcome is what the middleware decided for one request.
@@ -612,6 +614,9 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 	if m.clock != nil {
 		now = m.clock.Now()
 	}
+	if readsRequest(s.matches) {
+		s.body = peekBody(r)
+	}
 	if v = sortMatches(r, v, s, now); v.outcome == badCost {
 		return v
 	}
@@ -683,6 +688,9 @@ func sortMatches(r *http.Request, v verdict, s *scratch, now time.Time) verdict 
 		n := rl.Cost.Fixed
 		if !rl.CountOnly.IsZero() {
 			n, v.charges = 0, true // a look now; the response's status may take one
+		} else if rl.Cost.ReadsRequest() {
+			n, _ = rl.Cost.ReserveFrom(s.body.b, s.body.whole) // unreadable: the default
+			v.charges = true
 		} else if rl.Cost.Header != "" || rl.Cost.AfterResponse() {
 			var err error
 			if n, err = rl.Cost.Request(r.Header); err != nil {

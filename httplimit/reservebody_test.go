@@ -1,0 +1,149 @@
+package httplimit
+
+import (
+	"bytes"
+	"cmp"
+	"compress/gzip"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const reserveBodyYAML = `rules:
+  - name: tpm
+    key: [header:X-User]
+    cost: {response_json: usage.total_tokens, max: 4000, default: 10, reserve: {request_json: max_tokens, default: 500}}
+    limit: {algorithm: token_bucket, rate: 1, period: 1h, burst: 10000}
+`
+
+// bodyRequest is a POST of body for user; chunked hides its length.
+func bodyRequest(user string, body []byte, chunked bool, hdr ...string) *http.Request {
+	var rd io.Reader = bytes.NewReader(body)
+	if chunked {
+		rd = io.MultiReader(rd) // not a *bytes.Reader: no length
+	}
+	r := httptest.NewRequest("POST", "/", rd)
+	if chunked {
+		r.ContentLength = -1
+	}
+	r.RemoteAddr = "192.0.2.1:1"
+	r.Header.Set("X-User", user)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Set(hdr[i], hdr[i+1])
+	}
+	return r
+}
+
+func gzipped(s string) []byte {
+	var b bytes.Buffer
+	z := gzip.NewWriter(&b)
+	io.WriteString(z, s)
+	z.Close()
+	return b.Bytes()
+}
+
+// TestReserveFromRequestBody: the reserve is the request body's
+// max_tokens, in 1..max; a body that does not give one reserves the
+// default. Either way the handler reads the body sent, byte for byte, and
+// the response's cost settles the reserve.
+func TestReserveFromRequestBody(t *testing.T) {
+	f := newFixture(t, reserveBodyYAML)
+	var got []byte
+	f.h = f.mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var err error
+		if got, err = io.ReadAll(r.Body); err != nil {
+			t.Errorf("reading the body: %v", err)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"usage":{"total_tokens":`+cmp.Or(r.Header.Get("X-Tokens"), "0")+`}}`)
+	}))
+	big := []byte(`{"max_tokens":5,"pad":"` + strings.Repeat("x", 10<<20) + `"}`)
+	for i, tc := range []struct {
+		body    []byte
+		chunked bool
+		hdr     []string
+		reserve int
+	}{
+		{body: []byte(`{"max_tokens":1200}`), reserve: 1200},
+		{body: []byte(`{"model":"m","messages":[{"role":"user","content":"{\"max_tokens\":9}"}],"max_tokens":7}`), reserve: 7},
+		{body: []byte(`{"max_tokens":7}`), chunked: true, reserve: 7},
+		{body: []byte(`{"max_tokens":2.5}`), reserve: 3},
+		{body: []byte(`{"max_tokens":0}`), reserve: 1},
+		{body: []byte(`{"max_tokens":99999999999999999999999}`), reserve: 4000},
+		{body: []byte(`{"max_tokens":1e300}`), reserve: 4000},
+		{body: []byte(`{"max_tokens":-5}`), reserve: 500},
+		{body: []byte(`{"max_tokens":"100"}`), reserve: 500},
+		{body: []byte(`{"max_tokens":null}`), reserve: 500},
+		{body: []byte(`{"max_token":100}`), reserve: 500},
+		{body: []byte(`{}`), reserve: 500},
+		{body: nil, reserve: 500},
+		{body: []byte(`max_tokens=100`), reserve: 500},
+		{body: []byte(`{"max_tokens":100`), reserve: 500},
+		{body: []byte(`{"max_tokens":100} {"max_tokens":200}`), reserve: 500},
+		{body: gzipped(`{"max_tokens":100}`), hdr: []string{"Content-Encoding", "gzip"}, reserve: 500},
+		{body: big, reserve: 500},
+		{body: big, chunked: true, reserve: 500},
+	} {
+		user := "u" + strconv.Itoa(i)
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, bodyRequest(user, tc.body, tc.chunked, append([]string{"X-Tokens", "100"}, tc.hdr...)...))
+		if w.Code != 200 {
+			t.Fatalf("%d: %d %s", i, w.Code, w.Body)
+		}
+		if r := w.Header().Get(HeaderRemaining); r != strconv.Itoa(10000-tc.reserve) {
+			t.Errorf("%d: %.40q: remaining %s at admission, want 10000 less a reserve of %d", i, tc.body, r, tc.reserve)
+		}
+		if !bytes.Equal(got, tc.body) {
+			t.Errorf("%d: the handler read %d bytes (%.40q), not the %d sent", i, len(got), got, len(tc.body))
+		}
+		// Settled at 100: the next request, reserving 1, sees 10000-100-1.
+		w = httptest.NewRecorder()
+		f.h.ServeHTTP(w, bodyRequest(user, []byte(`{"max_tokens":1}`), false))
+		if r := w.Header().Get(HeaderRemaining); r != "9899" {
+			t.Errorf("%d: after settling at 100: remaining %s, want 9899", i, r)
+		}
+	}
+}
+
+// TestReserveFromRequestBodyHeld: requests in flight hold the reserves
+// their bodies asked for; one whose reserve does not fit what is left is
+// refused, a smaller one passes; settling gives back what was not used.
+func TestReserveFromRequestBodyHeld(t *testing.T) {
+	f := newFixture(t, strings.NewReplacer("burst: 10000", "burst: 1000", "max: 4000", "max: 1000").Replace(reserveBodyYAML))
+	entered, release := make(chan struct{}), make(chan struct{})
+	f.h = f.mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"usage":{"total_tokens":100}}`)
+	}))
+	do := func(maxTokens int) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, bodyRequest("ann", []byte(`{"max_tokens":`+strconv.Itoa(maxTokens)+`}`), false))
+		return w
+	}
+	codes := make(chan int, 3)
+	for _, n := range []int{400, 400} {
+		go func() { codes <- do(n).Code }()
+		<-entered
+	}
+	if w := do(400); w.Code != 429 { // 200 left of 1000
+		t.Errorf("a third reserve of 400 with 800 held: %d, want 429", w.Code)
+	}
+	go func() { codes <- do(200).Code }()
+	<-entered
+	close(release)
+	for range 3 {
+		if c := <-codes; c != 200 {
+			t.Errorf("a held request: %d", c)
+		}
+	}
+	// Each settled at 100: 700 left, less the next one's reserve.
+	go func() { <-entered }()
+	if w := do(50); w.Header().Get(HeaderRemaining) != "650" {
+		t.Errorf("after settling three at 100: remaining %s, want 650", w.Header().Get(HeaderRemaining))
+	}
+}
