@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"cmp"
 	"compress/gzip"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 const reserveBodyYAML = `rules:
@@ -146,4 +148,49 @@ func TestReserveFromRequestBodyHeld(t *testing.T) {
 	if w := do(50); w.Header().Get(HeaderRemaining) != "650" {
 		t.Errorf("after settling three at 100: remaining %s, want 650", w.Header().Get(HeaderRemaining))
 	}
+}
+
+// FuzzReserveFromBody: whatever the body, in whatever pieces it arrives,
+// the reserve is in 1..max, it is the default unless the body is whole
+// JSON, and the handler reads the body sent, byte for byte.
+func FuzzReserveFromBody(f *testing.F) {
+	for _, s := range []string{`{"max_tokens":12}`, `{"max_tokens":-1}`, `{"a":{"max_tokens":3}}`, `[1,2]`, `{"max_tokens":1e999}`, "\x00\xff", `{"max_tokens":3,"max_tokens":9}`} {
+		f.Add([]byte(s), uint8(3))
+	}
+	set := mustSet(f, reserveBodyYAML)
+	c := &set.Rules[0].Cost
+	f.Fuzz(func(t *testing.T, body []byte, piece uint8) {
+		r := httptest.NewRequest("POST", "/", iotest.OneByteReader(bytes.NewReader(body)))
+		if piece > 1 {
+			r.Body = io.NopCloser(&chunkReader{body: body, n: int(piece)})
+		}
+		r.ContentLength = -1
+		b := peekBody(r)
+		n, _ := c.ReserveFrom(b.b, b.whole)
+		if n < 1 || n > c.Max {
+			t.Fatalf("%q: reserve %d, not in 1..%d", body, n, c.Max)
+		}
+		if !json.Valid(body) && n != c.Reserve {
+			t.Errorf("%q is not JSON: reserve %d, want the default %d", body, n, c.Reserve)
+		}
+		got, err := io.ReadAll(r.Body)
+		if err != nil || !bytes.Equal(got, body) {
+			t.Errorf("%q: the handler read %q, %v", body, got, err)
+		}
+	})
+}
+
+// chunkReader reads body n bytes at a time.
+type chunkReader struct {
+	body []byte
+	n    int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if len(c.body) == 0 {
+		return 0, io.EOF
+	}
+	k := copy(p[:min(len(p), c.n)], c.body)
+	c.body = c.body[k:]
+	return k, nil
 }
