@@ -1,14 +1,18 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 )
@@ -138,6 +142,43 @@ func reserveFromBody(t *testing.T, transport, store string) {
 		sent(tc.body)
 		if r := resp.Header.Get("X-RateLimit-Remaining"); r != "500" {
 			t.Errorf("%d: remaining %s at admission, want 1000 less the default reserve of 500", i, r)
+		}
+	}
+}
+
+// TestReserveFromStalledBody: a client that stops sending the body read
+// for its reserve is cut by body_timeout (408) before anything is taken
+// or sent upstream; the fast path closes the connection instead.
+func TestReserveFromStalledBody(t *testing.T) {
+	upstream := make(chan struct{}, 4)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { upstream <- struct{}{} }))
+	t.Cleanup(up.Close)
+	for _, transport := range []string{"standard", "fast"} {
+		addr := startGateway(t, transport, up.URL, `client: {body_timeout: 300ms}
+rules:
+  - name: tpd
+    key: [header:Authorization]
+    cost: {response_json: usage.total_tokens, max: 1000, default: 50, reserve: {request_json: max_tokens, default: 500}}
+    limit: {algorithm: token_bucket, rate: 1000, period: 24h}
+`)
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nAuthorization: k\r\nContent-Length: 100\r\n\r\n{\"max_tok")
+		c.SetReadDeadline(time.Now().Add(20 * time.Second)) // a bound for the test only
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		switch {
+		case err != nil && transport == "fast" && errors.Is(err, io.ErrUnexpectedEOF):
+			// The fast path's hand-off closes a stalled connection.
+		case err != nil:
+			t.Fatalf("%s: no answer to a stalled body: %v", transport, err)
+		case resp.StatusCode != http.StatusRequestTimeout:
+			t.Errorf("%s: a stalled body: %d, want 408", transport, resp.StatusCode)
+		}
+		if n := len(upstream); n != 0 {
+			t.Errorf("%s: the upstream got %d requests", transport, n)
 		}
 	}
 }

@@ -36,6 +36,8 @@ type config struct {
 	decided func(*http.Request, Decided)
 	trace   func(context.Context) (context.Context, func(Decided))
 	count   rules.Statuses // NewLimit's rule's CountOnly
+
+	bodyTimeout time.Duration // 0: a body's reads are not bounded here
 }
 
 // buildConfig applies opts to the defaults, which are all here.
@@ -63,6 +65,14 @@ func (f optionFunc) apply(c *config) { f(c) }
 // errors (Error) to l. Default: no logs.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) { c.logger = l })
+}
+
+// WithBodyTimeout bounds each read of a request body that a rule reads
+// its reserve from (rules.Cost.ReadsRequest) to d, before the decision.
+// A read that times out leaves the connection's read deadline passed, and
+// the request reserves the default. Default: no bound.
+func WithBodyTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.bodyTimeout = d })
 }
 
 // Metrics receives what the middleware decides; package promlimit
@@ -475,7 +485,7 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Se
 	if m.trace != nil {
 		ctx, end = m.trace(ctx)
 	}
-	v := m.decide(ctx, r, s, set)
+	v := m.decide(ctx, w, r, s, set)
 	switch {
 	case v.outcome == deferred:
 		end(Decided{})
@@ -596,7 +606,7 @@ func (m *Middleware) refundAll(ctx context.Context, s *scratch) {
 // passing request uses. With only (the fast path), a request is deferred
 // before anything is taken when it needs Handler (see needsHandler), or
 // when the rules in use are not only.
-func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, only *rules.Set) verdict {
+func (m *Middleware) decide(ctx context.Context, w http.ResponseWriter, r *http.Request, s *scratch, only *rules.Set) verdict {
 	s.reset()
 	v := verdict{c: m.current.Load()}
 	if only != nil && only != v.c.set {
@@ -615,7 +625,7 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 		now = m.clock.Now()
 	}
 	if readsRequest(s.matches) {
-		s.body = peekBody(r)
+		s.body = peekBody(w, r, m.bodyTimeout)
 	}
 	if v = sortMatches(r, v, s, now); v.outcome == badCost {
 		return v

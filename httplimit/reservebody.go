@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper/rules"
 )
@@ -32,12 +33,16 @@ func readsRequest(ms []rules.Match) bool {
 // bytes. A body declared longer, or with a Content-Encoding, is not read.
 // A body that fails to read is not whole: its error comes back after the
 // bytes read.
-func peekBody(r *http.Request) reqBody {
+func peekBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) reqBody {
 	if r.Body == nil || r.Body == http.NoBody {
 		return reqBody{whole: true}
 	}
 	if ce := r.Header.Get("Content-Encoding"); (ce != "" && ce != "identity") || r.ContentLength > rules.RequestBodyLimit {
 		return reqBody{}
+	}
+	body := io.Reader(r.Body)
+	if timeout > 0 && w != nil {
+		body = &timedRead{rc: http.NewResponseController(w), r: r.Body, timeout: timeout}
 	}
 	buf := make([]byte, 0, min(max(r.ContentLength, 0), rules.RequestBodyLimit)+1)
 	var err error
@@ -46,12 +51,16 @@ func peekBody(r *http.Request) reqBody {
 			buf = append(buf, 0)[:len(buf)]
 		}
 		var k int
-		k, err = r.Body.Read(buf[len(buf):min(cap(buf), rules.RequestBodyLimit+1)])
+		k, err = body.Read(buf[len(buf):min(cap(buf), rules.RequestBodyLimit+1)])
 		buf = buf[:len(buf)+k]
 	}
 	whole := errors.Is(err, io.EOF) && len(buf) <= rules.RequestBodyLimit
-	if errors.Is(err, io.EOF) {
+	if err == nil || errors.Is(err, io.EOF) {
 		err = nil
+		if timeout > 0 && w != nil {
+			// Lifted: the handler bounds its own reads.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+		}
 	}
 	r.Body = &replayBody{Reader: io.MultiReader(bytes.NewReader(buf), &errReader{r.Body, err}), c: r.Body}
 	return reqBody{b: buf, whole: whole}
@@ -77,4 +86,18 @@ func (e *errReader) Read(p []byte) (int, error) {
 		return 0, e.err
 	}
 	return e.r.Read(p)
+}
+
+// timedRead is a body whose every read must complete within timeout. After
+// an error the connection's read deadline stays passed: closing the body
+// makes net/http drain it, which must not wait on a stalled client.
+type timedRead struct {
+	rc      *http.ResponseController
+	r       io.Reader
+	timeout time.Duration
+}
+
+func (t *timedRead) Read(p []byte) (int, error) {
+	_ = t.rc.SetReadDeadline(time.Now().Add(t.timeout))
+	return t.r.Read(p)
 }

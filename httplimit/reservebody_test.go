@@ -165,7 +165,7 @@ func FuzzReserveFromBody(f *testing.F) {
 			r.Body = io.NopCloser(&chunkReader{body: body, n: int(piece)})
 		}
 		r.ContentLength = -1
-		b := peekBody(r)
+		b := peekBody(nil, r, 0)
 		n, _ := c.ReserveFrom(b.b, b.whole)
 		if n < 1 || n > c.Max {
 			t.Fatalf("%q: reserve %d, not in 1..%d", body, n, c.Max)
