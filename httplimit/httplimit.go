@@ -627,7 +627,9 @@ func (m *Middleware) decide(ctx context.Context, w http.ResponseWriter, r *http.
 	if readsRequest(s.matches) {
 		s.body = peekBody(w, r, m.bodyTimeout)
 	}
-	if v = sortMatches(r, v, s, now); v.outcome == badCost {
+	v = sortMatches(r, v, s, now)
+	s.body = reqBody{} // the pool keeps no body
+	if v.outcome == badCost {
 		return v
 	}
 	addBanChecks(s, now)

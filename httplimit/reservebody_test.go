@@ -150,6 +150,39 @@ func TestReserveFromRequestBodyHeld(t *testing.T) {
 	}
 }
 
+// TestReserveFromRequestBodyCutShort: a response cut short costs at
+// least what its request reserved, or what the upstream had reported when
+// more.
+func TestReserveFromRequestBodyCutShort(t *testing.T) {
+	f := newFixture(t, reserveBodyYAML)
+	f.h = f.mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"usage\":{\"total_tokens\":"+cmp.Or(r.Header.Get("X-Tokens"), "0")+"}}\n\n")
+		if r.Header.Get("X-Tokens") != "" {
+			panic(http.ErrAbortHandler)
+		}
+	}))
+	for i, tc := range []struct {
+		maxTokens, reported string
+		cost                int
+	}{{"1200", "100", 1200}, {"1200", "3000", 3000}, {`"x"`, "100", 500}} {
+		user := "cut" + strconv.Itoa(i)
+		func() {
+			defer func() {
+				if p := recover(); p != nil && p != http.ErrAbortHandler {
+					panic(p)
+				}
+			}()
+			f.h.ServeHTTP(httptest.NewRecorder(), bodyRequest(user, []byte(`{"max_tokens":`+tc.maxTokens+`}`), false, "X-Tokens", tc.reported))
+		}()
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, bodyRequest(user, []byte(`{"max_tokens":1}`), false))
+		if r := w.Header().Get(HeaderRemaining); r != strconv.Itoa(10000-tc.cost-1) {
+			t.Errorf("%d: reserved %s, reported %s, cut short: remaining %s, want %d", i, tc.maxTokens, tc.reported, r, 10000-tc.cost-1)
+		}
+	}
+}
+
 // FuzzReserveFromBody: whatever the body, in whatever pieces it arrives,
 // the reserve is in 1..max, it is the default unless the body is whole
 // JSON, and the handler reads the body sent, byte for byte.

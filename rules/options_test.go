@@ -388,3 +388,24 @@ func TestCostFromBody(t *testing.T) {
 		}
 	}
 }
+
+// TestReserveFromRequestDescribed: a reserve read from the request is
+// parsed, compiled and described, and a fixed one still reads as before.
+func TestReserveFromRequestDescribed(t *testing.T) {
+	for _, c := range []struct{ reserve, want string }{
+		{"{request_json: max_tokens, default: 900}", "a request needs its body's max_tokens (1..4000; 900 without it), then costs"},
+		{"300", "a request needs 300 units, then costs"},
+	} {
+		cfg, err := Parse("f.yaml", []byte("rules:\n  - name: a\n    limit: {algorithm: token_bucket, rate: 10000, period: 1m}\n    cost: {response_json: usage.total_tokens, max: 4000, reserve: "+c.reserve+"}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Compile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := s.Rules[0].Describe(); !strings.Contains(d, c.want) {
+			t.Errorf("reserve %s: %q, want it to hold %q", c.reserve, d, c.want)
+		}
+	}
+}
