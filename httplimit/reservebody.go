@@ -30,14 +30,15 @@ func readsRequest(ms []rules.Match) bool {
 
 // peekBody reads r's body up to rules.RequestBodyLimit bytes, and puts
 // back in r.Body what it read before the rest: the handler reads the same
-// bytes. A body declared longer, or with a Content-Encoding, is not read.
+// bytes. A body declared longer, with a Content-Encoding, or of a gRPC
+// call (a stream, which may wait for the answer) is not read.
 // A body that fails to read is not whole: its error comes back after the
 // bytes read.
 func peekBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) reqBody {
 	if r.Body == nil || r.Body == http.NoBody {
 		return reqBody{whole: true}
 	}
-	if ce := r.Header.Get("Content-Encoding"); (ce != "" && ce != "identity") || r.ContentLength > rules.RequestBodyLimit {
+	if ce := r.Header.Get("Content-Encoding"); (ce != "" && ce != "identity") || r.ContentLength > rules.RequestBodyLimit || IsGRPC(r) {
 		return reqBody{}
 	}
 	body := io.Reader(r.Body)

@@ -183,6 +183,36 @@ func TestReserveFromRequestBodyCutShort(t *testing.T) {
 	}
 }
 
+// TestReserveFromGRPCBody: a gRPC call's stream is not read ahead for a
+// reserve: it reserves the default, and its body is the one it came with.
+func TestReserveFromGRPCBody(t *testing.T) {
+	f := newFixture(t, reserveBodyYAML)
+	pr, pw := io.Pipe()
+	defer pr.Close() // unblocks the writer
+	go func() {
+		io.WriteString(pw, `{"max_tokens":7}`)
+		pw.Close()
+	}()
+	f.h = f.mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != pr {
+			t.Errorf("the handler's body is %T, not the call's stream", r.Body)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"usage":{"total_tokens":0}}`)
+	}))
+	r := httptest.NewRequest("POST", "/", nil)
+	r.Body, r.ContentLength = pr, -1
+	r.ProtoMajor, r.ProtoMinor, r.Proto = 2, 0, "HTTP/2.0"
+	r.RemoteAddr = "192.0.2.1:1"
+	r.Header.Set("X-User", "grpc")
+	r.Header.Set("Content-Type", "application/grpc")
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, r)
+	if got := w.Header().Get(HeaderRemaining); got != "9500" {
+		t.Errorf("remaining %s at admission, want 10000 less the default reserve of 500", got)
+	}
+}
+
 // FuzzReserveFromBody: whatever the body, in whatever pieces it arrives,
 // the reserve is in 1..max, it is the default unless the body is whole
 // JSON, and the handler reads the body sent, byte for byte.
