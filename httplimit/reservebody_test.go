@@ -257,3 +257,20 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 	c.body = c.body[k:]
 	return k, nil
 }
+
+// BenchmarkReserveFromBody is the cost of reading a 4 KiB chat request's
+// max_tokens before the decision: peekBody and ReserveFrom.
+func BenchmarkReserveFromBody(b *testing.B) {
+	set := mustSet(b, reserveBodyYAML)
+	c := &set.Rules[0].Cost
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("w", 4000) + `"}],"max_tokens":700}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r := &http.Request{Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Header: http.Header{}}
+		pb := peekBody(nil, r, 0)
+		if n, _ := c.ReserveFrom(pb.b, pb.whole); n != 700 {
+			b.Fatal(n)
+		}
+	}
+}
