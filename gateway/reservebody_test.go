@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -179,6 +180,46 @@ rules:
 		}
 		if n := len(upstream); n != 0 {
 			t.Errorf("%s: the upstream got %d requests", transport, n)
+		}
+	}
+}
+
+// TestReserveDocsExamples: the reserve section's examples of
+// docs/gateway.md run: the fixed reserve takes 4000 at admission, the
+// one read from the body its max_tokens, and a body without it 4000.
+func TestReserveDocsExamples(t *testing.T) {
+	doc, err := os.ReadFile("../docs/gateway.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, first, _ := strings.Cut(string(doc), "#### A cost read from the response body")
+	_, first, _ = strings.Cut(first, "```yaml\n")
+	rulePart, _, _ := strings.Cut(first, "    cost:\n")
+	_, section, _ := strings.Cut(string(doc), "#### Reserve, then settle")
+	section, _, _ = strings.Cut(section, "\n### ")
+	var blocks []string
+	for rest := section; ; {
+		var block string
+		var ok bool
+		if _, rest, ok = strings.Cut(rest, "```yaml\n"); !ok {
+			break
+		}
+		block, rest, _ = strings.Cut(rest, "```")
+		blocks = append(blocks, block)
+	}
+	if len(blocks) != 2 {
+		t.Fatalf("docs/gateway.md: %d yaml blocks in the reserve section, want 2", len(blocks))
+	}
+	up, _ := newLLMUpstream(t)
+	for i, tc := range []struct {
+		body    string
+		reserve int
+	}{{`{"max_tokens":7000}`, 4000}, {`{"max_tokens":7000}`, 7000}, {`{"model":"m"}`, 4000}} {
+		addr := startGateway(t, "standard", up, rulePart+blocks[min(i, 1)])
+		resp := postChat(t, addr, "eve", "/v1/json?tokens=0", []byte(tc.body))
+		// 100000 less the reserve, plus at most the refill meanwhile.
+		if n, _ := strconv.Atoi(resp.Header.Get("X-RateLimit-Remaining")); n < 100000-tc.reserve || n > 100000-tc.reserve+1000 {
+			t.Errorf("example %d, body %s: remaining %d, want %d", i, tc.body, n, 100000-tc.reserve)
 		}
 	}
 }
