@@ -701,7 +701,7 @@ func sortMatches(r *http.Request, v verdict, s *scratch, now time.Time) verdict 
 		if !rl.CountOnly.IsZero() {
 			n, v.charges = 0, true // a look now; the response's status may take one
 		} else if rl.Cost.ReadsRequest() {
-			n, _ = rl.Cost.ReserveFrom(s.body.b, s.body.whole) // unreadable: the default
+			n = rl.Cost.ReserveFrom(s.body.b, s.body.whole) // unreadable: the default
 			v.charges = true
 		} else if rl.Cost.Header != "" || rl.Cost.AfterResponse() {
 			var err error

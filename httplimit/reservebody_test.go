@@ -229,7 +229,7 @@ func FuzzReserveFromBody(f *testing.F) {
 		}
 		r.ContentLength = -1
 		b := peekBody(nil, r, 0)
-		n, _ := c.ReserveFrom(b.b, b.whole)
+		n := c.ReserveFrom(b.b, b.whole)
 		if n < 1 || n > c.Max {
 			t.Fatalf("%q: reserve %d, not in 1..%d", body, n, c.Max)
 		}
@@ -269,7 +269,7 @@ func BenchmarkReserveFromBody(b *testing.B) {
 	for b.Loop() {
 		r := &http.Request{Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Header: http.Header{}}
 		pb := peekBody(nil, r, 0)
-		if n, _ := c.ReserveFrom(pb.b, pb.whole); n != 700 {
+		if n := c.ReserveFrom(pb.b, pb.whole); n != 700 {
 			b.Fatal(n)
 		}
 	}

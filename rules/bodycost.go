@@ -99,18 +99,17 @@ func (c *Cost) ReadsRequest() bool { return len(c.reserve) > 0 }
 // ReserveFrom is what a request whose whole JSON body is b takes at
 // admission: the number at ReserveJSON, rounded up, in 1..Max. A body not
 // read whole (whole is false), not JSON, or that does not give the path
-// a number from 0 reserves Reserve; ok is false when the body is there
-// but unreadable.
-func (c *Cost) ReserveFrom(b []byte, whole bool) (n int, ok bool) {
+// a number from 0 reserves Reserve.
+func (c *Cost) ReserveFrom(b []byte, whole bool) int {
 	if !c.ReadsRequest() || !whole {
-		return c.Reserve, !c.ReadsRequest()
+		return c.Reserve
 	}
 	m := jsonmeter.New(c.reserve, false)
 	m.Write(b)
 	m.End()
 	r := m.Reading()
 	if r.Bad || !r.Seen {
-		return c.Reserve, !r.Bad
+		return c.Reserve
 	}
-	return int(min(max(r.Sum, 1), int64(c.Max))), true
+	return int(min(max(r.Sum, 1), int64(c.Max)))
 }
