@@ -150,7 +150,7 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 	}
 	g.accessLogger = slog.New(slog.NewJSONHandler(cmp.Or[io.Writer](o.AccessLog, os.Stdout), nil))
 	g.access.Store(newAccessLog(cfg.AccessLog, g.accessLogger))
-	mwOpts := []httplimit.Option{httplimit.WithLogger(g.logger), httplimit.WithMetrics(g.metrics), httplimit.WithDecided(g.decided)}
+	mwOpts := []httplimit.Option{httplimit.WithLogger(g.logger), httplimit.WithMetrics(g.metrics), httplimit.WithDecided(g.decided), httplimit.WithBodyTimeout(g.settings.bodyTimeout)}
 	if g.tracing != nil {
 		mwOpts = append(mwOpts, httplimit.WithTrace(g.traceDecision))
 	}

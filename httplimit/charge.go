@@ -69,6 +69,9 @@ func (m *Middleware) settleBody(ctx context.Context, p *pending, complete bool) 
 			continue
 		}
 		n, ok := c.rl.Cost.FromBody(c.body, complete)
+		if !complete {
+			n = max(n, c.req.N) // a response cut short keeps its reserve
+		}
 		if !ok {
 			m.logger.WarnContext(ctx, "the upstream's body does not give its cost as numbers from 0; charged at least the rule's default", "rule", c.rl.Name, "cost", n)
 		}
