@@ -138,3 +138,111 @@ func TestBanInSyncAndLease(t *testing.T) {
 		})
 	}
 }
+
+// TestBanSurvivesReload: a reload that changes the rule's limit (rate,
+// period, algorithm) keeps a running ban to its end, on the memory store
+// and on Redis. A changed ban duration applies to bans that start after
+// it: a running one ends when it was set to. A rule without ban refuses
+// no one for it.
+func TestBanSurvivesReload(t *testing.T) {
+	for name, store := range map[string]func(*testing.T) string{
+		"memory": func(*testing.T) string { return "memory://" },
+		"redis":  func(t *testing.T) string { return redistest.Server(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := banGatewayOn(t, store(t))
+			for range 5 {
+				login(t, g)
+			}
+			if code, ra := login(t, g); code != 429 || ra < 3590 || ra > 3600 {
+				t.Fatalf("sixth login: %d Retry-After %d, want 429 and the hour's ban", code, ra)
+			}
+			reload := func(limit, ban string) {
+				t.Helper()
+				b, err := os.ReadFile(g.path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				head, _, _ := strings.Cut(string(b), "    limit:")
+				if err := os.WriteFile(g.path, []byte(head+"    limit: "+limit+"\n"+ban), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := g.Reload(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, c := range []struct{ limit, ban string }{
+				{"{algorithm: sliding_log, rate: 50, period: 15m}", "    ban: 1h\n"},
+				{"{algorithm: token_bucket, rate: 100, period: 1m}", "    ban: 1h\n"},
+				{"{algorithm: token_bucket, rate: 100, period: 1m}", "    ban: 2h\n"},
+				{"{algorithm: token_bucket, rate: 100, period: 1m}", "    ban: 10m\n"},
+			} {
+				reload(c.limit, c.ban)
+				if code, ra := login(t, g); code != 429 || ra < 3590 || ra > 3600 {
+					t.Errorf("after a reload to %s %s: %d Retry-After %d, want 429 and what the hour's ban has left", c.limit, strings.TrimSpace(c.ban), code, ra)
+				}
+			}
+			reload("{algorithm: token_bucket, rate: 100, period: 1m}", "")
+			if code, _ := login(t, g); code != 200 {
+				t.Errorf("without ban: %d, want 200", code)
+			}
+		})
+	}
+}
+
+// TestBanDuringOutage: while Redis does not answer, the failure policy
+// decides the ban's check like any other call, so allow and local admit
+// a banned key (local within its share of the limit, starting no ban) and
+// deny refuses it as it refuses everyone. The ban, still in Redis, refuses
+// the key again once Redis answers.
+func TestBanDuringOutage(t *testing.T) {
+	for _, c := range []struct {
+		policy string
+		code   int // a banned key's login while Redis is down
+	}{{"allow", 200}, {"local", 200}, {"deny", 503}} {
+		t.Run(c.policy, func(t *testing.T) {
+			srv := redistest.Start(t)
+			g := newTestGateway(t, `upstream: builtin:demo
+store: {url: "`+srv.URL()+`", on_error: `+c.policy+`, timeout: 300ms}
+rules:
+  - name: login
+    match: {methods: [POST], path: /login}
+    key: [ip]
+    limit: {algorithm: sliding_log, rate: 5, period: 15m}
+    ban: 1h
+`)
+			for range 5 {
+				login(t, g)
+			}
+			if code, ra := login(t, g); code != 429 || ra < 3590 {
+				t.Fatalf("sixth login: %d Retry-After %d, want the ban", code, ra)
+			}
+			srv.Pause()
+			for i := range 3 {
+				if code, _ := login(t, g); code != c.code {
+					t.Errorf("login %d of a banned key with Redis down: %d, want %d", i, code, c.code)
+				}
+			}
+			if c.policy == "local" { // the local limit refuses, and bans no one
+				for range 3 {
+					login(t, g)
+				}
+				if code, ra := login(t, g); code != 429 || ra > 15*60 {
+					t.Errorf("past the local limit: %d Retry-After %d, want 429 by the limit alone", code, ra)
+				}
+			}
+			srv.Resume()
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				code, ra := login(t, g)
+				if code == 429 && ra > 15*60 {
+					break // banned again by what Redis kept
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("Redis back: %d Retry-After %d, want the ban again", code, ra)
+				}
+				time.Sleep(10 * time.Millisecond) // polling, bounded above
+			}
+		})
+	}
+}

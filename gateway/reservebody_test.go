@@ -223,3 +223,50 @@ func TestReserveDocsExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestUnreadCostKeepsReserve: a complete response that does not report
+// its cost (a stream without include_usage, a JSON body without usage, a
+// compressed body) settles to the larger of the default and the reserve,
+// so a client cannot settle a max_tokens reserve down to the default.
+func TestUnreadCostKeepsReserve(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Chunked, so that the client has read the body only once the
+		// gateway has settled it.
+		defer http.NewResponseController(w).Flush()
+		switch r.URL.Path {
+		case "/stream":
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n")
+		case "/json":
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"choices":[]}`)
+		case "/gzip":
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Encoding", "gzip")
+			z := gzip.NewWriter(w)
+			io.WriteString(z, llmJSON("5"))
+			z.Close()
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, llmJSON("0"))
+		}
+	}))
+	t.Cleanup(up.Close)
+	for _, transport := range []string{"fast", "standard"} {
+		addr := startGateway(t, transport, up.URL, `rules:
+  - name: tpd
+    key: [header:Authorization]
+    cost: {response_json: usage.total_tokens, max: 4000, default: 1, reserve: {request_json: max_tokens, default: 500}}
+    limit: {algorithm: token_bucket, rate: 10000, period: 24h}
+`)
+		for _, path := range []string{"/stream", "/json", "/gzip"} {
+			key := transport + path
+			postChat(t, addr, key, path, chatBody("4000", 0))
+			// The probe reserves 1 and sees what the first request kept.
+			resp := postChat(t, addr, key, "/probe", chatBody("1", 0))
+			if n, _ := strconv.Atoi(resp.Header.Get("X-RateLimit-Remaining")); n < 5999-10 || n > 5999+10 {
+				t.Errorf("%s %s: remaining %d after a reserve of 4000 whose response gave no usage, want 5999 (10000 less 4000 and the probe's 1)", transport, path, n)
+			}
+		}
+	}
+}

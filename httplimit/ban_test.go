@@ -44,8 +44,8 @@ var banStores = map[string]func(t *testing.T, clk *storetest.Clock) ratekeeper.S
 	"redis": func(t *testing.T, _ *storetest.Clock) ratekeeper.Store {
 		return openRedis(t, redistest.Server(t))
 	},
-	// On a Cluster the ban's key shares the counter's hash tag, so the
-	// check still runs in the take's script.
+	// On a Cluster the ban's key has a hash tag of its own (it outlives
+	// the limit's), so the check and the take go one by one.
 	"cluster": func(t *testing.T, _ *storetest.Clock) ratekeeper.Store {
 		return openRedis(t, redistest.Cluster(t))
 	},

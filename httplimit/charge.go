@@ -53,9 +53,9 @@ func (m *Middleware) settleHead(ctx context.Context, p *pending, h http.Header, 
 		case len(c.rl.Cost.JSON) > 0:
 			c.body = c.rl.Cost.Meter(h)
 		default:
-			n, ok := c.rl.Cost.FromResponse(h)
+			n, ok := c.rl.Cost.FromResponse(h, c.req.N)
 			if !ok {
-				m.logger.WarnContext(ctx, "the upstream's cost header is not one whole number from 0; charged the rule's default", "rule", c.rl.Name, "header", c.rl.Cost.Response, "cost", n)
+				m.logger.WarnContext(ctx, "the upstream's cost header is not one whole number from 0; charged the rule's default or reserve", "rule", c.rl.Name, "header", c.rl.Cost.Response, "cost", n)
 			}
 			m.chargeCost(ctx, p, c, n)
 		}
@@ -70,12 +70,12 @@ func (m *Middleware) settleBody(ctx context.Context, p *pending, complete bool) 
 		if len(c.rl.Cost.JSON) == 0 || !c.rl.CountOnly.IsZero() {
 			continue
 		}
-		n, ok := c.rl.Cost.FromBody(c.body, complete)
+		n, ok := c.rl.Cost.FromBody(c.body, complete, c.req.N)
 		if !complete {
 			n = max(n, c.req.N) // a response cut short keeps its reserve
 		}
 		if !ok {
-			m.logger.WarnContext(ctx, "the upstream's body does not give its cost as numbers from 0; charged at least the rule's default", "rule", c.rl.Name, "cost", n)
+			m.logger.WarnContext(ctx, "the upstream's body does not give its cost as numbers from 0; charged at least the rule's default or reserve", "rule", c.rl.Name, "cost", n)
 		}
 		m.chargeCost(ctx, p, c, n)
 	}

@@ -45,7 +45,14 @@ func banLimit(d time.Duration) ratekeeper.Limit {
 // BanLimit is the limit that holds the rule's bans (see Ban).
 func (rl *Rule) BanLimit() ratekeeper.Limit { return banLimit(rl.Ban) }
 
-// BanKey is the key that holds the ban of key, one of the rule's keys. It
-// shares key's Redis Cluster hash tag, so that a ban check goes in the
-// same script run as the take.
-func BanKey(key string) string { return "{" + key + "}ban" }
+// BanKey is the key that holds the ban of key, one of the rule's keys:
+// the rule's name and key parts without the limit's hash. So a reload
+// that changes the limit, an override or a tier keeps the key's ban. It is its own Redis Cluster hash tag, which ends before "ban": no
+// rule's key ends that way.
+func BanKey(key string) string {
+	name, rest, ok := strings.Cut(key, ":")
+	if ok && len(rest) > 8 && rest[8] == ':' {
+		key = name + ":" + rest[9:]
+	}
+	return "{" + key + "}ban"
+}

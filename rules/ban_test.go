@@ -20,8 +20,17 @@ func TestBan(t *testing.T) {
 	if d := rl.Describe(); !strings.Contains(d, "; 429 beyond, and the key is banned for 1h0m0s") {
 		t.Errorf("Describe: %s", d)
 	}
-	if k := BanKey("login:0a1b2c3d:192.0.2.1"); k != "{login:0a1b2c3d:192.0.2.1}ban" {
-		t.Errorf("BanKey: %q", k)
+	// The limit's hash is not in the ban's key: a reload that changes
+	// the limit keeps the ban.
+	for key, want := range map[string]string{
+		"login:0a1b2c3d:192.0.2.1":   "{login:192.0.2.1}ban",
+		"login:ffffffff:192.0.2.1":   "{login:192.0.2.1}ban",
+		"login:0a1b2c3d:2001:db8::":  "{login:2001:db8::}ban",
+		"login:0a1b2c3d:h=k|1.2.3.4": "{login:h=k|1.2.3.4}ban",
+	} {
+		if k := BanKey(key); k != want {
+			t.Errorf("BanKey(%q): %q, want %q", key, k, want)
+		}
 	}
 }
 

@@ -38,15 +38,16 @@ func (c *Cost) Meter(h http.Header) *BodyMeter {
 	return &BodyMeter{m: jsonmeter.New(c.paths, mt == "text/event-stream")}
 }
 
-// FromBody is the cost of a response whose body b read, at most Max.
-// Complete and read well, it is the sum of the paths' last values, or
-// Default when none had one. A body cut short (the client or the upstream
-// left) costs at least Default and Reserve. One that is not JSON, that gives
-// a path a value other than a number from 0, or that was not read costs
-// at least Default: ok is false then.
-func (c *Cost) FromBody(b *BodyMeter, complete bool) (n int, ok bool) {
+// FromBody is the cost of a response whose body b read, at most Max;
+// taken is what the request took at admission. Complete and read well, it
+// is the sum of the paths' last values, or Unread(taken) when none had
+// one. A body cut short (the client or the upstream left) costs at least
+// Default and Reserve. One that is not JSON, that gives a path a value
+// other than a number from 0, or that was not read costs at least
+// Unread(taken): ok is false then.
+func (c *Cost) FromBody(b *BodyMeter, complete bool, taken int) (n int, ok bool) {
 	if b == nil || b.m == nil {
-		return c.Default, false
+		return min(c.Unread(taken), c.Max), false
 	}
 	if complete {
 		b.m.End()
@@ -57,11 +58,23 @@ func (c *Cost) FromBody(b *BodyMeter, complete bool) (n int, ok bool) {
 	case !complete:
 		v = max(v, int64(c.Default), int64(c.Reserve))
 	case r.Bad:
-		v = max(v, int64(c.Default))
+		v = max(v, int64(c.Unread(taken)))
 	case !r.Seen:
-		v = int64(c.Default)
+		v = int64(c.Unread(taken))
 	}
 	return int(min(v, int64(c.Max))), !r.Bad
+}
+
+// Unread is the cost of a response whose cost could not be read (absent,
+// or not a number from 0), when its request took taken at admission: the
+// larger of Default and, for a cost with a reserve, taken. So a client
+// cannot settle a reserve down to Default by keeping the upstream from
+// reporting its cost.
+func (c *Cost) Unread(taken int) int {
+	if c.Reserve == 0 && c.ReserveJSON == "" {
+		return c.Default
+	}
+	return max(c.Default, taken)
 }
 
 // buildPaths compiles a cost's response_json paths.

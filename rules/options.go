@@ -33,11 +33,13 @@ type Cost struct {
 	// Max is the largest cost a header may give.
 	Max int
 	// Default is the cost when the header is missing (and, for Response,
-	// when its value is not a whole number in 0..Max).
+	// when its value is not a whole number in 0..Max); see Unread for a
+	// cost with a reserve.
 	Default int
 	// Reserve is what a request whose cost comes after the response
-	// (AfterResponse) takes at admission: 1 unless the file says otherwise.
-	// With ReserveJSON it is the reserve of a body that does not give one.
+	// (AfterResponse) takes at admission: 0 when the file gives none, and
+	// such a request takes 1. With ReserveJSON it is the reserve of a body
+	// that does not give one.
 	Reserve int
 	// ReserveJSON is the path (max_tokens) of the number in the request's
 	// JSON body that is the reserve, or "".
@@ -89,22 +91,22 @@ func (c *Cost) Request(h http.Header) (int, error) {
 	return int(n), nil
 }
 
-// FromResponse is the cost a response with header h says it had. It is
-// the value of Response when that is one whole number in 0..Max, and Max
-// for a larger one. It is Default when the header is missing, repeated,
-// not a number or negative. ok is false when the header was there but
-// unreadable.
-func (c *Cost) FromResponse(h http.Header) (n int, ok bool) {
+// FromResponse is the cost a response with header h says it had, when
+// its request took taken at admission. It is the value of Response when
+// that is one whole number in 0..Max, and Max for a larger one. It is
+// Unread(taken) when the header is missing, repeated, not a number or
+// negative. ok is false when the header was there but unreadable.
+func (c *Cost) FromResponse(h http.Header, taken int) (n int, ok bool) {
 	vs := h[c.Response]
 	if len(vs) == 0 {
-		return c.Default, true
+		return c.Unread(taken), true
 	}
 	v, good := int64(0), len(vs) == 1
 	if good {
 		v, good = parseCost(vs[0])
 	}
 	if !good || v < 0 {
-		return c.Default, false
+		return c.Unread(taken), false
 	}
 	return int(min(v, int64(c.Max))), true
 }
@@ -304,7 +306,7 @@ func overrideKey(parts []string, ci ClientIP) (func(string) (string, error), err
 // buildCost compiles a rule's cost.
 func buildCost(at string, rc RuleConfig, rl *Rule, fail func(string, string, ...any)) Cost {
 	cc := rc.Cost
-	c := Cost{Fixed: 1, Default: 1, Max: cc.Max, Reserve: max(cc.Reserve.N, 1)}
+	c := Cost{Fixed: 1, Default: 1, Max: cc.Max, Reserve: cc.Reserve.N}
 	if cc.Fixed > 0 {
 		c.Fixed = cc.Fixed
 	}

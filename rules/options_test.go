@@ -130,8 +130,16 @@ func TestCostFromResponse(t *testing.T) {
 		if tc.vals != nil {
 			h["X-Tokens"] = tc.vals
 		}
-		if n, ok := c.FromResponse(h); n != tc.n || ok != tc.ok {
+		if n, ok := c.FromResponse(h, 1); n != tc.n || ok != tc.ok {
 			t.Errorf("%q: %d %v, want %d %v", tc.vals, n, ok, tc.n, tc.ok)
+		}
+		// With a reserve, a cost not read is at least what was taken.
+		r := c
+		r.Reserve = 300
+		if want := max(tc.n, 300); !tc.ok || tc.vals == nil {
+			if n, _ := r.FromResponse(h, 300); n != want {
+				t.Errorf("reserve 300, %q: %d, want %d", tc.vals, n, want)
+			}
 		}
 	}
 }
@@ -371,7 +379,7 @@ func TestCostFromBody(t *testing.T) {
 	} {
 		b := c.Meter(tc.h)
 		b.Write([]byte(tc.body))
-		if n, ok := c.FromBody(b, tc.complete); n != tc.n || ok != tc.ok {
+		if n, ok := c.FromBody(b, tc.complete, 1); n != tc.n || ok != tc.ok {
 			t.Errorf("%q complete %v: %d %v, want %d %v", tc.body, tc.complete, n, ok, tc.n, tc.ok)
 		}
 	}
@@ -380,11 +388,14 @@ func TestCostFromBody(t *testing.T) {
 	for body, want := range map[string]int{`{"usage":{"total_tokens":30},`: 300, `{"usage":{"total_tokens":400},`: 400} {
 		b := c.Meter(json)
 		b.Write([]byte(body))
-		if n, _ := c.FromBody(b, false); n != want {
+		if n, _ := c.FromBody(b, false, 300); n != want {
 			t.Errorf("reserve 300, %q cut short: %d, want %d", body, n, want)
 		}
-		if n, _ := c.FromBody(c.Meter(json), true); n != 20 {
-			t.Errorf("reserve 300, no body: %d, want the default", n)
+		if n, _ := c.FromBody(c.Meter(json), true, 300); n != 300 {
+			t.Errorf("reserve 300, no body: %d, want the reserve", n)
+		}
+		if n, _ := c.FromBody(c.Meter(json), true, 7); n != 20 {
+			t.Errorf("reserve 7, no body: %d, want the default", n)
 		}
 	}
 }

@@ -356,7 +356,7 @@ func (rl *Rule) describeCost(b *strings.Builder) {
 // needs is what a cost charged after the response reserves, in words.
 func (c *Cost) needs() string {
 	if c.ReserveJSON == "" {
-		return units(c.Reserve)
+		return units(max(c.Reserve, 1))
 	}
 	return fmt.Sprintf("its body's %s (1..%d; %d without it)", c.ReserveJSON, c.Max, c.Reserve)
 }

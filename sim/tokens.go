@@ -238,8 +238,8 @@ func (r *tokensRun) settle(ctx context.Context, t time.Duration) error {
 		e := heap.Pop(&r.running).(endAt)
 		i, _ := strconv.Atoi(e.id)
 		r.clock.set(e.at)
-		n, _ := r.cost.FromResponse(http.Header{tokensHeader: {strconv.Itoa(r.reqs[i].cost)}})
 		req := r.taken[i]
+		n, _ := r.cost.FromResponse(http.Header{tokensHeader: {strconv.Itoa(r.reqs[i].cost)}}, req.N)
 		var err error
 		switch taken := req.N; {
 		case n < taken:
