@@ -47,8 +47,9 @@ func (rl *Rule) BanLimit() ratekeeper.Limit { return banLimit(rl.Ban) }
 
 // BanKey is the key that holds the ban of key, one of the rule's keys:
 // the rule's name and key parts without the limit's hash. So a reload
-// that changes the limit, an override or a tier keeps the key's ban. It is its own Redis Cluster hash tag, which ends before "ban": no
-// rule's key ends that way.
+// that changes the limit, an override or a tier keeps the key's ban. It
+// is its own Redis Cluster hash tag, which ends before "ban": no rule's
+// key ends that way.
 func BanKey(key string) string {
 	name, rest, ok := strings.Cut(key, ":")
 	if ok && len(rest) > 8 && rest[8] == ':' {
