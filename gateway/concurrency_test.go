@@ -6,7 +6,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,11 +129,45 @@ func BenchmarkFastPathConcurrency(b *testing.B) {
 // upstream, and an upgraded (WebSocket) connection the client closes. Each
 // ends with a request that must pass well before a lease could expire.
 func TestConcurrencySlotsComeBack(t *testing.T) {
-	reached := make(chan struct{}, 100)
+	reached := make(chan string, 100) // the X-Try of each /c/hang request
+	var (
+		pairMu  sync.Mutex
+		waiting chan struct{} // the first of a pair, waiting for the second
+	)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
+		case "/c/pair":
+			// Answers "pair" once two requests are here at once: both held
+			// a slot together. Alone for 2s, it answers "alone".
+			pairMu.Lock()
+			if waiting != nil {
+				close(waiting)
+				waiting = nil
+				pairMu.Unlock()
+				io.WriteString(w, "pair")
+				return
+			}
+			ch := make(chan struct{})
+			waiting = ch
+			pairMu.Unlock()
+			select {
+			case <-ch:
+			case <-r.Context().Done():
+			case <-time.After(2 * time.Second): // bounds a failed try only
+			}
+			pairMu.Lock()
+			alone := waiting == ch
+			if alone {
+				waiting = nil
+			}
+			pairMu.Unlock()
+			if alone {
+				io.WriteString(w, "alone")
+				return
+			}
+			io.WriteString(w, "pair")
 		case "/c/hang":
-			reached <- struct{}{}
+			reached <- r.Header.Get("X-Try")
 			<-r.Context().Done()
 		case "/c/ws":
 			w.Header().Set("Connection", "Upgrade")
@@ -153,20 +189,23 @@ func TestConcurrencySlotsComeBack(t *testing.T) {
 		t.Run(transport, func(t *testing.T) {
 			addr := startGateway(t, transport, up.URL, rule)
 			// passes waits, up to a deadline, until both slots are free
-			// again: a slot comes back when the gateway sees its request
-			// end, a moment after the client's reset or close; one that
-			// never comes back fails.
+			// again: two requests must reach the upstream together. A slot
+			// comes back when the gateway sees its request end, a moment
+			// after the client's reset or close; one that never comes
+			// back fails. (Two requests one after the other would prove
+			// one free slot only.)
 			passes := func(what string) {
 				t.Helper()
-				deadline := time.Now().Add(5 * time.Second)
+				deadline := time.Now().Add(10 * time.Second)
 				for {
-					a := dialH2C(t, addr).get(h2get("/c/ok")...)
-					b := dialH2C(t, addr).get(h2get("/c/ok")...)
-					if a.status == 200 && b.status == 200 {
+					c := dialH2C(t, addr)
+					a, b := c.open(true, h2get("/c/pair")...), c.open(true, h2get("/c/pair")...)
+					got := c.wait(a, b)
+					if got[a].body.String() == "pair" && got[b].body.String() == "pair" {
 						return
 					}
 					if time.Now().After(deadline) {
-						t.Fatalf("after %s, 5s on: %s, %s", what, a, b)
+						t.Fatalf("after %s, 10s on: %s %q, %s %q", what, got[a], got[a].body.String(), got[b], got[b].body.String())
 					}
 					time.Sleep(20 * time.Millisecond) // polling, bounded above
 				}
@@ -177,22 +216,8 @@ func TestConcurrencySlotsComeBack(t *testing.T) {
 				c.write(c.fr.WriteRSTStream(id, http2.ErrCodeCancel))
 			}
 			passes("50 streams reset at once")
-			for range 5 {
-				// What the reset streams left in reached is not this
-				// stream's arrival; a fresh connection is not one whose
-				// many resets the server may hold against it.
-				for len(reached) > 0 {
-					<-reached
-				}
-				c := dialH2C(t, addr)
-				id := c.open(true, h2get("/c/hang")...)
-				select {
-				case <-reached:
-				case <-time.After(20 * time.Second):
-					// What the gateway answered instead: a 429 means the
-					// concurrency rule held no free slot.
-					t.Fatalf("the upstream was not asked; the gateway answered %s", c.wait(id)[id])
-				}
+			for i := range 5 {
+				c, id := holdSlot(t, addr, reached, strconv.Itoa(i))
 				c.write(c.fr.WriteRSTStream(id, http2.ErrCodeCancel))
 				passes("a stream reset while the upstream held it")
 			}
@@ -205,11 +230,58 @@ func TestConcurrencySlotsComeBack(t *testing.T) {
 				nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 				resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
 				if err != nil || resp.StatusCode != 101 {
-					t.Fatalf("upgrade: %v %v", resp, err)
+					var body []byte
+					if resp != nil {
+						body, _ = io.ReadAll(resp.Body)
+					}
+					t.Fatalf("upgrade: %v %v %s", resp, err, body)
 				}
 				nc.Close()
 				passes("an upgraded connection closed by the client")
 			}
 		})
+	}
+}
+
+// holdSlot opens a /c/hang stream, labelled try, on a fresh connection and
+// returns once the upstream has it. A 429 can come from a reset stream's
+// handler that still runs, and took a slot for a moment, after passes saw
+// both free: the server runs handlers of streams the client has already
+// reset. So a 429 is tried again, up to a deadline; a slot that never
+// comes back fails it.
+func holdSlot(t *testing.T, addr string, reached <-chan string, try string) (*h2conn, uint32) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c := dialH2C(t, addr)
+		id := c.open(true, h2get("/c/hang", "x-try", try)...)
+		for !c.answers[id].done {
+			select {
+			case got := <-reached:
+				if got == try {
+					return c, id
+				}
+				continue // a reset stream reached the upstream late
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("try %s: neither reached the upstream nor answered in 10s", try)
+			}
+			// Read what the gateway sends, a short while at a time, so
+			// as to look at reached in between.
+			c.nc.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+			f, err := c.fr.ReadFrame()
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("try %s: %v", try, err)
+			}
+			c.handle(f)
+		}
+		if a := c.answers[id]; a.status != http.StatusTooManyRequests || time.Now().After(deadline) {
+			t.Fatalf("try %s: the upstream was not asked; the gateway answered %s %q", try, a, a.body.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling, bounded above
 	}
 }
