@@ -149,3 +149,49 @@ func reserveConnExchange(t *testing.T, addr string, up *recUpstream, path string
 		}
 	}
 }
+
+// TestReserveBodyShorterThanDeclared: a body that ends before its
+// Content-Length or its last chunk, from a client that stopped sending
+// but still reads, is answered with an error, never an empty 200; and
+// the upstream never reads it as a whole body.
+func TestReserveBodyShorterThanDeclared(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.String(), func(t *testing.T) {
+			up := newRecUpstream(t, usageReply)
+			for j, rules := range []string{reserveRules, "rules: []\n"} {
+				addr := startVia(t, tr, up.URL, rules)
+				for i, raw := range []string{
+					"Content-Length: 100\r\n\r\n{\"max_tokens\":7}",
+					"Transfer-Encoding: chunked\r\n\r\n10\r\n{\"max_tokens\":7}\r\n",
+					"Transfer-Encoding: chunked\r\n\r\n20\r\n{\"max_tokens\":7}",
+				} {
+					path := fmt.Sprintf("/short/%d/%d", j, i)
+					nc, err := net.Dial("tcp", addr)
+					if err != nil {
+						t.Fatal(err)
+					}
+					nc.SetDeadline(time.Now().Add(20 * time.Second)) // against a hang, not a wait
+					io.WriteString(nc, "POST "+path+" HTTP/1.1\r\nHost: gw.test\r\nAuthorization: "+path+"\r\n"+raw)
+					nc.(*net.TCPConn).CloseWrite()
+					resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+					switch {
+					case err != nil && tr.client == "fast":
+						// The fast path closes a connection whose body
+						// it could not hand over whole.
+					case err != nil:
+						t.Errorf("%q: no answer: %v", raw, err)
+					case resp.StatusCode != http.StatusBadRequest:
+						b, _ := io.ReadAll(resp.Body)
+						t.Errorf("%q: answered %d %q, want 400", raw, resp.StatusCode, b)
+					}
+					nc.Close()
+					for _, r := range up.take() {
+						if r.URI == path && !strings.HasSuffix(r.Body, "[body error]") {
+							t.Errorf("%q: the upstream read %q as a whole body", raw, r.Body)
+						}
+					}
+				}
+			}
+		})
+	}
+}
