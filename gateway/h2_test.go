@@ -361,6 +361,110 @@ func (a *h2answer) refused() bool {
 	return a.status == http.StatusBadRequest || a.status == http.StatusMethodNotAllowed || a.wasRst || a.lost
 }
 
+// h2ReserveCases are HTTP/2 requests whose reserve reserveRules read
+// from the body: the fields after the head's, the body in DATA frames,
+// trailers, the status and the remaining (1000 less the reserve) the
+// gateway must answer with.
+var h2ReserveCases = []struct {
+	name     string
+	fields   []string
+	frames   []string
+	trailers []string
+	status   int
+	remain   int
+}{
+	{name: "json, content-length", fields: []string{"content-type", "application/json", "content-length", "16"}, frames: []string{`{"max_tokens":7}`}, status: 200, remain: 993},
+	{name: "json, no content-length", fields: []string{"content-type", "application/json"}, frames: []string{`{"max_tokens":7}`}, status: 200, remain: 993},
+	{name: "json, split mid-number", fields: []string{"content-type", "application/json; charset=utf-8"}, frames: []string{`{"max_to`, `kens":`, `7`, `}`}, status: 200, remain: 993},
+	{name: "no content-type", frames: []string{`{"max_tokens":7}`}, status: 200, remain: 993},
+	{name: "text/plain", fields: []string{"content-type", "text/plain"}, frames: []string{`{"max_tokens":7}`}, status: 200, remain: 993},
+	{name: "100 KiB in frames", fields: []string{"content-type", "application/json"}, frames: splitEvery(string(chatBody("7", 100<<10)), 16384), status: 200, remain: 993},
+	{name: "trailers", fields: []string{"content-type", "application/json", "trailer", "x-t"}, frames: []string{`{"max_tokens":7}`}, trailers: []string{"x-t", "1"}, status: 200, remain: 993},
+	{name: "empty", fields: []string{"content-type", "application/json"}, status: 200, remain: 500},
+	{name: "not json", fields: []string{"content-type", "application/json"}, frames: []string{`max_tokens=7`}, status: 200, remain: 500},
+	{name: "grpc label", fields: []string{"content-type", "application/grpc"}, frames: []string{`{"max_tokens":7}`}, status: 200, remain: 500},
+	{name: "content-length over the DATA", fields: []string{"content-type", "application/json", "content-length", "32"}, frames: []string{`{"max_tokens":7}`}, status: 400},
+	{name: "content-length under the DATA", fields: []string{"content-type", "application/json", "content-length", "8"}, frames: []string{`{"max_tokens":7}`}},
+}
+
+// splitEvery cuts s into pieces of n bytes.
+func splitEvery(s string, n int) []string {
+	var out []string
+	for len(s) > n {
+		out, s = append(out, s[:n]), s[n:]
+	}
+	return append(out, s)
+}
+
+// TestH2ReserveFromBody: each of h2ReserveCases over h2c and TLS, on every
+// transport, then a request of its own on the same connection: each is
+// decided on its own body, and the upstream reads every body whole.
+func TestH2ReserveFromBody(t *testing.T) {
+	for _, edge := range h2Edges {
+		for _, tr := range transports {
+			t.Run(edge+"/"+tr.String(), func(t *testing.T) {
+				up := newRecUpstream(t, usageReply)
+				g := startH2(t, tr, edge, up.URL, reserveRules)
+				c := g.dial(t)
+				for i, rc := range h2ReserveCases {
+					c = h2ReserveExchange(t, g, c, up, fmt.Sprintf("/r2/%d", i), rc.name, rc.fields, rc.frames, rc.trailers, rc.status, rc.remain)
+				}
+			})
+		}
+	}
+}
+
+// h2ReserveExchange sends one request of h2ReserveCases on c, then
+// another with max_tokens 3, and holds both answers and the upstream's
+// reads. A status of 0 lets the answer be any, and the connection end
+// (DATA past the content-length is a protocol error): then the request
+// and the next go on new connections, and it returns the last.
+func h2ReserveExchange(t *testing.T, g *h2Gateway, c *h2conn, up *recUpstream, path, name string, fields, frames, trailers []string, status, remain int) *h2conn {
+	t.Helper()
+	head := func(p string) []string {
+		return []string{":method", "POST", ":scheme", g.scheme(), ":authority", "gw.test", ":path", p, "authorization", p}
+	}
+	if status == 0 {
+		c = g.dial(t)
+	}
+	id := c.open(len(frames) == 0 && len(trailers) == 0, append(head(path), fields...)...)
+	for i, f := range frames {
+		c.write(c.fr.WriteData(id, i == len(frames)-1 && len(trailers) == 0, []byte(f)))
+	}
+	if len(trailers) > 0 {
+		c.write(c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.block(trailers...), EndStream: true, EndHeaders: true}))
+	}
+	a := c.wait(id)[id]
+	if status == 0 {
+		c = g.dial(t)
+	} else if !c.usable() {
+		t.Fatalf("%s: the connection closed (%s)", name, a)
+	}
+	next := withBody(append(head(path+"/next"), "content-length", "16"), []byte(`{"max_tokens":3}`))(c)
+	got := map[string]string{}
+	for _, r := range up.take() {
+		got[r.URI] = r.Body
+	}
+	body := strings.Join(frames, "")
+	switch {
+	case status == 0:
+	case a.status != status:
+		t.Errorf("%s: %s, want %d", name, a, status)
+	case status != 200:
+		if _, ok := got[path]; ok {
+			t.Errorf("%s: answered %d, yet the upstream got it", name, status)
+		}
+	case a.header.Get("x-ratelimit-remaining") != strconv.Itoa(remain):
+		t.Errorf("%s: remaining %q, want %d", name, a.header.Get("x-ratelimit-remaining"), remain)
+	case got[path] != body:
+		t.Errorf("%s: the upstream read %d bytes, want the %d sent", name, len(got[path]), len(body))
+	}
+	if next.status != 200 || next.header.Get("x-ratelimit-remaining") != "997" || got[path+"/next"] != `{"max_tokens":3}` {
+		t.Errorf("%s: the next request: %s, remaining %q, the upstream read %q", name, next, next.header.Get("x-ratelimit-remaining"), got[path+"/next"])
+	}
+	return c
+}
+
 // h2Cases are HTTP/2's ways of saying a request that HTTP/1.1 has no
 // words for, or says otherwise.
 var h2Cases = []h2case{

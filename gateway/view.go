@@ -309,7 +309,10 @@ func (g *Gateway) buffer(next http.Handler) http.Handler {
 					// connection's other streams go on.
 					problem.Write(w, http.StatusBadRequest, "Bad Request", "the request body does not match its Content-Length: "+err.Error())
 				case errors.Is(err, errClientGone):
+					// An HTTP/1 body that ended early: a client that only
+					// stopped sending still reads the answer.
 					w.Header().Set("Connection", "close")
+					problem.Write(w, http.StatusBadRequest, "Bad Request", "the request body ended before its length: "+err.Error())
 				default:
 					// The connection closes: what is left of the body is
 					// not read.
