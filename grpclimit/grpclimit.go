@@ -186,7 +186,7 @@ func WithErrorHandler(f func(ctx context.Context, err error) error) Option {
 	return optionFunc(func(c *config) { c.onError = f })
 }
 
-// WithCountOnly counts a call only when it ends with one of cs: a call
+// WithCountOnly counts a call only when it ends with one of cs. A call
 // is admitted while its key has a unit left, taking nothing (Limiter.Peek),
 // and takes one unit when it ends with a listed code. Calls admitted
 // together each see the units left before any was counted, so a key

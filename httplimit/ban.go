@@ -62,7 +62,7 @@ func (m *Middleware) applyBans(ctx context.Context, ok bool, s *scratch) bool {
 
 // startBans bans the key of each rule with a ban that refused the request
 // by its count. The ban's one token is taken: only the first refusal of an
-// episode gets it, on any gateway sharing the store, so a refusal during a
+// episode gets it, on any gateway sharing the store. So a refusal during a
 // ban does not extend it, and each ban is counted once. Each such rule's
 // result then waits out the ban. A store that fails leaves the refusal as
 // the limit made it.

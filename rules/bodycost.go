@@ -66,8 +66,8 @@ func (c *Cost) FromBody(b *BodyMeter, complete bool, taken int) (n int, ok bool)
 }
 
 // Unread is the cost of a response whose cost could not be read (absent,
-// or not a number from 0), when its request took taken at admission: the
-// larger of Default and, for a cost with a reserve, taken. So a client
+// or not a number from 0), when its request took taken at admission. It is
+// the larger of Default and, for a cost with a reserve, taken. So a client
 // cannot settle a reserve down to Default by keeping the upstream from
 // reporting its cost.
 func (c *Cost) Unread(taken int) int {

@@ -65,7 +65,7 @@ func ParseStatuses(vs ...string) (Statuses, error) {
 
 // buildCountOnly compiles rule rc's count_only (at field at) into rl, and
 // refuses it where it cannot work. It is decided by a look that takes
-// nothing and counted after the response, so it needs a rule that refuses
+// nothing and counted after the response. So it needs a rule that refuses
 // at once and counts one unit: not a queue, a shadow, a concurrency rule
 // or a cost.
 func buildCountOnly(at string, rc RuleConfig, rl *Rule, fail func(string, string, ...any)) {

@@ -109,8 +109,8 @@ type Rule struct {
 	// Cost is what a request takes from the limit.
 	Cost Cost
 	// CountOnly, when not empty, makes the rule count only the requests
-	// whose responses have these statuses: a request is admitted if one
-	// unit is left, taking nothing, and takes it once its response's
+	// whose responses have these statuses. A request is admitted if one
+	// unit is left, taking nothing. It takes the unit once its response's
 	// status is in CountOnly.
 	CountOnly Statuses
 	// Alts are the overrides' and tiers' limits, which replace Limit for

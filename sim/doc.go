@@ -1,6 +1,7 @@
 // Package sim runs ratekeeper's real limiters on a virtual clock to show
 // how each algorithm, each mode of a shared store, a concurrency limit, or
-// a cost read from the response shapes a workload: the engine behind `ratekeeper simulate`.
+// a cost read from the response shapes a workload. It is the engine behind
+// `ratekeeper simulate`.
 //
 // A simulation is a Config, and its Kind says which simulator runs it.
 // Scenario returns the named ones. Run runs any of them and returns a

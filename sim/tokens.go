@@ -81,9 +81,10 @@ func tokensWorkloadString() string {
 		tokensHoldMin, tokensHoldMax, chart.Thousands(tokensCostMin), chart.Thousands(tokensCostMax))
 }
 
-// TokensSample is one tick of one mode of a tokens simulation: the tokens
-// charged by the responses that ended in it, the tokens charged in the
-// period that ends with it, and the requests admitted and refused in it.
+// TokensSample is one tick of one mode of a tokens simulation. It holds
+// the tokens charged by the responses that ended in the tick, the tokens
+// charged in the period that ends with it, and the requests admitted and
+// refused in it.
 type TokensSample struct {
 	At                time.Duration
 	Tokens, Window    int

@@ -124,8 +124,8 @@ type Remote interface {
 	// back the key's state.
 	Add(ctx context.Context, items []Item) error
 	// Lease takes from each key, atomically, as many units as fit, at most
-	// N and at most half of what remains, unless that is fewer than Min:
-	// then it takes nothing and says how long until Min would fit.
+	// N and at most half of what remains. If that is fewer than Min, it
+	// takes nothing and says how long until Min would fit.
 	Lease(ctx context.Context, items []Item) error
 }
 
@@ -362,7 +362,7 @@ type clockSample struct{ offset, rtt, at int64 }
 
 // learn updates the clock offset from an answer sent at local instant sent
 // and received at recv, stamped remote by the remote. It keeps the offset
-// of the answer with the shortest round trip of the last clockAge: under
+// of the answer with the shortest round trip of the last clockAge. Under
 // load a call waits on either side of the stamp, and its offset is off by
 // up to half its round trip. An answer whose offset cannot agree with the
 // kept one (further apart than their errors allow) means the remote's

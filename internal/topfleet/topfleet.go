@@ -21,7 +21,7 @@ import (
 // Defaults of a Fleet's options.
 const (
 	// DefaultPeriod is how often an instance publishes: a third of the
-	// minute span's 15 s slice, so the fleet's answer lags a local one
+	// minute span's 15 s slice. So the fleet's answer lags a local one
 	// by 5 s at most, for one pipeline per instance every 5 s.
 	DefaultPeriod = 5 * time.Second
 	// DefaultTTL is how long a summary counts after it was published:

@@ -34,8 +34,8 @@ type typedNode struct {
 	t    reflect.Type
 }
 
-// checker walks a document beside the type it decodes into: it finds the
-// fractions that yaml.v3 would silently truncate into whole numbers, and
+// checker walks a document beside the type it decodes into. It finds the
+// fractions that yaml.v3 would silently truncate into whole numbers. It
 // notes each node's type, so that a type error can name its field.
 type checker struct {
 	name   string

@@ -1,7 +1,7 @@
-// Package yamlconf decodes a configuration file strictly (an unknown field
-// or a value of the wrong type is an error) and reports every problem in
-// it at once, each as a configerr.Error naming the file, the line and the
-// field. The rules file, the gateway's file and the decision service's
+// Package yamlconf decodes a configuration file strictly: an unknown field
+// or a value of the wrong type is an error. It reports every problem in
+// the file at once, each as a configerr.Error naming the file, the line and
+// the field. The rules file, the gateway's file and the decision service's
 // file are all read through it.
 package yamlconf
 
@@ -223,8 +223,8 @@ var notFound = regexp.MustCompile(`(?s)^field (.*) not found in type ([\w.\[\]*]
 
 // unknownField rewrites yaml.v3's "field limt not found in type
 // rules.RuleConfig", which names a Go type, as "unknown field; valid: name,
-// match, ..." after the field's path: the keys the user may write there,
-// read from dst's yaml tags.
+// match, ..." after the field's path. It lists the keys the user may write
+// there, read from dst's yaml tags.
 func unknownField(dst reflect.Type, e *configerr.Error) {
 	m := notFound.FindStringSubmatch(e.Err.Error())
 	if m == nil {

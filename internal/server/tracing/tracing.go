@@ -159,7 +159,7 @@ func (t *Tracing) start(ctx context.Context, name string, kind trace.SpanKind) (
 }
 
 // Call starts a client span named name for a call to a database system
-// (db.system.name, such as "redis"), and returns the context for the call
+// (db.system.name, such as "redis"). It returns the context for the call
 // and the function that ends the span with the call's error. Without a
 // recorded span in ctx it does nothing.
 func (t *Tracing) Call(ctx context.Context, name, system string) (context.Context, func(error)) {

@@ -64,8 +64,8 @@ func (w *Watcher) Changed() bool {
 }
 
 // Run polls every interval until ctx is done. It calls reload when the
-// content changed and two polls in a row read the same, so that a file
-// being written (truncated, then filled) is not loaded half-written.
+// content changed and two polls in a row read the same. So a file being
+// written (truncated, then filled) is not loaded half-written.
 // reload calls Loaded (the commands' Reload does). A negative interval
 // polls never.
 func (w *Watcher) Run(ctx context.Context, every time.Duration, reload func()) {
