@@ -18,7 +18,25 @@ func Params(key string, l ratekeeper.Limit) Limit {
 	if l.Stagger && (l.Algorithm == ratekeeper.FixedWindow || l.Algorithm == ratekeeper.SlidingWindow) {
 		a.Offset = Offset(key, p)
 	}
+	if l.Calendar != "" {
+		a.Cal = calendar(l)
+	}
 	return a
+}
+
+// calendar converts a limit's calendar fields.
+func calendar(l ratekeeper.Limit) Calendar {
+	off := int64(l.Offset / time.Microsecond)
+	c := Calendar{Unit: Daily, Loc: l.Location, Days: off / usPerDay, Clock: off % usPerDay}
+	switch l.Calendar {
+	case ratekeeper.Weekly:
+		c.Unit = Weekly
+	case ratekeeper.Monthly:
+		c.Unit = Monthly
+	case ratekeeper.Yearly:
+		c.Unit = Yearly
+	}
+	return c
 }
 
 // Decision converts a Result to the Decision callers see.
