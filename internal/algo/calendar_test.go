@@ -218,3 +218,29 @@ func TestParamsCalendar(t *testing.T) {
 		t.Fatalf("epoch limit got a calendar: %+v", p.Cal)
 	}
 }
+
+// BenchmarkFixed compares a decision in an epoch window, in a calendar
+// window, and the calendar arithmetic a new key or a new period costs.
+func BenchmarkFixed(b *testing.B) {
+	berlin := mustZone(b, "Europe/Berlin")
+	now := us(b, "2024-03-15T12:00:00Z")
+	for _, c := range []struct {
+		name string
+		l    Limit
+	}{
+		{"epoch", Limit{Rate: 1 << 40, Period: 30 * day}},
+		{"monthly", Limit{Rate: 1 << 40, Cal: Calendar{Unit: Monthly, Loc: berlin, Days: 14}}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var w Window
+			for i := range b.N {
+				w, _ = w.Fixed(&c.l, now+int64(i), 1)
+			}
+		})
+		b.Run(c.name+"/new-key", func(b *testing.B) {
+			for i := range b.N {
+				Window{}.Fixed(&c.l, now+int64(i), 1)
+			}
+		})
+	}
+}
