@@ -40,6 +40,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ra
 	putFloat(now[:], nowFloat(reqs[0].Now))
 	args[0] = string(now[:])
 	for i, req := range reqs {
+		if req.Limit.Calendar != "" {
+			return false, errCalendar
+		}
 		a := algoIndex(req.Limit.Algorithm)
 		if a < 0 {
 			return false, fmt.Errorf("redisstore: unknown algorithm %q", req.Limit.Algorithm)

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -373,6 +374,9 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 // deadline, TakeBy's bound is that read timeout. The failsafe store, which the
 // gateway and the decision service use, bounds every call it makes.
 func (s *Store) TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
+	if req.Limit.Calendar != "" {
+		return ratekeeper.Decision{}, errCalendar
+	}
 	if s.shared.Decides(req) {
 		if !deadline.IsZero() {
 			// The store's own bound: a sync that runs out of it went
@@ -396,6 +400,9 @@ func (s *Store) TakeBy(ctx context.Context, req ratekeeper.Request, deadline tim
 	}
 	return d, err
 }
+
+// errCalendar refuses calendar windows, which the scripts do not decide yet.
+var errCalendar = errors.New("redisstore: calendar windows are not supported yet; use the memory store")
 
 // takeExact decides req in Redis.
 func (s *Store) takeExact(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
