@@ -244,3 +244,32 @@ func BenchmarkFixed(b *testing.B) {
 		})
 	}
 }
+
+// FuzzCalendarWindow: the window holds now, is its own window from its
+// first µs to its last, the next one starts where it ends, and it is no
+// longer than its unit can be (a year of 366 days and a changed offset).
+func FuzzCalendarWindow(f *testing.F) {
+	zones := []string{"UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Pacific/Apia", "Antarctica/Troll"}
+	f.Add(int64(1711846800000000), uint8(1), uint8(1), int64(0), int64(0))
+	f.Add(int64(1325239200000000), uint8(4), uint8(1), int64(30), int64(9*hour))
+	f.Fuzz(func(t *testing.T, now int64, zone, unit uint8, days, clock int64) {
+		maxDays := []int64{1, 7, 31, 365}
+		u := Unit(1 + unit%4)
+		c := Calendar{Unit: u, Loc: mustZone(t, zones[int(zone)%len(zones)])}
+		c.Days = max(0, days) % maxDays[u-1]
+		c.Clock = max(0, clock) % day
+		now = max(-1<<50, min(now, 1<<51)) // 1934 to 2041
+		s, e := c.Window(now)
+		if s > now || now >= e || e-s > 367*day {
+			t.Fatalf("%+v at %d: window [%d, %d)", c, now, s, e)
+		}
+		for _, at := range []int64{s, e - 1} {
+			if s2, e2 := c.Window(at); s2 != s || e2 != e {
+				t.Fatalf("%+v at %d: [%d, %d), but at %d [%d, %d)", c, now, s, e, at, s2, e2)
+			}
+		}
+		if s2, _ := c.Window(e); s2 != e {
+			t.Fatalf("%+v: the window after [%d, %d) starts at %d", c, s, e, s2)
+		}
+	})
+}
