@@ -34,10 +34,10 @@ bench:
 stress: test-deps
 	scripts/stress.sh
 
-# make charts: regenerate docs/img: the charts in docs/algorithms.md and
-# docs/redis.md from the simulator itself (a test fails when the committed
-# CSVs no longer match), and those in docs/benchmarks.md from the results in
-# bench/results.
+# make charts: regenerate docs/img: the charts in docs/algorithms.md,
+# docs/redis.md and docs/gateway.md from the simulator itself (a test fails
+# when the committed CSVs no longer match), and those in docs/benchmarks.md
+# from the results in bench/results.
 charts: build
 	bin/ratekeeper simulate pacing --out docs/img
 	bin/ratekeeper simulate pacing-with-pauses --out docs/img
@@ -47,4 +47,5 @@ charts: build
 	bin/ratekeeper simulate shared-roundrobin --out docs/img
 	bin/ratekeeper simulate shared-skewed --out docs/img
 	bin/ratekeeper simulate concurrency --out docs/img
+	bin/ratekeeper simulate tokens --out docs/img
 	bench/charts.sh

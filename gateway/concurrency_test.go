@@ -189,7 +189,9 @@ func TestConcurrencySlotsComeBack(t *testing.T) {
 				select {
 				case <-reached:
 				case <-time.After(20 * time.Second):
-					t.Fatal("the upstream was not asked")
+					// What the gateway answered instead: a 429 means the
+					// concurrency rule held no free slot.
+					t.Fatalf("the upstream was not asked; the gateway answered %s", c.wait(id)[id])
 				}
 				c.write(c.fr.WriteRSTStream(id, http2.ErrCodeCancel))
 				passes("a stream reset while the upstream held it")

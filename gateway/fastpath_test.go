@@ -30,7 +30,7 @@ import (
 // client got must be the same, header order and case, and Date, aside.
 
 // handOffs counts, by listen address, the connections a fast gateway
-// handed to net/http.
+// handed to net/http; runGateway starts each address's count afresh.
 var handOffs sync.Map
 
 // hook makes a panic on g's fast path fail the tests, not end a
@@ -156,6 +156,9 @@ func runGateway(t testing.TB, transport, upstream, extra string) *Gateway {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	// A fresh count for the address: a gateway closed before may have
+	// listened on the same port, and its hand-offs are not this one's.
+	handOffs.Store(g.Addr().String(), new(atomic.Int64))
 	return g
 }
 

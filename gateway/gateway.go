@@ -101,6 +101,9 @@ type Options struct {
 	ClientTransport string
 	// Store's non-zero fields override the file's store section.
 	Store storeconfig.Config
+	// StoreNotRequired turns off the file's store.require, which
+	// Store.Require can only turn on (--store-require=false).
+	StoreNotRequired bool
 	// AccessLog receives the access log's lines when the file turns it on
 	// (access_log); nil is standard output.
 	AccessLog io.Writer
@@ -147,7 +150,7 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 	}
 	g.accessLogger = slog.New(slog.NewJSONHandler(cmp.Or[io.Writer](o.AccessLog, os.Stdout), nil))
 	g.access.Store(newAccessLog(cfg.AccessLog, g.accessLogger))
-	mwOpts := []httplimit.Option{httplimit.WithLogger(g.logger), httplimit.WithMetrics(g.metrics), httplimit.WithDecided(g.decided)}
+	mwOpts := []httplimit.Option{httplimit.WithLogger(g.logger), httplimit.WithMetrics(g.metrics), httplimit.WithDecided(g.decided), httplimit.WithBodyTimeout(g.settings.bodyTimeout)}
 	if g.tracing != nil {
 		mwOpts = append(mwOpts, httplimit.WithTrace(g.traceDecision))
 	}
@@ -213,6 +216,9 @@ func (o Options) Apply(c *Config) {
 	}
 	if o.Store.Require {
 		c.Store.Require = true
+	}
+	if o.StoreNotRequired {
+		c.Store.Require = false
 	}
 	// The file's store paths are the file's directory's; the flags' were
 	// made absolute by the command.

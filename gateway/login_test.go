@@ -6,7 +6,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 )
@@ -67,5 +70,70 @@ func TestLoginRuleBansAfterFiveFailures(t *testing.T) {
 	}
 	if code, _ := try(b, "192.0.2.6", "right"); code != 200 {
 		t.Fatalf("another address: %d", code)
+	}
+}
+
+// loginInFlight is a rule that bounds the login rule's requests in
+// flight per address: count_only lets a key pass its limit by its
+// requests in flight, which a brute-forcer chooses.
+const loginInFlight = `
+  - name: login-in-flight
+    match: {methods: [POST], path: /login}
+    key: [ip]
+    concurrency: {max: 1}
+`
+
+// TestLoginGuessesHeldTogether: 40 wrong guesses sent together, against an
+// upstream that holds each one a while. With the login rule alone, every
+// one admitted before the first failure was counted reaches the upstream
+// (the bound docs/gateway.md states: a brute-forcer chooses it); with one
+// request in flight per address, no more than five do.
+func TestLoginGuessesHeldTogether(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		rules string
+		least int64 // the guesses that reach the upstream: from least
+		most  int64 // to most
+	}{
+		{"login rule alone", loginRule, 40, 40},
+		{"with one in flight per address", loginRule + loginInFlight, 1, 5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var reached atomic.Int64
+			release := make(chan struct{})
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				reached.Add(1)
+				<-release
+				w.WriteHeader(http.StatusUnauthorized)
+			}))
+			defer up.Close()
+			g := newTestGateway(t, "upstream: "+up.URL+"\n"+tt.rules)
+			var wg sync.WaitGroup
+			codes := make(chan int, 40)
+			for range 40 {
+				wg.Go(func() {
+					r := httptest.NewRequest("POST", "/login", strings.NewReader("password=wrong"))
+					r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+					r.RemoteAddr = "192.0.2.9:4000"
+					w := httptest.NewRecorder()
+					g.handler.ServeHTTP(w, r)
+					codes <- w.Code
+				})
+			}
+			// Release the held guesses once every request was either held
+			// by the upstream or answered by the gateway.
+			for deadline := time.Now().Add(30 * time.Second); reached.Load()+int64(len(codes)) < 40; {
+				if time.Now().After(deadline) {
+					t.Fatalf("after 30 s: %d reached, %d answered", reached.Load(), len(codes))
+				}
+				time.Sleep(time.Millisecond) // polling, bounded above
+			}
+			close(release)
+			wg.Wait()
+			if n := reached.Load(); n < tt.least || n > tt.most {
+				t.Errorf("%d guesses reached the upstream, want %d to %d", n, tt.least, tt.most)
+			}
+			t.Logf("%d of 40 guesses reached the upstream", reached.Load())
+		})
 	}
 }

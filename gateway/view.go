@@ -284,7 +284,8 @@ func (g *Gateway) checkRuleHeaders(w http.ResponseWriter, r *http.Request) bool 
 // buffer reads the body of an admitted request (bufferBody) before next
 // sends it upstream, and bounds each write of the answer by write_timeout.
 // It runs after the decision, so that a refused request's body is never
-// read (nor, with Expect: 100-continue, sent).
+// read (nor, with Expect: 100-continue, sent), unless a rule reads its
+// reserve there.
 func (g *Gateway) buffer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d := g.settings.writeTimeout; d > 0 {

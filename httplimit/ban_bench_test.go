@@ -78,7 +78,7 @@ func benchBan(b *testing.B, store, ban string) {
 		ctx := context.Background()
 		i := 0
 		for pb.Next() {
-			if v := mw.decide(ctx, reqs[i&1023], sc, nil); v.outcome != pass {
+			if v := mw.decide(ctx, nil, reqs[i&1023], sc, nil); v.outcome != pass {
 				b.Fatal("refused")
 			}
 			i++

@@ -61,7 +61,7 @@ func BenchmarkDecide(b *testing.B) {
 				ctx := context.Background()
 				i := 0
 				for pb.Next() {
-					v := mw.decide(ctx, reqs[i&1023], s, nil)
+					v := mw.decide(ctx, nil, reqs[i&1023], s, nil)
 					if v.outcome != pass {
 						b.Fatal("refused")
 					}
@@ -108,7 +108,7 @@ func BenchmarkWriteHeaders(b *testing.B) {
 	r.RemoteAddr = "192.0.2.1:5000"
 	r.Header.Set("X-User-ID", "alice")
 	s := new(scratch)
-	v := mw.decide(context.Background(), r, s, nil)
+	v := mw.decide(context.Background(), nil, r, s, nil)
 	h := http.Header{}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -1,7 +1,9 @@
 package httplimit
 
 import (
+	"bufio"
 	"context"
+	"net"
 	"net/http"
 	"time"
 
@@ -69,6 +71,9 @@ func (m *Middleware) settleBody(ctx context.Context, p *pending, complete bool) 
 			continue
 		}
 		n, ok := c.rl.Cost.FromBody(c.body, complete)
+		if !complete {
+			n = max(n, c.req.N) // a response cut short keeps its reserve
+		}
 		if !ok {
 			m.logger.WarnContext(ctx, "the upstream's body does not give its cost as numbers from 0; charged at least the rule's default", "rule", c.rl.Name, "cost", n)
 		}
@@ -102,12 +107,18 @@ func (m *Middleware) chargeCost(ctx context.Context, p *pending, c *charge, n in
 	}
 }
 
+// unknownStatus settles a response whose status the middleware never saw:
+// the client left, or the handler panicked, before the head was written.
+// Every count_only rule counts it, since the upstream may have done what
+// the rule limits.
+const unknownStatus = 0
+
 // countOutcome takes one unit for count_only charge c if the response's
-// status counts. It takes as Allow does: when requests in flight spent
+// status counts, or is unknownStatus. It takes as Allow does: when requests in flight spent
 // the limit first, it is refused and takes nothing, so a key's excess is
 // at most its requests in flight when the limit was spent.
 func (m *Middleware) countOutcome(ctx context.Context, p *pending, c charge, status int) {
-	if !c.rl.CountOnly.Has(status) {
+	if status != unknownStatus && !c.rl.CountOnly.Has(status) {
 		return
 	}
 	req := c.req
@@ -139,15 +150,16 @@ func spentCountOnly(s *scratch) bool {
 // chargeWriter settles a request's pending costs read from a header, and
 // its count_only rules', when the response's head is written: the
 // upstream's headers are in the map then. Else it settles them when the
-// handler returns, from the headers it left (a hijacked upgrade's, or
-// none: the defaults). It passes the body's bytes on, then reads them for
+// handler returns, from the headers it left: a hijacked upgrade's, as a
+// 101; none, as a 200 if the handler ended well, else as unknownStatus. It passes the body's bytes on, then reads them for
 // the costs read from the body, which it settles when the handler returns.
 type chargeWriter struct {
 	http.ResponseWriter
-	m       *Middleware
-	p       *pending
-	ctx     context.Context // the request's, without its cancellation: a client that leaves still pays
-	settled bool
+	m        *Middleware
+	p        *pending
+	ctx      context.Context // the request's, without its cancellation: a client that leaves still pays
+	settled  bool
+	hijacked bool
 }
 
 // charge settles with status, the response's; a handler that wrote no
@@ -162,6 +174,12 @@ func (w *chargeWriter) charge(status int) {
 // end settles what is left once the handler returned; complete says that
 // it passed the whole body on.
 func (w *chargeWriter) end(complete bool) {
+	switch {
+	case w.hijacked:
+		w.charge(http.StatusSwitchingProtocols)
+	case !complete:
+		w.charge(unknownStatus)
+	}
 	w.charge(http.StatusOK)
 	if w.p.body {
 		w.m.settleBody(w.ctx, w.p, complete)
@@ -192,6 +210,15 @@ func (w *chargeWriter) Write(b []byte) (int, error) {
 func (w *chargeWriter) Flush() {
 	w.charge(http.StatusOK)
 	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Hijack hands over the connection, as the writer it wraps does. The
+// handler then answers on it itself: ReverseProxy writes an upgrade's
+// 101 there, so the response settles as a 101.
+func (w *chargeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	w.hijacked = w.hijacked || err == nil
+	return c, brw, err
 }
 
 // Unwrap lets http.ResponseController reach the writer underneath.

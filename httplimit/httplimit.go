@@ -36,6 +36,8 @@ type config struct {
 	decided func(*http.Request, Decided)
 	trace   func(context.Context) (context.Context, func(Decided))
 	count   rules.Statuses // NewLimit's rule's CountOnly
+
+	bodyTimeout time.Duration // 0: a body's reads are not bounded here
 }
 
 // buildConfig applies opts to the defaults, which are all here.
@@ -63,6 +65,14 @@ func (f optionFunc) apply(c *config) { f(c) }
 // errors (Error) to l. Default: no logs.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) { c.logger = l })
+}
+
+// WithBodyTimeout bounds each read of a request body that a rule reads
+// its reserve from (rules.Cost.ReadsRequest) to d, before the decision.
+// A read that times out leaves the connection's read deadline passed, and
+// the request reserves the default. Default: no bound.
+func WithBodyTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.bodyTimeout = d })
 }
 
 // Metrics receives what the middleware decides; package promlimit
@@ -346,6 +356,7 @@ type scratch struct {
 	conc     []int         // indexes into matches of concurrency rules
 	bans     []int         // indexes into matches of the ban checks after the enforced reqs
 	permits  []*ratekeeper.Permit
+	body     reqBody // the request's body, when a rule reads its reserve there
 }
 
 // allMatches yields the indexes of the enforced rules, then the shadow ones:
@@ -380,6 +391,7 @@ func (s *scratch) reset() {
 	s.bans = s.bans[:0]
 	clear(s.permits)
 	s.permits = s.permits[:0]
+	s.body = reqBody{}
 }
 
 // outcome is what the middleware decided for one request.
@@ -473,7 +485,7 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Se
 	if m.trace != nil {
 		ctx, end = m.trace(ctx)
 	}
-	v := m.decide(ctx, r, s, set)
+	v := m.decide(ctx, w, r, s, set)
 	switch {
 	case v.outcome == deferred:
 		end(Decided{})
@@ -594,7 +606,7 @@ func (m *Middleware) refundAll(ctx context.Context, s *scratch) {
 // passing request uses. With only (the fast path), a request is deferred
 // before anything is taken when it needs Handler (see needsHandler), or
 // when the rules in use are not only.
-func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, only *rules.Set) verdict {
+func (m *Middleware) decide(ctx context.Context, w http.ResponseWriter, r *http.Request, s *scratch, only *rules.Set) verdict {
 	s.reset()
 	v := verdict{c: m.current.Load()}
 	if only != nil && only != v.c.set {
@@ -612,7 +624,12 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, s *scratch, on
 	if m.clock != nil {
 		now = m.clock.Now()
 	}
-	if v = sortMatches(r, v, s, now); v.outcome == badCost {
+	if readsRequest(s.matches) {
+		s.body = peekBody(w, r, m.bodyTimeout)
+	}
+	v = sortMatches(r, v, s, now)
+	s.body = reqBody{} // the pool keeps no body
+	if v.outcome == badCost {
 		return v
 	}
 	addBanChecks(s, now)
@@ -683,6 +700,9 @@ func sortMatches(r *http.Request, v verdict, s *scratch, now time.Time) verdict 
 		n := rl.Cost.Fixed
 		if !rl.CountOnly.IsZero() {
 			n, v.charges = 0, true // a look now; the response's status may take one
+		} else if rl.Cost.ReadsRequest() {
+			n = rl.Cost.ReserveFrom(s.body.b, s.body.whole) // unreadable: the default
+			v.charges = true
 		} else if rl.Cost.Header != "" || rl.Cost.AfterResponse() {
 			var err error
 			if n, err = rl.Cost.Request(r.Header); err != nil {

@@ -86,5 +86,30 @@ func buildPaths(at string, written List, fail func(string, string, ...any)) ([]s
 
 // isZero reports whether no cost is written.
 func (c *CostConfig) isZero() bool {
-	return c.Fixed == 0 && c.Header == "" && c.ResponseHeader == "" && len(c.ResponseJSON) == 0 && c.Reserve == 0 && c.Max == 0 && c.Default == nil
+	return c.Fixed == 0 && c.Header == "" && c.ResponseHeader == "" && len(c.ResponseJSON) == 0 && c.Reserve.isZero() && c.Max == 0 && c.Default == nil
+}
+
+// RequestBodyLimit is the most bytes of a request's body read for its
+// reserve (ReserveJSON): a longer body reserves the default.
+const RequestBodyLimit = 1 << 20
+
+// ReadsRequest reports whether the reserve is read from the request's body.
+func (c *Cost) ReadsRequest() bool { return len(c.reserve) > 0 }
+
+// ReserveFrom is what a request whose whole JSON body is b takes at
+// admission: the number at ReserveJSON, rounded up, in 1..Max. A body not
+// read whole (whole is false), not JSON, or that does not give the path
+// a number from 0 reserves Reserve.
+func (c *Cost) ReserveFrom(b []byte, whole bool) int {
+	if !c.ReadsRequest() || !whole {
+		return c.Reserve
+	}
+	m := jsonmeter.New(c.reserve, false)
+	m.Write(b)
+	m.End()
+	r := m.Reading()
+	if r.Bad || !r.Seen {
+		return c.Reserve
+	}
+	return int(min(max(r.Sum, 1), int64(c.Max)))
 }

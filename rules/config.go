@@ -148,7 +148,7 @@ type CostConfig struct {
 	ResponseJSON List `yaml:"response_json"`
 	// Reserve is what a request whose cost comes after the response takes
 	// at admission, 1 unless written; the charge then settles it.
-	Reserve int `yaml:"reserve"`
+	Reserve ReserveConfig `yaml:"reserve"`
 	// Max is the largest cost the header may give; required with a header.
 	Max int `yaml:"max"`
 	// Default is the cost of a request whose header is missing, 1 unless
@@ -178,6 +178,44 @@ func (c *CostConfig) UnmarshalYAML(n *yaml.Node) error {
 	}
 	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: expected a cost (a whole number, or a mapping), not a %s", n.Line, kindName(n.Kind))}}
 }
+
+// ReserveConfig is a cost's reserve as written: a whole number
+// (reserve: 4000), or a mapping that reads it from the request's JSON body
+// (reserve: {request_json: max_tokens, default: 1000}).
+type ReserveConfig struct {
+	// N is the reserve written as a number; 0 when not written.
+	N int `yaml:"-"`
+	// RequestJSON is the path of the number in the request's JSON body
+	// that is the reserve.
+	RequestJSON string `yaml:"request_json"`
+	// Default is the reserve of a request whose body does not give it.
+	Default int `yaml:"default"`
+}
+
+// reserveFields is ReserveConfig without its decoder.
+type reserveFields ReserveConfig
+
+// UnmarshalYAML reads a reserve as a whole number or as a mapping.
+func (c *ReserveConfig) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		v, err := strconv.Atoi(n.Value)
+		if err != nil {
+			return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: reserve %q is not a whole number, nor a mapping like {request_json: max_tokens, default: 1000}", n.Line, n.Value)}}
+		}
+		*c = ReserveConfig{N: v}
+		return nil
+	case yaml.MappingNode:
+		if err := yamlconf.KnownKeys(n, reflect.TypeFor[reserveFields]()); err != nil {
+			return err
+		}
+		return n.Decode((*reserveFields)(c))
+	}
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: expected a reserve (a whole number, or a mapping), not a %s", n.Line, kindName(n.Kind))}}
+}
+
+// isZero reports whether no reserve is written.
+func (c ReserveConfig) isZero() bool { return c == ReserveConfig{} }
 
 // TiersConfig chooses a rule's limit by a request header that a trusted
 // proxy (client_ip.trusted_proxies) writes, such as the plan an

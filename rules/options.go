@@ -37,9 +37,14 @@ type Cost struct {
 	Default int
 	// Reserve is what a request whose cost comes after the response
 	// (AfterResponse) takes at admission: 1 unless the file says otherwise.
+	// With ReserveJSON it is the reserve of a body that does not give one.
 	Reserve int
+	// ReserveJSON is the path (max_tokens) of the number in the request's
+	// JSON body that is the reserve, or "".
+	ReserveJSON string
 
-	paths []jsonmeter.Path // JSON, compiled
+	paths   []jsonmeter.Path // JSON, compiled
+	reserve []jsonmeter.Path // ReserveJSON, compiled
 }
 
 // CostError is a request's cost header that cannot be read: the request
@@ -299,7 +304,7 @@ func overrideKey(parts []string, ci ClientIP) (func(string) (string, error), err
 // buildCost compiles a rule's cost.
 func buildCost(at string, rc RuleConfig, rl *Rule, fail func(string, string, ...any)) Cost {
 	cc := rc.Cost
-	c := Cost{Fixed: 1, Default: 1, Max: cc.Max, Reserve: max(cc.Reserve, 1)}
+	c := Cost{Fixed: 1, Default: 1, Max: cc.Max, Reserve: max(cc.Reserve.N, 1)}
 	if cc.Fixed > 0 {
 		c.Fixed = cc.Fixed
 	}
@@ -343,7 +348,7 @@ func buildCost(at string, rc RuleConfig, rl *Rule, fail func(string, string, ...
 			fail(at+".default", "%d is not in 0..max", c.Default)
 		}
 	default:
-		if cc.Reserve != 0 {
+		if !cc.Reserve.isZero() {
 			fail(at+".reserve", "is taken at admission from a cost charged after the response: give response_header or response_json")
 		}
 		if cc.Max != 0 {
@@ -362,15 +367,37 @@ func buildCost(at string, rc RuleConfig, rl *Rule, fail func(string, string, ...
 	if cc.Max < 1 {
 		fail(at+".max", "is missing: the largest cost the header may give, at most the limit's capacity")
 	}
-	if cc.Reserve != 0 && (c.Header != "" || cc.Reserve < 1 || cc.Reserve > cc.Max) {
-		fail(at+".reserve", "%d is not in 1..max, with response_header or response_json", cc.Reserve)
-	}
+	buildReserve(at+".reserve", cc, &c, fail)
 	for _, a := range limits {
 		if cc.Max > a.Limit.Capacity() && a.Limit.Validate() == nil {
 			fail(at+".max", "%d is more than %s allows at once (%d): such a request could never pass", cc.Max, cmpOr(a.Name, "the limit"), a.Limit.Capacity())
 		}
 	}
 	return c
+}
+
+// buildReserve compiles the reserve of a cost read from a header or the
+// response: only one charged after the response has one.
+func buildReserve(at string, cc CostConfig, c *Cost, fail func(string, string, ...any)) {
+	rc := cc.Reserve
+	switch {
+	case rc.isZero():
+		return
+	case c.Header != "":
+		fail(at, "is taken at admission from a cost charged after the response: give response_header or response_json")
+	case rc.RequestJSON == "" && (rc.N < 1 || rc.N > cc.Max):
+		fail(at, "%d is not in 1..max (%d)", rc.N, cc.Max)
+	case rc.RequestJSON == "":
+	case rc.Default < 1 || rc.Default > cc.Max:
+		fail(at+".default", "%d is not in 1..max (%d): it is the reserve of a request whose body does not give one", rc.Default, cc.Max)
+	default:
+		p, err := jsonmeter.ParsePath(rc.RequestJSON)
+		if err != nil {
+			fail(at+".request_json", "path %q %v", rc.RequestJSON, err)
+			return
+		}
+		c.Reserve, c.ReserveJSON, c.reserve = rc.Default, rc.RequestJSON, []jsonmeter.Path{p}
+	}
 }
 
 // checkAfterResponse fails a cost charged after the response on a rule

@@ -37,7 +37,14 @@ func TestOptionErrorsNameFileLineField(t *testing.T) {
 		{"rules:\n  - name: a\n    mode: queue\n" + lim + "    cost: {response_json: a, max: 5}\n", `rules[0].cost.response_json: a cost charged after the response needs mode enforce, not queue`},
 		{"rules:\n  - name: a\n    concurrency: {max: 3}\n    cost: {response_json: a, max: 5}\n", `rules[0].cost: applies to rate limits`},
 		{"rules:\n  - name: a\n" + lim + "    cost: {response_json: a, max: 5, reserve: 6}\n", `f.yaml:4: rules[0].cost.reserve: 6 is not in 1..max`},
-		{"rules:\n  - name: a\n" + lim + "    cost: {header: X-Cost, max: 5, reserve: 2}\n", `rules[0].cost.reserve: 2 is not in 1..max, with response_header or response_json`},
+		{"rules:\n  - name: a\n" + lim + "    cost: {header: X-Cost, max: 5, reserve: 2}\n", `rules[0].cost.reserve: is taken at admission from a cost charged after the response: give response_header or response_json`},
+		{"rules:\n  - name: a\n" + lim + "    cost:\n      response_json: a\n      max: 5\n      reserve: {request_json: max_tokens}\n", `f.yaml:7: rules[0].cost.reserve.default: 0 is not in 1..max (5)`},
+		{"rules:\n  - name: a\n" + lim + "    cost:\n      response_json: a\n      max: 5\n      reserve:\n        request_json: max_tokens\n        default: 6\n", `f.yaml:9: rules[0].cost.reserve.default: 6 is not in 1..max (5)`},
+		{"rules:\n  - name: a\n" + lim + "    cost:\n      response_json: a\n      max: 5\n      reserve:\n        request_json: a..b\n        default: 2\n", `f.yaml:8: rules[0].cost.reserve.request_json: path "a..b" has an empty key`},
+		{"rules:\n  - name: a\n" + lim + "    cost:\n      response_json: a\n      max: 5\n      reserve: {request_jsn: a, default: 2}\n", `f.yaml:7: rules[0].cost.reserve.request_jsn: unknown field; valid: request_json, default`},
+		{"rules:\n  - name: a\n" + lim + "    cost:\n      response_json: a\n      max: 5\n      reserve: lots\n", `f.yaml:7: rules[0].cost.reserve: reserve "lots" is not a whole number, nor a mapping like {request_json: max_tokens, default: 1000}`},
+		{"rules:\n  - name: a\n" + lim + "    cost:\n      response_json: a\n      max: 5\n      reserve: [1]\n", `f.yaml:7: rules[0].cost.reserve: expected a reserve (a whole number, or a mapping), not a sequence`},
+		{"rules:\n  - name: a\n" + lim + "    cost: {header: X-Cost, max: 5, reserve: {request_json: n, default: 2}}\n", `rules[0].cost.reserve: is taken at admission from a cost charged after the response`},
 		{"rules:\n  - name: a\n" + lim + "    cost: {reserve: 2}\n", `rules[0].cost.reserve: is taken at admission from a cost charged after the response`},
 		{"rules:\n  - name: a\n    key: [ip, route]\n" + lim + "    overrides: {x: {rate: 1}}\n", `f.yaml:5: rules[0].overrides: overrides need a key of one part`},
 		{"rules:\n  - name: a\n    key: [ip]\n" + lim + "    overrides:\n      10.0.0.0/8: {rate: 1}\n", `f.yaml:6: rules[0].overrides.10.0.0.0/8: "10.0.0.0/8": keys are addresses masked to /32`},
@@ -378,6 +385,27 @@ func TestCostFromBody(t *testing.T) {
 		}
 		if n, _ := c.FromBody(c.Meter(json), true); n != 20 {
 			t.Errorf("reserve 300, no body: %d, want the default", n)
+		}
+	}
+}
+
+// TestReserveFromRequestDescribed: a reserve read from the request is
+// parsed, compiled and described, and a fixed one still reads as before.
+func TestReserveFromRequestDescribed(t *testing.T) {
+	for _, c := range []struct{ reserve, want string }{
+		{"{request_json: max_tokens, default: 900}", "a request needs its body's max_tokens (1..4000; 900 without it), then costs"},
+		{"300", "a request needs 300 units, then costs"},
+	} {
+		cfg, err := Parse("f.yaml", []byte("rules:\n  - name: a\n    limit: {algorithm: token_bucket, rate: 10000, period: 1m}\n    cost: {response_json: usage.total_tokens, max: 4000, reserve: "+c.reserve+"}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Compile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := s.Rules[0].Describe(); !strings.Contains(d, c.want) {
+			t.Errorf("reserve %s: %q, want it to hold %q", c.reserve, d, c.want)
 		}
 	}
 }

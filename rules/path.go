@@ -310,13 +310,25 @@ func newView(r *http.Request) view {
 	return v
 }
 
-// counted is the method a key counts: the override when there is one
-// (what frameworks that honour it run), HEAD as GET.
+// counted is the method a key counts: the override when it names a
+// standard method (what frameworks that honour it run), HEAD as GET. Any
+// other override is served as the POST it is, so it counts as one: a
+// client cannot get a fresh key per made-up method.
 func (v *view) counted() string {
-	if v.override != "" {
+	if standardMethod(v.override) {
 		return keyMethod(v.override)
 	}
 	return keyMethod(v.method)
+}
+
+// standardMethod reports whether m, upper case, is one of HTTP's methods.
+func standardMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
 }
 
 // methodOverride is the method a POST asks to be served as, by the

@@ -345,12 +345,20 @@ func (rl *Rule) describeCost(b *strings.Builder) {
 	case c.Header != "":
 		fmt.Fprintf(b, "; a request costs its %s header (1..%d; %d without it)", c.Header, c.Max, c.Default)
 	case c.Response != "":
-		fmt.Fprintf(b, "; a request needs %s, then costs the upstream's %s response header (0..%d; %d without it)", units(c.Reserve), c.Response, c.Max, c.Default)
+		fmt.Fprintf(b, "; a request needs %s, then costs the upstream's %s response header (0..%d; %d without it)", c.needs(), c.Response, c.Max, c.Default)
 	case len(c.JSON) > 0:
-		fmt.Fprintf(b, "; a request needs %s, then costs %s in the response body (0..%d; %d without it)", units(c.Reserve), strings.Join(c.JSON, " + "), c.Max, c.Default)
+		fmt.Fprintf(b, "; a request needs %s, then costs %s in the response body (0..%d; %d without it)", c.needs(), strings.Join(c.JSON, " + "), c.Max, c.Default)
 	case c.Fixed != 1:
 		fmt.Fprintf(b, "; a request costs %d", c.Fixed)
 	}
+}
+
+// needs is what a cost charged after the response reserves, in words.
+func (c *Cost) needs() string {
+	if c.ReserveJSON == "" {
+		return units(c.Reserve)
+	}
+	return fmt.Sprintf("its body's %s (1..%d; %d without it)", c.ReserveJSON, c.Max, c.Reserve)
 }
 
 // units is n units in words.

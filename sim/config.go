@@ -45,6 +45,13 @@ const (
 	// Load is the requests offered as a multiple of that. By Little's law
 	// (L = λW), Load × Max would be in flight without the limit.
 	KindConcurrency Kind = "concurrency"
+	// KindTokens is a token bucket of Rate tokens per Period (Burst)
+	// limiting long requests whose cost is read from the response, such as
+	// a language model's tokens. Twenty arrive at once, then one every 3 s,
+	// each streaming 5–20 s and costing 500–2,000 tokens (from Seed). It
+	// runs twice on the same requests: charged after the response only,
+	// then reserving 2,000 at admission and settling at the end.
+	KindTokens Kind = "tokens"
 )
 
 // Behaviour is how a worker paces itself on the limiter.
@@ -157,7 +164,7 @@ type Config struct {
 // Scenarios lists the named scenarios Scenario knows, in the order the
 // docs present them.
 var Scenarios = []string{"pacing", "pacing-with-pauses", "boundary", "accuracy", "custom",
-	"shared-roundrobin", "shared-skewed", "concurrency"}
+	"shared-roundrobin", "shared-skewed", "concurrency", "tokens"}
 
 // Scenario returns the named scenario. set, if not nil, changes it before
 // the values that depend on others are filled in (the boundary run's items
@@ -234,6 +241,9 @@ func named(name string) (Config, bool) {
 	case "concurrency":
 		return Config{Name: name, Kind: KindConcurrency, Max: 10, Load: 1.5, Hold: 100 * time.Millisecond,
 			Jitter: true, Seed: 1, Duration: 10 * time.Second, Tick: 250 * time.Millisecond}, true
+	case "tokens":
+		return Config{Name: name, Kind: KindTokens, Rate: 10_000, Period: time.Minute, Burst: tokensCostMax,
+			Seed: 1, Duration: 5 * time.Minute, Tick: time.Second}, true
 	default:
 		return Config{}, false
 	}
@@ -255,8 +265,10 @@ func (c Config) Validate() error {
 		return c.validateShared()
 	case KindConcurrency:
 		return c.validateConcurrency()
+	case KindTokens:
+		return c.validateTokens()
 	}
-	return fmt.Errorf("kind: %q is not %s, %s, %s or %s", c.Kind, KindWorkers, KindTraffic, KindShared, KindConcurrency)
+	return fmt.Errorf("kind: %q is not %s, %s, %s, %s or %s", c.Kind, KindWorkers, KindTraffic, KindShared, KindConcurrency, KindTokens)
 }
 
 // String describes c in one line, for the tables and the charts' titles.
@@ -266,6 +278,8 @@ func (c Config) String() string {
 		return c.sharedString()
 	case KindConcurrency:
 		return c.concurrencyString()
+	case KindTokens:
+		return c.tokensString()
 	}
 	return c.algorithmsString()
 }
@@ -403,8 +417,11 @@ func rateString(rate int, period time.Duration) string {
 
 // periodUnit writes a period as the unit of a rate: "s", or "2m0s".
 func periodUnit(p time.Duration) string {
-	if p == time.Second {
+	switch p {
+	case time.Second:
 		return "s"
+	case time.Minute:
+		return "min"
 	}
 	return p.String()
 }

@@ -1,17 +1,19 @@
 // Package sim runs ratekeeper's real limiters on a virtual clock to show
-// how each algorithm, each mode of a shared store, or a concurrency limit
-// shapes a workload: the engine behind `ratekeeper simulate`.
+// how each algorithm, each mode of a shared store, a concurrency limit, or
+// a cost read from the response shapes a workload: the engine behind `ratekeeper simulate`.
 //
 // A simulation is a Config, and its Kind says which simulator runs it.
 // Scenario returns the named ones. Run runs any of them and returns a
 // Report. A Report writes the summary as a table or JSON, the counts per
 // tick as CSV, and the chart as SVG and PNG.
 //
-// Four simulators share the Config. Workers pace themselves on the limiter
+// Five simulators share the Config. Workers pace themselves on the limiter
 // (KindWorkers). Traffic from many clients is judged against an exact
 // sliding window log (KindTraffic). Instances share one limit through a
 // store, in each of its modes (KindShared). A concurrency limit holds
-// requests on the memory store's slots (KindConcurrency).
+// requests on the memory store's slots (KindConcurrency). A token bucket
+// charges long requests their cost when they end, with or without a
+// reservation at admission (KindTokens).
 //
 // The workers and traffic kinds run every algorithm through ratekeeper.New
 // over a Store. It is a fresh memory store by default, or any Store, such

@@ -81,7 +81,7 @@ func (p *proxyFlags) options(fs *flag.FlagSet) gateway.Options {
 		case "store-max-keys":
 			o.Store.MaxKeys = st.MaxKeys
 		case "store-require":
-			o.Store.Require = st.Require
+			o.Store.Require, o.StoreNotRequired = st.Require, !st.Require
 		case "store-password-file":
 			o.Store.PasswordFile = absPath(st.PasswordFile)
 		case "store-tls-ca-file":

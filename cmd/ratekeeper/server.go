@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/ratekeeper/ratekeeper/internal/server/tracing"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
 )
 
@@ -61,6 +62,7 @@ func (f *serverFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer, w
 		return nil, usageError{err}
 	}
 	storeconfig.LogRedisTo(logger)
+	tracing.LogErrorsTo(logger)
 	if len(env.set) > 0 {
 		vars := make([]string, 0, len(env.set))
 		for _, v := range env.set {

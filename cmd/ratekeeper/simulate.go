@@ -25,7 +25,8 @@ shared store mode) shapes the workload: a summary table (or --json), and with
 --out DIR the counts (DIR/NAME.csv: per tick, header t_ms,algorithm,count; for
 the shared scenarios per window, header t_ms,mode,sync_period_ms,admitted,bound)
 and the charts (DIR/NAME.svg, DIR/NAME.png); for concurrency per tick, header
-t_ms,peak_in_flight,mean_in_flight,admitted,refused,max).
+t_ms,peak_in_flight,mean_in_flight,admitted,refused,max; for tokens per mode
+and tick, header t_ms,mode,tokens,window_tokens,admitted,refused,limit).
 
 scenarios:
   pacing              1 worker, 10,000 items at most 1,000/s (burst 1,000),
@@ -53,13 +54,20 @@ concurrency scenario (at most --max requests in flight at once, each held
                       10s; counted per 250ms. Without the limit Little's law
                       (L = λW) puts 15 in flight: about a third is refused
 
+tokens scenario (a token bucket of 10,000 tokens per minute, burst 2,000, on
+long requests whose cost comes from the response; nothing sleeps):
+  tokens              20 requests at once, then one every 3s, each streaming
+                      5s-20s and costing 500-2,000 tokens; run charged after
+                      the response only, then reserving 2,000 at admission
+                      and settling at the end; for 5m, counted per second
+
 Every flag overrides the scenario's value; a flag that does not apply to the
 scenario is an error. --out, --name and --json apply to every scenario;
---rate and --period to all but concurrency; --duration to all; --instances,
---split and --sync-periods to the shared ones only; --load to the shared ones
-and concurrency; --max, --hold and --jitter to concurrency only; --tick and
---seed to all but the shared ones; the others to the algorithms' scenarios
-only.
+--rate and --period to all but concurrency and tokens; --duration to all;
+--instances, --split and --sync-periods to the shared ones only; --load to
+the shared ones and concurrency; --max, --hold and --jitter to concurrency
+only; --seed to all but the shared ones; --tick to all but the shared ones
+and tokens; the others to the algorithms' scenarios only.
 
 flags:
 `
@@ -111,6 +119,7 @@ var kindFlags = map[sim.Kind][]string{
 	sim.KindTraffic:     algorithmFlags,
 	sim.KindShared:      {"rate", "period", "duration", "instances", "split", "load", "sync-periods"},
 	sim.KindConcurrency: {"max", "load", "hold", "jitter", "duration", "tick", "seed"},
+	sim.KindTokens:      {"duration", "seed"},
 }
 
 // pauseList is the repeatable --pause flag.
@@ -294,7 +303,7 @@ func (f *simulateFlags) flagSet(stderr io.Writer) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&f.algorithms, "algorithms", "all", "comma-separated `list` of algorithms to compare: "+algorithmNames())
-	fs.IntVar(&f.rate, "rate", 0, "the limit's rate per period (default 1000; accuracy and shared 100); not for concurrency, whose limit is --max")
+	fs.IntVar(&f.rate, "rate", 0, "the limit's rate per period (default 1000; accuracy and shared 100); not for concurrency, whose limit is --max, nor tokens")
 	fs.DurationVar(&f.period, "period", 0, "the limit's period (default 1s)")
 	fs.IntVar(&f.burst, "burst", 0, "the buckets' capacity (default: the rate)")
 	fs.IntVar(&f.items, "items", 0, "items the workers must do (default 10000; boundary: twice the rate)")
@@ -302,8 +311,8 @@ func (f *simulateFlags) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.worker, "worker", "", "how workers pace themselves: ask (Allow until allowed, waiting RetryAfter) or wait (Reserve and wait out Delay, as Limiter.Wait) (default ask)")
 	fs.DurationVar(&f.tick, "tick", 0, "width of a bar: items (requests) are counted per tick (default 100ms; concurrency 250ms)")
 	fs.Var(&f.pauses, "pause", "pause the workers: they do nothing from AT for FOR, written `AT+FOR` such as 4s+1s; repeatable (replaces the scenario's pauses)")
-	fs.DurationVar(&f.duration, "duration", 0, "how long traffic clients send requests (accuracy; default 30s), or requests arrive (shared: whole periods; default 10s; concurrency 10s)")
-	fs.Uint64Var(&f.seed, "seed", 1, "seed of the traffic generator, or of concurrency's holds: the same seed gives the same output")
+	fs.DurationVar(&f.duration, "duration", 0, "how long traffic clients send requests (accuracy; default 30s), or requests arrive (shared: whole periods; default 10s; concurrency 10s; tokens 5m, whole seconds)")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the traffic generator, or of concurrency's holds, or of tokens' holds and costs: the same seed gives the same output")
 	fs.StringVar(&f.out, "out", "", "write NAME.csv, NAME.svg and NAME.png into `DIR`")
 	fs.StringVar(&f.name, "name", "", "base name of the output files and title of the charts (default: the scenario)")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON (an array: one object per algorithm or mode; concurrency: one object) instead of a table")

@@ -16,9 +16,9 @@ import (
 	"github.com/ratekeeper/ratekeeper/sim"
 )
 
-// simulateDocCharts are the charts docs/algorithms.md and docs/redis.md
-// show: `make charts` runs `bin/ratekeeper simulate ARGS --out docs/img`
-// for each.
+// simulateDocCharts are the charts docs/algorithms.md, docs/redis.md and
+// docs/gateway.md show: `make charts` runs `bin/ratekeeper simulate ARGS
+// --out docs/img` for each.
 var simulateDocCharts = []struct {
 	name string
 	args []string
@@ -31,6 +31,7 @@ var simulateDocCharts = []struct {
 	{"shared-roundrobin", []string{"shared-roundrobin"}},
 	{"shared-skewed", []string{"shared-skewed"}},
 	{"concurrency", []string{"concurrency"}},
+	{"tokens", []string{"tokens"}},
 }
 
 // simulate runs the command and returns its stdout, stderr and error.

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"flag"
 	"net"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ratekeeper/ratekeeper/gateway"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
 )
 
@@ -60,5 +62,34 @@ func TestStoreMisconfigStopsStart(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// --store-require=false (RATEKEEPER_STORE_REQUIRE=false alike) turns off
+// the file's store.require: an override that only turned it on would be
+// ignored in silence.
+func TestStoreRequireFalseOverridesTheFile(t *testing.T) {
+	path := writeConfig(t, t.TempDir(), "gw.yaml", "upstream: builtin:demo\nstore: {url: 'redis://127.0.0.1:6379/0', require: true}\n")
+	for _, tt := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, true},
+		{[]string{"--store-require=false"}, false},
+		{[]string{"--store-require"}, true},
+	} {
+		fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+		pf := registerProxyFlags(fs)
+		if err := fs.Parse(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := gateway.LoadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pf.options(fs).Apply(cfg)
+		if cfg.Store.Require != tt.want {
+			t.Errorf("%v over the file's require: true: require %v, want %v", tt.args, cfg.Store.Require, tt.want)
+		}
 	}
 }

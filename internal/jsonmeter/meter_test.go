@@ -61,7 +61,7 @@ func TestJSONBody(t *testing.T) {
 		{`<html>502</html>`, Reading{Bad: true}},
 		{``, Reading{}},
 		{` `, Reading{Bad: true}},
-		{strings.Repeat("[", MaxNesting+1) + strings.Repeat("]", MaxNesting+1), Reading{Bad: true}},
+		{strings.Repeat("[", MaxNesting+1) + strings.Repeat("]", MaxNesting+1), Reading{}}, // passed over: TestDeepNestingBeforeUsageIsPassedOver
 	} {
 		if got := read(ps, false, []byte(tc.body)); got != tc.want {
 			t.Errorf("%.80s: %+v, want %+v", tc.body, got, tc.want)

@@ -21,9 +21,12 @@ const (
 	stE
 	stESign
 	stExp
-	stLiteral // in true, false or null
-	stEnd     // the top value is complete
-	stBroken  // not JSON, or past a bound: nothing more is read
+	stLiteral    // in true, false or null
+	stDeep       // in a container past MaxNesting, passed over unread
+	stDeepString // in a string there
+	stDeepEscape // after a backslash in a string there
+	stEnd        // the top value is complete
+	stBroken     // not JSON, or past a bound: nothing more is read
 )
 
 // scanner is the state of one document: bounded by MaxNesting, MaxKey
@@ -43,6 +46,7 @@ type scanner struct {
 	num     [MaxNumber]byte
 	numLen  int // > MaxNumber: too long to read
 	numMask uint8
+	deep    int // the containers open past MaxNesting (stDeep)
 }
 
 // feed scans p as part of the document.
@@ -50,7 +54,7 @@ func (m *Meter) feed(p []byte) {
 	s := &m.doc
 	for i := 0; i < len(p) && s.st != stBroken; i++ {
 		c := p[i]
-		if s.st == stString && !s.inKey {
+		if s.st == stString && !s.inKey || s.st == stDeepString {
 			// The run of a value string, the body's bulk, in a tight loop.
 			j := i
 			for j < len(p) && p[j] != '"' && p[j] != '\\' && p[j] >= 0x20 {
@@ -103,6 +107,8 @@ func (m *Meter) step(c byte) {
 		} else if s.lit = s.lit[1:]; s.lit == "" {
 			m.valueDone()
 		}
+	case stDeep, stDeepString, stDeepEscape:
+		m.deepByte(c)
 	case stEnd:
 		if !isSpace(c) {
 			s.st = stBroken
@@ -149,7 +155,7 @@ func (m *Meter) value(c byte) {
 func (m *Meter) open(c byte) {
 	s := &m.doc
 	if s.depth == MaxNesting {
-		s.st = stBroken
+		s.st, s.deep = stDeep, 1
 		return
 	}
 	inner := s.cur & m.longer[s.depth]
@@ -173,6 +179,32 @@ func (m *Meter) close(c byte) {
 	}
 	s.depth--
 	m.valueDone()
+}
+
+// deepByte reads c in a container nested past MaxNesting. No path reaches
+// there (a path has at most MaxPathKeys keys), so it is passed over: only
+// its strings and brackets are followed, to find where it closes.
+func (m *Meter) deepByte(c byte) {
+	s := &m.doc
+	switch {
+	case s.st == stDeepEscape:
+		s.st = stDeepString
+	case s.st == stDeepString:
+		switch c {
+		case '"':
+			s.st = stDeep
+		case '\\':
+			s.st = stDeepEscape
+		}
+	case c == '"':
+		s.st = stDeepString
+	case c == '[' || c == '{':
+		s.deep++
+	case c == ']' || c == '}':
+		if s.deep--; s.deep == 0 {
+			m.valueDone()
+		}
+	}
 }
 
 // after reads what follows a value inside a container.

@@ -32,27 +32,28 @@ func (f *Fleet) Read(ctx context.Context, rules []string, span string, n int) ([
 	if err != nil {
 		return nil, err
 	}
+	// Each record is read up to one byte past maxBytes (GETRANGE), so a
+	// huge value another writer left is skipped without being read whole.
 	pipe := f.client.Pipeline()
-	gets := make([]*redis.SliceCmd, len(rules))
+	gets := make([][]*redis.StringCmd, len(rules))
 	for i, rule := range rules {
-		if len(ids[i]) > 0 {
-			keys := make([]string, len(ids[i]))
-			for j, id := range ids[i] {
-				keys[j] = f.recordKey(rule, id, span)
-			}
-			gets[i] = pipe.MGet(ctx, keys...)
+		for _, id := range ids[i] {
+			gets[i] = append(gets[i], pipe.GetRange(ctx, f.recordKey(rule, id, span), 0, int64(f.c.maxBytes)))
 		}
 	}
 	if pipe.Len() > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, err
+		var rerr redis.Error
+		if _, err := pipe.Exec(ctx); err != nil && !errors.As(err, &rerr) {
+			return nil, err // a reply's error (WRONGTYPE) skips that record alone
 		}
 	}
 	var out []Top
 	for i, rule := range rules {
 		var vals []any
-		if gets[i] != nil {
-			vals = gets[i].Val()
+		for _, g := range gets[i] {
+			if v, err := g.Result(); err == nil && v != "" { // "": expired since
+				vals = append(vals, v)
+			}
 		}
 		out = append(out, f.merge(rule, span, n, f.records(rule, vals))...)
 	}
