@@ -1,26 +1,138 @@
 package redisstore_test
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/memstore"
+	"github.com/ratekeeper/ratekeeper/redisstore"
 )
 
-// TestCalendarRefused: until the scripts decide calendar windows, a
-// calendar limit is an error, alone or in a batch, never an epoch window.
-func TestCalendarRefused(t *testing.T) {
+// TestCalendarServerClock: with no instant of its own, a calendar window's
+// decision is the server's, at its TIME, and equals the memory store's at
+// that instant: the same counts, and a reset at the next local midnight
+// to the µs. Alone and in TakeAll.
+func TestCalendarServerClock(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := open(t, redistest.Server(t))
+	m := memstore.New(memstore.WithJanitorInterval(0))
+	defer m.Close()
+	key := fmt.Sprintf("cal-server-clock-%d", time.Now().UnixNano())
+	for _, l := range []ratekeeper.Limit{
+		{Algorithm: ratekeeper.FixedWindow, Rate: 3, Calendar: ratekeeper.Daily, Location: berlin},
+		{Algorithm: ratekeeper.FixedWindow, Rate: 3, Calendar: ratekeeper.Monthly, Offset: 14 * 24 * time.Hour},
+	} {
+		for i := range 5 {
+			req := ratekeeper.Request{Key: key + string(l.Calendar), Limit: l, N: 1}
+			got, err := s.Take(t.Context(), req)
+			if err != nil {
+				t.Fatalf("%s take %d: %v", l, i, err)
+			}
+			req.Now = got.At
+			want, err := m.Take(t.Context(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Fatalf("%s take %d:\n got %+v\nwant %+v", l, i, got, want)
+			}
+		}
+	}
+	l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1, Calendar: ratekeeper.Daily}
+	next := func(at time.Time) time.Duration {
+		y, mo, d := at.UTC().Date()
+		return time.Date(y, mo, d+1, 0, 0, 0, 0, time.UTC).Sub(at)
+	}
+	reqs := []ratekeeper.Request{
+		{Key: key + "all-epoch", Limit: ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 5, Period: 1000 * time.Hour}, N: 1},
+		{Key: key + "all-cal", Limit: l, N: 1},
+	}
+	out := make([]ratekeeper.Decision, 2)
+	for i, want := range []bool{true, false} {
+		all, err := s.TakeAll(t.Context(), reqs, out)
+		if err != nil || all != want {
+			t.Fatalf("take all %d: %v %v, want %v", i, all, err, want)
+		}
+		if d := out[1]; d.ResetAfter != next(d.At) || d.Remaining != 0 {
+			t.Fatalf("take all %d: calendar %+v, want reset in %v", i, d, next(d.At))
+		}
+	}
+	if d, err := s.Take(t.Context(), reqs[0]); err != nil || d.Remaining != 3 {
+		t.Fatalf("epoch key after a refused batch: %+v %v, want its one take given back", d, err)
+	}
+}
+
+// TestCalendarPipelined: concurrent calls of calendar and epoch windows,
+// which the pipeliner runs together in many.lua, each count to their own
+// limit exactly.
+func TestCalendarPipelined(t *testing.T) {
+	for _, url := range []string{redistest.Server(t), redistest.Cluster(t)} {
+		s := open(t, url)
+		at := time.Date(2028, 2, 29, 12, 0, 0, 0, time.UTC)
+		limits := []ratekeeper.Limit{
+			{Algorithm: ratekeeper.FixedWindow, Rate: 7, Calendar: ratekeeper.Monthly},
+			{Algorithm: ratekeeper.FixedWindow, Rate: 5, Period: time.Hour},
+			{Algorithm: ratekeeper.FixedWindow, Rate: 9, Calendar: ratekeeper.Yearly, Offset: 59 * 24 * time.Hour},
+			{Algorithm: ratekeeper.TokenBucket, Rate: 4, Period: time.Hour},
+		}
+		prefix := fmt.Sprintf("cal-pipe-%d-", time.Now().UnixNano())
+		var mu sync.Mutex
+		allowed := make([]int, len(limits))
+		var wg sync.WaitGroup
+		for g := range 16 {
+			wg.Go(func() {
+				for i := range 24 {
+					k := (g + i) % len(limits)
+					req := ratekeeper.Request{Key: prefix + fmt.Sprint(k), Limit: limits[k], N: 1, Now: at}
+					d, err := s.Take(t.Context(), req)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if d.Allowed {
+						mu.Lock()
+						allowed[k]++
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for k, l := range limits {
+			if allowed[k] != l.Rate {
+				t.Errorf("%s: %d allowed of 96, want %d", l, allowed[k], l.Rate)
+			}
+		}
+	}
+}
+
+// TestCalendarSharedModesRefuse: sync and lease modes refuse a calendar
+// window with an error that names the mode, and still decide the others.
+func TestCalendarSharedModesRefuse(t *testing.T) {
+	url := redistest.Server(t)
 	cal := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 5, Calendar: ratekeeper.Daily}
 	epoch := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 5, Period: time.Minute}
-	req := ratekeeper.Request{Key: "cal", Limit: cal, N: 1, Now: time.Now()}
-	if _, err := s.Take(t.Context(), req); err == nil || !strings.Contains(err.Error(), "calendar windows are not supported") {
-		t.Fatalf("take: %v, want the calendar refused", err)
-	}
-	reqs := []ratekeeper.Request{{Key: "epoch", Limit: epoch, N: 1, Now: req.Now}, req}
-	if _, err := s.TakeAll(t.Context(), reqs, make([]ratekeeper.Decision, 2)); err == nil || !strings.Contains(err.Error(), "calendar windows are not supported") {
-		t.Fatalf("take all: %v, want the calendar refused", err)
+	for _, mode := range []redisstore.Mode{redisstore.Sync, redisstore.Lease} {
+		s := open(t, url, redisstore.WithMode(mode, 0))
+		req := ratekeeper.Request{Key: "cal", Limit: cal, N: 1, Now: time.Now()}
+		want := string(mode) + " mode does not decide calendar windows"
+		if _, err := s.Take(t.Context(), req); err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: take: %v, want %q", mode, err, want)
+		}
+		reqs := []ratekeeper.Request{{Key: "epoch", Limit: epoch, N: 1, Now: req.Now}, req}
+		if _, err := s.TakeAll(t.Context(), reqs, make([]ratekeeper.Decision, 2)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: take all: %v, want %q", mode, err, want)
+		}
+		if d, err := s.Take(t.Context(), reqs[0]); err != nil || !d.Allowed {
+			t.Fatalf("%s: epoch window: %+v %v", mode, d, err)
+		}
 	}
 }

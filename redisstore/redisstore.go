@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -37,7 +36,7 @@ type Store struct {
 	cancels     *cancels      // slots of failed acquires, given back in the background
 
 	closeOnce sync.Once
-	limits    sync.Map // ratekeeper.Limit → *limitArg
+	limits    sync.Map // ratekeeper.Limit → *limitArg, or *calArgs for a calendar window
 	nlimits   atomic.Int64
 	probeKeys sync.Map // a Cluster primary's address → its probe key (probe.go)
 	// listeners are called after each call Redis answered (OnAnswer);
@@ -304,7 +303,7 @@ func (s *Store) job(op byte, req ratekeeper.Request, x8 int64) job {
 		op:     op,
 		n:      req.N,
 		now:    req.Now,
-		limit:  s.limitArg(req),
+		limit:  s.limitArg(req, op, x8),
 		x8:     x8,
 	}
 }
@@ -317,9 +316,13 @@ type limitArg struct {
 	boxed  any
 }
 
-// limitArg is ARGV[2] for req's limit, made once per limit (the same for
-// every key, except a staggered window's offset).
-func (s *Store) limitArg(req ratekeeper.Request) *limitArg {
+// limitArg is ARGV[2] for req's limit in a call of op with x8 (see job),
+// made once per limit (the same for every key, except a staggered window's
+// offset) or, for a calendar window, once per window (calendarArg).
+func (s *Store) limitArg(req ratekeeper.Request, op byte, x8 int64) *limitArg {
+	if req.Limit.Calendar != "" {
+		return s.calendarArg(req.Limit, calAnchor(req, op, x8))
+	}
 	staggered := req.Limit.Stagger && (req.Limit.Algorithm == ratekeeper.FixedWindow || req.Limit.Algorithm == ratekeeper.SlidingWindow)
 	if !staggered {
 		if v, ok := s.limits.Load(req.Limit); ok {
@@ -374,10 +377,10 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 // deadline, TakeBy's bound is that read timeout. The failsafe store, which the
 // gateway and the decision service use, bounds every call it makes.
 func (s *Store) TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
-	if req.Limit.Calendar != "" {
-		return ratekeeper.Decision{}, errCalendar
-	}
 	if s.shared.Decides(req) {
+		if req.Limit.Calendar != "" {
+			return ratekeeper.Decision{}, fmt.Errorf("redisstore: %s mode does not decide calendar windows (%s); use exact mode for this limit", s.shared.ModeFor(req.Limit), req.Limit)
+		}
 		if !deadline.IsZero() {
 			// The store's own bound: a sync that runs out of it went
 			// unanswered, unlike one whose caller's context ended.
@@ -401,9 +404,6 @@ func (s *Store) TakeBy(ctx context.Context, req ratekeeper.Request, deadline tim
 	return d, err
 }
 
-// errCalendar refuses calendar windows, which the scripts do not decide yet.
-var errCalendar = errors.New("redisstore: calendar windows are not supported yet; use the memory store")
-
 // takeExact decides req in Redis.
 func (s *Store) takeExact(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
 	i := algoIndex(req.Limit.Algorithm)
@@ -412,7 +412,7 @@ func (s *Store) takeExact(ctx context.Context, req ratekeeper.Request, deadline 
 	}
 	v, err := s.runBy(ctx, s.job(takeOp(req), req, 0), deadline)
 	if err != nil {
-		return ratekeeper.Decision{}, fmt.Errorf("redisstore: take %s: %w", req.Limit.Algorithm, err)
+		return ratekeeper.Decision{}, fmt.Errorf("redisstore: take %s: %w", req.Limit.Algorithm, skewed(err))
 	}
 	if len(v) != decisionSize {
 		return ratekeeper.Decision{}, fmt.Errorf("redisstore: take %s: script answered %d bytes, want %d", req.Limit.Algorithm, len(v), decisionSize)
@@ -447,7 +447,7 @@ func (s *Store) refundExact(ctx context.Context, req ratekeeper.Request, d ratek
 		at += int64(d.Delay / time.Microsecond) // the slot
 	}
 	if _, err := s.run(ctx, s.job(op, req, at)); err != nil {
-		return fmt.Errorf("redisstore: refund %s: %w", req.Limit.Algorithm, err)
+		return fmt.Errorf("redisstore: refund %s: %w", req.Limit.Algorithm, skewed(err))
 	}
 	return nil
 }

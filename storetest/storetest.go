@@ -108,7 +108,14 @@ var Epoch = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 // ratekeeper.Resetter skips the timelines that reset.
 func Run(t *testing.T, newStore func(t *testing.T) ratekeeper.Store) {
 	t.Helper()
-	for _, tl := range Timelines() {
+	RunTimelines(t, newStore, Timelines())
+}
+
+// RunTimelines is Run over tls alone: for a store that refuses some
+// limits, which then says so in a test of its own.
+func RunTimelines(t *testing.T, newStore func(t *testing.T) ratekeeper.Store, tls []Timeline) {
+	t.Helper()
+	for _, tl := range tls {
 		t.Run(tl.Name, func(t *testing.T) {
 			s := newStore(t)
 			if _, ok := s.(ratekeeper.Resetter); !ok && tl.resets() {
