@@ -43,3 +43,27 @@ func TestCalendarClockSkew(t *testing.T) {
 		t.Fatalf("the skewed key exists (%d, %v): a skewed call wrote", n, err)
 	}
 }
+
+// TestCalendarSkewWithinSpan: a client a day behind or ahead of the server
+// still sends the server's day among its boundaries, and the decision is
+// the server's: its reset is at the next UTC midnight after its TIME.
+func TestCalendarSkewWithinSpan(t *testing.T) {
+	s := openURL(t, redistest.Server(t))
+	l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 2, Calendar: ratekeeper.Daily}
+	key := fmt.Sprintf("skew-span-%d", time.Now().UnixNano())
+	for i, h := range []time.Duration{-24 * time.Hour, 24 * time.Hour} {
+		req := ratekeeper.Request{Key: key, Limit: l, N: 1}
+		j := s.job('m', req, 0)
+		j.limit = &newCalArg(l, time.Now().Add(h).UnixMicro(), 0).arg
+		v, err := j.run(t.Context(), s.client)
+		if err != nil || len(v) != decisionSize {
+			t.Fatalf("client %v off: %q %v", h, v, err)
+		}
+		d := decision(req, v)
+		y, m, day := d.At.UTC().Date()
+		next := time.Date(y, m, day+1, 0, 0, 0, 0, time.UTC)
+		if !d.Allowed || d.Remaining != 1-i || d.ResetAfter != next.Sub(d.At) {
+			t.Fatalf("client %v off: %+v, want remaining %d, reset in %v", h, d, 1-i, next.Sub(d.At))
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"math/rand/v2"
 	"time"
 	_ "time/tzdata" // Europe/Berlin on a machine without zone files
 
@@ -8,10 +9,10 @@ import (
 )
 
 // CalendarTimelines returns the conformance timelines of calendar fixed
-// windows: the microseconds either side of a boundary, days of 23 and 25
-// hours in Europe/Berlin, an offset whose local time is skipped or
-// repeated, 29 February, and monthly offsets past a short month's end.
-// Timelines includes them.
+// windows, which Timelines includes. They cover the microseconds either
+// side of a boundary and days of 23 and 25 hours in Europe/Berlin. They
+// cover offsets whose local time is skipped or repeated, 29 February, and
+// monthly offsets past a short month's end.
 func CalendarTimelines() []Timeline {
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
@@ -135,4 +136,41 @@ func CalendarTimelines() []Timeline {
 			},
 		},
 	}
+}
+
+// RandomCalendarLimit draws a valid calendar fixed window with a random
+// offset, in UTC or a zone with daylight saving (Lord Howe's moves by 30
+// minutes). Its start is an instant shortly before a daylight saving
+// change, 29 February or a short month's end. Its span is the unit's usual
+// length, which scales the gaps between requests.
+func RandomCalendarLimit(rng *rand.Rand) (l ratekeeper.Limit, start time.Time, span time.Duration) {
+	const day = 24 * time.Hour
+	units := []ratekeeper.Calendar{ratekeeper.Daily, ratekeeper.Weekly, ratekeeper.Monthly, ratekeeper.Yearly}
+	spans := []time.Duration{day, 7 * day, 30 * day, 365 * day}
+	u := rng.IntN(len(units))
+	l = ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1 + rng.IntN(20), Calendar: units[u]}
+	if zone := []string{"", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe"}[rng.IntN(4)]; zone != "" {
+		loc, err := time.LoadLocation(zone)
+		if err != nil {
+			panic(err) // time/tzdata is embedded: cannot happen
+		}
+		l.Location = loc
+	}
+	if rng.IntN(3) > 0 {
+		l.Offset = time.Duration(rng.Int64N(int64(l.Calendar.MaxOffset()))).Truncate(time.Microsecond)
+		if rng.IntN(2) == 0 {
+			l.Offset = l.Offset.Truncate(time.Hour) // a whole hour, where changes happen
+		}
+	}
+	starts := []time.Time{
+		time.Date(2026, 3, 29, 0, 0, 0, 0, time.UTC),  // Europe's spring change
+		time.Date(2026, 10, 25, 0, 0, 0, 0, time.UTC), // Europe's autumn change
+		time.Date(2026, 11, 1, 5, 0, 0, 0, time.UTC),  // New York's autumn change
+		time.Date(2026, 4, 4, 15, 0, 0, 0, time.UTC),  // Lord Howe's
+		time.Date(2028, 2, 29, 0, 0, 0, 0, time.UTC),
+		time.Date(2027, 2, 28, 0, 0, 0, 0, time.UTC),
+	}
+	span = spans[u]
+	start = starts[rng.IntN(len(starts))].Add(-time.Duration(rng.Int64N(int64(span))).Truncate(time.Microsecond))
+	return l, start, span
 }
