@@ -34,6 +34,8 @@ end
 local e
 if period > 0 then
   e = floor((now - offset) / period) * period + offset + period
+elseif now >= c1 and now < c2 then
+  e = c2 -- the client's window: the common case, without a call
 else
   e = cal_end(now, c0, c1, c2, c3)
 end
