@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -114,25 +113,44 @@ func TestCalendarPipelined(t *testing.T) {
 	}
 }
 
-// TestCalendarSharedModesRefuse: sync and lease modes refuse a calendar
-// window with an error that names the mode, and still decide the others.
-func TestCalendarSharedModesRefuse(t *testing.T) {
+// TestCalendarLease: two instances in lease mode share a monthly quota in
+// Europe/Berlin: together they never admit more than it, a refusal waits
+// for the next local month, and the next month starts fresh.
+func TestCalendarLease(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
 	url := redistest.Server(t)
-	cal := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 5, Calendar: ratekeeper.Daily}
-	epoch := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 5, Period: time.Minute}
-	for _, mode := range []redisstore.Mode{redisstore.Sync, redisstore.Lease} {
-		s := open(t, url, redisstore.WithMode(mode, 0))
-		req := ratekeeper.Request{Key: "cal", Limit: cal, N: 1, Now: time.Now()}
-		want := string(mode) + " mode does not decide calendar windows"
-		if _, err := s.Take(t.Context(), req); err == nil || !strings.Contains(err.Error(), want) {
-			t.Fatalf("%s: take: %v, want %q", mode, err, want)
+	l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 10, Calendar: ratekeeper.Monthly, Location: berlin}
+	a := open(t, url, redisstore.WithMode(redisstore.Lease, 0))
+	b := open(t, url, redisstore.WithMode(redisstore.Lease, 0))
+	key := fmt.Sprintf("cal-lease-%d", time.Now().UnixNano())
+	next := time.Date(2026, 11, 1, 0, 0, 0, 0, berlin) // after October's 25-hour day
+	for _, month := range []time.Time{next.Add(-time.Hour), next} {
+		allowed := 0
+		for i := range 40 {
+			s := []*redisstore.Store{a, b}[i%2]
+			at := month.Add(time.Duration(i) * time.Millisecond)
+			d, err := s.Take(t.Context(), ratekeeper.Request{Key: key, Limit: l, N: 1, Now: at})
+			if err != nil {
+				t.Fatalf("%v take %d: %v", month, i, err)
+			}
+			if d.Allowed {
+				allowed++
+				continue
+			}
+			end := time.Date(month.Year(), month.Month()+1, 1, 0, 0, 0, 0, berlin)
+			if month.Before(next) {
+				end = next
+			}
+			if d.RetryAfter != end.Sub(at) {
+				t.Fatalf("%v take %d: retry after %v, want %v (the next local month)", month, i, d.RetryAfter, end.Sub(at))
+			}
 		}
-		reqs := []ratekeeper.Request{{Key: "epoch", Limit: epoch, N: 1, Now: req.Now}, req}
-		if _, err := s.TakeAll(t.Context(), reqs, make([]ratekeeper.Decision, 2)); err == nil || !strings.Contains(err.Error(), want) {
-			t.Fatalf("%s: take all: %v, want %q", mode, err, want)
-		}
-		if d, err := s.Take(t.Context(), reqs[0]); err != nil || !d.Allowed {
-			t.Fatalf("%s: epoch window: %+v %v", mode, d, err)
+		t.Logf("%v: %d allowed of 40", month, allowed)
+		if allowed > l.Rate || allowed == 0 {
+			t.Fatalf("%v: %d allowed, want 1 to %d", month, allowed, l.Rate)
 		}
 	}
 }

@@ -378,9 +378,6 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 // gateway and the decision service use, bounds every call it makes.
 func (s *Store) TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
 	if s.shared.Decides(req) {
-		if req.Limit.Calendar != "" {
-			return ratekeeper.Decision{}, fmt.Errorf("redisstore: %s mode does not decide calendar windows (%s); use exact mode for this limit", s.shared.ModeFor(req.Limit), req.Limit)
-		}
 		if !deadline.IsZero() {
 			// The store's own bound: a sync that runs out of it went
 			// unanswered, unlike one whose caller's context ended.

@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
@@ -60,12 +59,10 @@ func TestDifferential(t *testing.T) {
 }
 
 // One instance in sync mode decides exactly as Redis would: what it reads
-// back plus what it admitted is the whole count. Sync mode refuses
-// calendar windows (TestCalendarSharedModesRefuse).
+// back plus what it admitted is the whole count.
 func TestConformanceSync(t *testing.T) {
 	s := open(t, redistest.Server(t), redisstore.WithMode(redisstore.Sync, 0), redisstore.WithPrefix("rk-sync:"))
-	tls := slices.DeleteFunc(storetest.Timelines(), func(tl storetest.Timeline) bool { return tl.Limit.Calendar != "" })
-	storetest.RunTimelines(t, func(t *testing.T) ratekeeper.Store { return s }, tls)
+	storetest.Run(t, func(t *testing.T) ratekeeper.Store { return s })
 }
 
 // sameDecision compares a Redis store's decision with the memory store's:

@@ -278,12 +278,12 @@ func (s *Store) SetLimitModes(m map[ratekeeper.Limit]Mode) {
 // mode and an algorithm those modes decide), rather than asking the
 // remote through the denial cache.
 func (s *Store) Decides(req ratekeeper.Request) bool {
-	mode := s.ModeFor(req.Limit)
+	mode := s.modeFor(req.Limit)
 	return mode != Exact && Local(req.Limit, req.Reserve) && !(mode == Lease && req.N == 0)
 }
 
-// ModeFor is the mode limit l is decided in.
-func (s *Store) ModeFor(l ratekeeper.Limit) Mode {
+// modeFor is the mode limit l is decided in.
+func (s *Store) modeFor(l ratekeeper.Limit) Mode {
 	if m := s.modes.Load(); m != nil {
 		if mode, ok := (*m)[l]; ok {
 			return mode
@@ -414,7 +414,7 @@ var errFull = errors.New("shared store: too many keys held locally")
 // Take decides req: locally when the mode and the limit allow, else by the
 // remote, answering refusals from the denial cache when it can.
 func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
-	mode := s.ModeFor(req.Limit)
+	mode := s.modeFor(req.Limit)
 	if mode == Exact || !Local(req.Limit, req.Reserve) || (mode == Lease && req.N == 0) {
 		return s.exact(ctx, req)
 	}

@@ -52,6 +52,8 @@ if op == 'a' then
   local ae = e
   if n ~= 0 and period > 0 then
     ae = floor((at - offset) / period) * period + offset + period
+  elseif n ~= 0 and at < c0 then
+    ae = 0 -- a calendar window before those sent: ended
   elseif n ~= 0 then
     ae = cal_end(at, c0, c1, c2, c3)
   end
