@@ -154,3 +154,36 @@ func TestCalendarLease(t *testing.T) {
 		}
 	}
 }
+
+// TestCalendarSyncServerClock: an instance in sync mode on the servers'
+// clocks admits a daily quota exactly, and its syncs count it in Redis,
+// where an exact instance sees it spent until the next UTC midnight.
+func TestCalendarSyncServerClock(t *testing.T) {
+	url := redistest.Server(t)
+	l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 5, Calendar: ratekeeper.Daily}
+	key := fmt.Sprintf("cal-sync-%d", time.Now().UnixNano())
+	s := open(t, url, redisstore.WithMode(redisstore.Sync, 0))
+	allowed := 0
+	for i := range 8 {
+		d, err := s.Take(t.Context(), ratekeeper.Request{Key: key, Limit: l, N: 1})
+		if err != nil {
+			t.Fatalf("take %d: %v", i, err)
+		}
+		if d.Allowed {
+			allowed++
+		}
+	}
+	if err := s.Close(); err != nil { // sends what is unsent
+		t.Fatal(err)
+	}
+	exact := open(t, url)
+	d, err := exact.Take(t.Context(), ratekeeper.Request{Key: key, Limit: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, m, day := d.At.UTC().Date()
+	midnight := time.Date(y, m, day+1, 0, 0, 0, 0, time.UTC)
+	if allowed != l.Rate || d.Remaining != 0 || d.RetryAfter != midnight.Sub(d.At) {
+		t.Fatalf("%d allowed, then %+v; want %d, then none left until %v", allowed, d, l.Rate, midnight)
+	}
+}
