@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -179,12 +180,20 @@ func (rl *Rule) pickAlt(key []byte, v view) int {
 }
 
 // overrideLimit is an override's or tier's limit: the rule's algorithm,
-// period, stagger and log_rejected unless it writes them.
+// period, stagger and log_rejected unless it writes them, and the rule's
+// calendar, time zone and offset unless it writes a period or them.
 func overrideLimit(rule, lc LimitConfig) LimitConfig {
 	if lc.Algorithm == "" {
 		lc.Algorithm = rule.Algorithm
 	}
-	if lc.Period == 0 {
+	if lc.Calendar == "" && lc.Period == 0 {
+		lc.Calendar = rule.Calendar
+	}
+	if lc.Calendar == rule.Calendar && lc.Calendar != "" {
+		lc.TimeZone = cmp.Or(lc.TimeZone, rule.TimeZone)
+		lc.Offset = cmp.Or(lc.Offset, rule.Offset)
+	}
+	if lc.Period == 0 && lc.Calendar == "" {
 		lc.Period = rule.Period
 	}
 	a := ratekeeper.Algorithm(lc.Algorithm)
