@@ -291,12 +291,12 @@ func (m *Middleware) SetRules(set *rules.Set) {
 	for i, rl := range set.Rules {
 		ri := &c.rules[i]
 		ri.quoted = strconv.Quote(rl.Name)
-		ri.policy = policyItem(ri.quoted, rl.Limit)
+		ri.policy = policyItem(ri.quoted, rl.Limit, time.Time{})
 		if rl.IsConcurrency() {
 			ri.policy = ri.quoted + ";q=" + strconv.Itoa(rl.Concurrency.Max) // no window
 		}
 		for _, a := range rl.Alts {
-			ri.alts = append(ri.alts, policyItem(ri.quoted, a.Limit))
+			ri.alts = append(ri.alts, policyItem(ri.quoted, a.Limit, time.Time{}))
 		}
 		ri.hide = rl.Refused.HideHeaders
 		c.hide = c.hide || ri.hide
@@ -322,20 +322,27 @@ func (m *Middleware) SetRules(set *rules.Set) {
 	}
 }
 
-// policyItem is a rule's RateLimit-Policy item for limit l: q is the
-// capacity in quota units (a request takes its cost of them), w the window.
-func policyItem(quoted string, l ratekeeper.Limit) string {
-	q, w := ratefields.Policy(l)
+// policyItem is a rule's RateLimit-Policy item for limit l at instant at:
+// q is the capacity in quota units (a request takes its cost of them), w
+// the window.
+func policyItem(quoted string, l ratekeeper.Limit, at time.Time) string {
+	q, w := ratefields.Policy(l, at)
 	return quoted + ";q=" + strconv.Itoa(q) + ";w=" + strconv.FormatInt(w, 10)
 }
 
-// policy is the RateLimit-Policy item of the limit match i of s applies.
-func (c *compiled) policy(mt *rules.Match) string {
+// appendPolicy appends the RateLimit-Policy item of the limit that match
+// mt applies, for a decision at at. A calendar window's is computed then,
+// as its period's length varies; every other one is the precomputed item.
+func (c *compiled) appendPolicy(b []byte, mt *rules.Match, at time.Time) []byte {
 	ri := &c.rules[mt.Rule.Index]
+	l, item := mt.Rule.Limit, ri.policy
 	if mt.Alt > 0 {
-		return ri.alts[mt.Alt-1]
+		l, item = mt.Rule.Alts[mt.Alt-1].Limit, ri.alts[mt.Alt-1]
 	}
-	return ri.policy
+	if l.Calendar != "" && !mt.Rule.IsConcurrency() {
+		return append(b, policyItem(ri.quoted, l, at)...)
+	}
+	return append(b, item...)
 }
 
 // Rules returns the rules set in use.

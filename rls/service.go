@@ -969,7 +969,7 @@ func (s *Service) count(cur *served, sl *slot) {
 // refill it.
 func headers(over bool, sl *slot) []*corev3.HeaderValue {
 	d := sl.d
-	q, w := ratefields.Policy(sl.r.limit)
+	q, w := ratefields.Policy(sl.r.limit, d.At)
 	switch {
 	case sl.kind == denyAll:
 		d = ratekeeper.Decision{RetryAfter: sl.reset, ResetAfter: sl.reset}
