@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/gateway/internal/fastpath"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/problem"
+	"github.com/ratekeeper/ratekeeper/internal/algo"
 	"github.com/ratekeeper/ratekeeper/internal/server/adminauth"
 	"github.com/ratekeeper/ratekeeper/internal/server/dashboard"
 	"github.com/ratekeeper/ratekeeper/rules"
@@ -169,6 +171,11 @@ type AdminState struct {
 	// RetryAfter is at least the ban's.
 	BannedUntil string  `json:"banned_until,omitempty"`
 	BannedFor   float64 `json:"banned_for_seconds,omitempty"`
+	// PeriodStart and PeriodEnd bound the calendar period that holds the
+	// state (RFC 3339, in the limit's time zone); absent for a limit that
+	// does not follow the calendar.
+	PeriodStart string `json:"period_start,omitempty"`
+	PeriodEnd   string `json:"period_end,omitempty"`
 }
 
 func (g *Gateway) adminRules(w http.ResponseWriter, _ *http.Request) {
@@ -271,6 +278,9 @@ func (g *Gateway) peek(ctx context.Context, m rules.Match, matches bool) (AdminS
 	}
 	if d.Fallback != ratekeeper.NoFallback {
 		st.Fallback = d.Fallback.String()
+	}
+	if start, end, ok := algo.CalendarPeriod(m.Limit(), cmp.Or(d.At, time.Now())); ok {
+		st.PeriodStart, st.PeriodEnd = start.Format(time.RFC3339Nano), end.Format(time.RFC3339Nano)
 	}
 	if m.Rule.Ban > 0 {
 		if err := peekBan(ctx, g.proc.Store(), m, &st); err != nil {
