@@ -89,3 +89,36 @@ func TestCheckCalendarOnRedis(t *testing.T) {
 		t.Errorf("the environment's store: %s", got)
 	}
 }
+
+// docs/gateway.md's sample of check on a calendar rule is what check
+// prints for the section's example on 8 March 2025.
+func TestCheckCalendarAsDocumented(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "docs", "gateway.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	section := doc[strings.Index(doc, "### Calendar quotas"):]
+	yaml := section[strings.Index(section, "```yaml\n")+len("```yaml\n"):]
+	yaml = yaml[:strings.Index(yaml, "```")]
+	const cmd = "$ ratekeeper check --config plans.yaml\n...\n"
+	i := strings.Index(doc, cmd)
+	if i < 0 {
+		t.Fatal("docs/gateway.md shows no " + cmd)
+	}
+	sample := doc[i+len(cmd):]
+	sample = sample[:strings.Index(sample, "\n\n")+1]
+	c, err := gateway.Parse("plans.yaml", []byte("upstream: builtin:demo\n"+yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := rules.Compile(&c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	printConfig(&out, c, set, time.Date(2025, 3, 8, 12, 0, 0, 0, time.UTC))
+	if !strings.Contains(out.String(), sample) {
+		t.Errorf("check prints\n%s\ndocs/gateway.md shows\n%s", out.String(), sample)
+	}
+}
