@@ -120,6 +120,24 @@ type AdminLimit struct {
 	Burst       int     `json:"burst,omitempty"`
 	Stagger     bool    `json:"stagger,omitempty"`
 	LogRejected bool    `json:"log_rejected,omitempty"`
+	// Calendar, TimeZone and Offset are a calendar window's; Period is
+	// then 0.
+	Calendar string  `json:"calendar,omitempty"`
+	TimeZone string  `json:"time_zone,omitempty"`
+	Offset   float64 `json:"offset_seconds,omitempty"`
+}
+
+// adminLimit is l as GET /v1/rules shows it.
+func adminLimit(l ratekeeper.Limit) *AdminLimit {
+	a := &AdminLimit{Algorithm: string(l.Algorithm), Rate: l.Rate, Period: seconds(l.Period),
+		Burst: l.Burst, Stagger: l.Stagger, LogRejected: l.LogRejected, Calendar: string(l.Calendar), Offset: seconds(l.Offset)}
+	if l.Calendar != "" {
+		a.TimeZone = "UTC"
+		if l.Location != nil {
+			a.TimeZone = l.Location.String()
+		}
+	}
+	return a
 }
 
 // AdminConcurrency is a concurrency rule's limit: requests in flight.
@@ -211,8 +229,7 @@ func (g *Gateway) adminRules(w http.ResponseWriter, _ *http.Request) {
 			}
 			ar.Concurrency = &AdminConcurrency{Max: rl.Concurrency.Max, TTL: seconds(ttl)}
 		} else {
-			ar.Limit = &AdminLimit{Algorithm: string(rl.Limit.Algorithm), Rate: rl.Limit.Rate, Period: seconds(rl.Limit.Period),
-				Burst: rl.Limit.Burst, Stagger: rl.Limit.Stagger, LogRejected: rl.Limit.LogRejected}
+			ar.Limit = adminLimit(rl.Limit)
 		}
 		out.Rules = append(out.Rules, ar)
 	}

@@ -1,10 +1,15 @@
 package gateway
 
 import (
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/internal/algo"
 )
 
 // calendarFile's rule plan admits 2 requests per key per billing month in
@@ -17,6 +22,8 @@ rules:
     key: ["header:X-API-Key"]
     on_missing_key: skip
     limit: {algorithm: fixed_window, rate: 2, calendar: monthly, time_zone: ` + zone + `, offset: 14d}
+    overrides:
+      acme: {rate: 5, offset: 1d}
   - name: hourly
     key: ["header:X-API-Key"]
     limit: {algorithm: fixed_window, rate: 100, period: 1h}
@@ -54,8 +61,43 @@ func TestAdminCalendarPeriod(t *testing.T) {
 	if st.Remaining != 0 || st.ResetAfter <= 0 || st.ResetAfter > end.Sub(before).Seconds()+1 {
 		t.Errorf("state %+v: want none remaining until the period's end", st)
 	}
+	var rs AdminRules
+	if err := json.Unmarshal(adminDo(g, "GET", "/v1/rules", adminToken).Body.Bytes(), &rs); err != nil {
+		t.Fatal(err)
+	}
+	if l := rs.Rules[0].Limit; l.Calendar != "monthly" || l.TimeZone != "Europe/Berlin" || l.Offset != 14*86400 {
+		t.Errorf("GET /v1/rules shows %+v", l)
+	}
 	if st := adminStateOf(t, g, "GET", "/v1/rules/hourly/state?header=X-API-Key:k"); st.PeriodStart != "" || st.PeriodEnd != "" {
 		t.Errorf("an epoch window's state has a calendar period: %+v", st)
+	}
+}
+
+// TestCalendarPolicyWindow: RateLimit-Policy's w is the length of the
+// period that holds the request, the rule's or an override's own.
+func TestCalendarPolicyWindow(t *testing.T) {
+	g := calendarGateway(t, "Europe/Berlin")
+	for _, c := range []struct {
+		key  string
+		q    int
+		days time.Duration
+	}{{"k", 2, 14 * 24 * time.Hour}, {"acme", 5, 24 * time.Hour}} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-API-Key", c.key)
+		w := httptest.NewRecorder()
+		before := time.Now()
+		g.handler.ServeHTTP(w, r)
+		after := time.Now()
+		l := g.mw.Rules().Rules[0].Limit
+		l.Offset = c.days
+		var want []string
+		for _, at := range []time.Time{before, after} { // the same period, unless the test straddles a boundary
+			start, end, _ := algo.CalendarPeriod(l, at)
+			want = append(want, fmt.Sprintf(`"plan";q=%d;w=%d`, c.q, int64(end.Sub(start)/time.Second)))
+		}
+		if got := w.Result().Header.Get("RateLimit-Policy"); !strings.Contains(got, want[0]) && !strings.Contains(got, want[1]) {
+			t.Errorf("%s: RateLimit-Policy %q, want %s", c.key, got, want[0])
+		}
 	}
 }
 
