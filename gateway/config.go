@@ -246,12 +246,11 @@ func (c *Config) problems() []*rules.Error {
 // calendarProblems refuses the calendar limits of rc on a Redis store,
 // whose scripts do not decide calendar windows yet.
 func calendarProblems(store storeconfig.Config, rc *rules.Config, fail failFunc) {
-	if store.IsMemory() {
+	no := store.DecidesCalendar()
+	if no == nil {
 		return
 	}
-	refuse := func(field string) {
-		fail(field, "calendar windows are decided by the memory store only, for now, and the store is %s: remove calendar, or run with the memory store", store.Redacted())
-	}
+	refuse := func(field string) { fail(field, "%v", no) }
 	for i, r := range rc.Rules {
 		at := fmt.Sprintf("rules[%d]", i)
 		if r.Limit.Calendar != "" {

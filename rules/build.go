@@ -225,7 +225,7 @@ func (m storeModes) claim(field string, l ratekeeper.Limit, rl *Rule, fail func(
 // limitOf is the limit lc writes. An unknown time zone is left nil, for
 // checkLimit to report.
 func limitOf(lc LimitConfig) ratekeeper.Limit {
-	loc, _ := loadZone(lc.TimeZone)
+	loc, _ := LoadZone(lc.TimeZone)
 	return ratekeeper.Limit{
 		Algorithm:   ratekeeper.Algorithm(lc.Algorithm),
 		Rate:        lc.Rate,
@@ -239,8 +239,10 @@ func limitOf(lc LimitConfig) ratekeeper.Limit {
 	}
 }
 
-// loadZone is the time zone named name; "" is nil, which is UTC.
-func loadZone(name string) (*time.Location, error) {
+// LoadZone is the time zone a configuration file names: an IANA name like
+// Europe/Berlin, or UTC. "" is nil, which is UTC. "Local" is refused: it
+// is the machine's zone, which another machine may not share.
+func LoadZone(name string) (*time.Location, error) {
 	switch name {
 	case "":
 		return nil, nil
@@ -274,7 +276,7 @@ func checkCalendar(at string, lc LimitConfig, fail func(string, string, ...any))
 		bad("calendar", "%q is not a calendar; use %s", lc.Calendar, calendars)
 		return false
 	}
-	if _, err := loadZone(lc.TimeZone); err != nil {
+	if _, err := LoadZone(lc.TimeZone); err != nil {
 		bad("time_zone", "%v", err)
 	}
 	if c == "" {

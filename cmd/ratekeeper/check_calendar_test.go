@@ -122,3 +122,25 @@ func TestCheckCalendarAsDocumented(t *testing.T) {
 		t.Errorf("check prints\n%s\ndocs/gateway.md shows\n%s", out.String(), sample)
 	}
 }
+
+// TestCheckServeCalendarOnRedis: check refuses serve's calendar_units on
+// the Redis store serve's environment names, by file and line.
+func TestCheckServeCalendarOnRedis(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d.yaml")
+	if err := os.WriteFile(path, []byte("domain: d\ncalendar_units: Europe/Berlin\ndescriptors:\n  - key: k\n    rate_limit: {unit: month, requests_per_unit: 5}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if err := runCheck(context.Background(), []string{"--config", path}, &out, &errOut); err != nil {
+		t.Fatalf("memory store: %v\n%s", err, errOut.String())
+	}
+	t.Setenv("RATEKEEPER_STORE", "redis://127.0.0.1:6379")
+	out.Reset()
+	errOut.Reset()
+	if err := runCheck(context.Background(), []string{"--config", path}, &out, &errOut); err == nil {
+		t.Fatalf("check accepted calendar_units on Redis:\n%s", out.String())
+	}
+	if want := path + ":2: calendar_units: calendar windows are decided by the memory store only"; !strings.Contains(errOut.String(), want) {
+		t.Errorf("got %s\nwant %s", errOut.String(), want)
+	}
+}
