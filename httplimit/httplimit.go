@@ -335,12 +335,12 @@ func policyItem(quoted string, l ratekeeper.Limit, at time.Time) string {
 // as its period's length varies; every other one is the precomputed item.
 func (c *compiled) appendPolicy(b []byte, mt *rules.Match, at time.Time) []byte {
 	ri := &c.rules[mt.Rule.Index]
-	l, item := mt.Rule.Limit, ri.policy
+	l, item := &mt.Rule.Limit, ri.policy
 	if mt.Alt > 0 {
-		l, item = mt.Rule.Alts[mt.Alt-1].Limit, ri.alts[mt.Alt-1]
+		l, item = &mt.Rule.Alts[mt.Alt-1].Limit, ri.alts[mt.Alt-1]
 	}
 	if l.Calendar != "" && !mt.Rule.IsConcurrency() {
-		return append(b, policyItem(ri.quoted, l, at)...)
+		return append(b, policyItem(ri.quoted, *l, at)...)
 	}
 	return append(b, item...)
 }

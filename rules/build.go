@@ -343,6 +343,8 @@ func limitField(at string, err error) string {
 		return at + ".period"
 	case strings.HasPrefix(msg, "rate"):
 		return at + ".rate"
+	case strings.HasPrefix(msg, "offset"):
+		return at + ".offset"
 	}
 	return at
 }

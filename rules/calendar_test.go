@@ -47,6 +47,8 @@ func TestCalendarErrors(t *testing.T) {
 			`rules[0].limit.stagger: a calendar window is not staggered`},
 		{rule("      algorithm: fixed_window\n      rate: 5\n      calendar: daily\n      time_zone: [Europe/Berlin]\n"),
 			`f.yaml:7: rules[0].limit.time_zone: expected text, not a list`},
+		{rule("      algorithm: fixed_window\n      rate: 5\n      calendar: daily\n      offset: 1ns\n"),
+			`f.yaml:7: rules[0].limit.offset: offset 1ns is not a whole number of microseconds`},
 		{rule("      {algorithm: fixed_window, rate: 5, calendar: daily, offset: soon}\n"),
 			`"soon" is not a duration`},
 		{rule("      {algorithm: fixed_window, rate: 5, calendar: monthly}\n    overrides:\n      x: {rate: 9, calendar: fortnightly}\n    key: [header:X-K]\n"),
