@@ -291,12 +291,12 @@ func (m *Middleware) SetRules(set *rules.Set) {
 	for i, rl := range set.Rules {
 		ri := &c.rules[i]
 		ri.quoted = strconv.Quote(rl.Name)
-		ri.policy = policyItem(ri.quoted, rl.Limit, time.Time{})
+		ri.policy = policyItem(ri.quoted, rl.Limit)
 		if rl.IsConcurrency() {
 			ri.policy = ri.quoted + ";q=" + strconv.Itoa(rl.Concurrency.Max) // no window
 		}
 		for _, a := range rl.Alts {
-			ri.alts = append(ri.alts, policyItem(ri.quoted, a.Limit, time.Time{}))
+			ri.alts = append(ri.alts, policyItem(ri.quoted, a.Limit))
 		}
 		ri.hide = rl.Refused.HideHeaders
 		c.hide = c.hide || ri.hide
@@ -322,11 +322,11 @@ func (m *Middleware) SetRules(set *rules.Set) {
 	}
 }
 
-// policyItem is a rule's RateLimit-Policy item for limit l at instant at:
-// q is the capacity in quota units (a request takes its cost of them), w
-// the window.
-func policyItem(quoted string, l ratekeeper.Limit, at time.Time) string {
-	q, w := ratefields.Policy(l, at)
+// policyItem is a rule's RateLimit-Policy item for limit l: q is the
+// capacity in quota units (a request takes its cost of them), w the window.
+// A calendar window's w varies: appendPolicy computes its item per decision.
+func policyItem(quoted string, l ratekeeper.Limit) string {
+	q, w := ratefields.Policy(l, time.Time{})
 	return quoted + ";q=" + strconv.Itoa(q) + ";w=" + strconv.FormatInt(w, 10)
 }
 
@@ -340,7 +340,10 @@ func (c *compiled) appendPolicy(b []byte, mt *rules.Match, at time.Time) []byte 
 		l, item = &mt.Rule.Alts[mt.Alt-1].Limit, ri.alts[mt.Alt-1]
 	}
 	if l.Calendar != "" && !mt.Rule.IsConcurrency() {
-		return append(b, policyItem(ri.quoted, *l, at)...)
+		q, w := ratefields.Policy(*l, at)
+		b = append(append(b, ri.quoted...), ";q="...)
+		b = append(strconv.AppendInt(b, int64(q), 10), ";w="...)
+		return strconv.AppendInt(b, w, 10)
 	}
 	return append(b, item...)
 }
