@@ -76,6 +76,7 @@ func TestCalendarLimit(t *testing.T) {
       acme: {rate: 50000}
       beta: {rate: 5, offset: 2d}
       gamma: {rate: 5, period: 1h}
+      delta: {rate: 5, calendar: daily}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +103,9 @@ func TestCalendarLimit(t *testing.T) {
 	}
 	if got := alts["gamma"]; got.Calendar != "" || got.Period != time.Hour {
 		t.Errorf("gamma %v", got)
+	}
+	if got := alts["delta"]; got.Calendar != ratekeeper.Daily || got.Location.String() != "Europe/Berlin" || got.Offset != 0 {
+		t.Errorf("delta %v: want daily in Berlin, without the monthly offset", got)
 	}
 	if d := s.Rules[0].Describe(); !strings.Contains(d, "fixed window: 10000 per calendar month in Europe/Berlin, boundaries moved 2w later") {
 		t.Errorf("describe: %s", d)
