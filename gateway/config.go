@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -97,6 +98,8 @@ type Config struct {
 
 	// dir is the file's directory, from which relative paths are taken.
 	dir string
+	// file is the file's name, for errors found after Parse.
+	file string
 	// adminToken is the token admin.token_file or admin.token_env hold,
 	// read when the file is.
 	adminToken string
@@ -198,7 +201,7 @@ func LoadFile(path string) (*Config, error) {
 
 // Parse decodes and validates a gateway file; name only labels errors.
 func Parse(name string, data []byte) (*Config, error) {
-	c := Config{dir: filepath.Dir(name)}
+	c := Config{dir: filepath.Dir(name), file: name}
 	if _, err := yamlconf.Decode(name, data, &c, c.problems); err != nil {
 		return nil, err
 	}
@@ -236,7 +239,45 @@ func (c *Config) problems() []*rules.Error {
 	}
 	c.tlsProblems(fail)
 	c.adminToken = c.loadAdminToken(fail)
+	calendarProblems(c.Store, &c.Config, fail)
 	return append(errs, c.Config.Problems()...)
+}
+
+// calendarProblems refuses the calendar limits of rc on a Redis store,
+// whose scripts do not decide calendar windows yet.
+func calendarProblems(store storeconfig.Config, rc *rules.Config, fail failFunc) {
+	no := store.DecidesCalendar()
+	if no == nil {
+		return
+	}
+	refuse := func(field string) { fail(field, "%v", no) }
+	for i, r := range rc.Rules {
+		at := fmt.Sprintf("rules[%d]", i)
+		if r.Limit.Calendar != "" {
+			refuse(at + ".limit.calendar")
+		}
+		for _, k := range slices.Sorted(maps.Keys(r.Overrides)) {
+			if r.Overrides[k].Calendar != "" {
+				refuse(at + ".overrides." + k + ".calendar")
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(r.Tiers.Limits)) {
+			if r.Tiers.Limits[k].Calendar != "" {
+				refuse(at + ".tiers.limits." + k + ".calendar")
+			}
+		}
+	}
+}
+
+// CalendarProblems refuses the calendar limits of c's rules if c's store,
+// as flags and the environment leave it, cannot decide them. Parse already
+// refuses them on the file's own store, by line.
+func (c *Config) CalendarProblems() error {
+	var errs []error
+	calendarProblems(c.Store, &c.Config, func(field, format string, args ...any) {
+		errs = append(errs, &rules.Error{File: c.file, Field: field, Err: fmt.Errorf(format, args...)})
+	})
+	return errors.Join(errs...)
 }
 
 // failFunc reports a problem with the field at its path.

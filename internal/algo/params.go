@@ -24,6 +24,17 @@ func Params(key string, l ratekeeper.Limit) Limit {
 	return a
 }
 
+// CalendarPeriod is the period of calendar limit l that holds t:
+// [start, end). For a limit that does not follow the calendar, ok is false.
+func CalendarPeriod(l ratekeeper.Limit, t time.Time) (start, end time.Time, ok bool) {
+	if l.Calendar == "" {
+		return time.Time{}, time.Time{}, false
+	}
+	c := calendar(l)
+	s, e := c.Window(t.UnixMicro())
+	return time.UnixMicro(s).In(c.location()), time.UnixMicro(e).In(c.location()), true
+}
+
 // calendar converts a limit's calendar fields.
 func calendar(l ratekeeper.Limit) Calendar {
 	off := int64(l.Offset / time.Microsecond)
