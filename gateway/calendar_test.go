@@ -3,13 +3,16 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/internal/algo"
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
 )
 
 // calendarFile's rule plan admits 2 requests per key per billing month in
@@ -149,4 +152,91 @@ func calendarGateway(t *testing.T, zone string) *Gateway {
 		t.Fatal(err)
 	}
 	return newTestGateway(t, strings.Replace(calendarFile(zone), "TOKEN", tok, 1))
+}
+
+// TestCalendarOnRedis: a daily quota in Berlin on a Redis store admits
+// exactly its rate, then answers 429 until the next midnight in Berlin
+// after Redis's now. The gateway cannot set Redis's clock, so the reset is
+// checked against the midnight after the test's own observed now: an
+// epoch day would end at midnight UTC, an hour or two away.
+func TestCalendarOnRedis(t *testing.T) {
+	addr := startGateway(t, "fast", "builtin:demo", "store: {url: \""+redistest.Server(t)+"\"}\n"+`rules:
+  - name: daily
+    key: ["header:X-K"]
+    limit: {algorithm: fixed_window, rate: 3, calendar: daily, time_zone: Europe/Berlin}
+`)
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(key string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+addr+"/", nil)
+		req.Header.Set("X-K", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	// A run that straddles Berlin's midnight sees two days' counts: it is
+	// run again with another key.
+	for attempt := range 3 {
+		key := "k" + strconv.Itoa(attempt)
+		first := time.Now()
+		var codes []int
+		for range 3 {
+			codes = append(codes, get(key).StatusCode)
+		}
+		before := time.Now()
+		resp := get(key)
+		after := time.Now()
+		if !sameDay(first.In(berlin), after.In(berlin)) {
+			continue
+		}
+		if fmt.Sprint(append(codes, resp.StatusCode)) != "[200 200 200 429]" {
+			t.Fatalf("statuses %v then %d, want 3 admitted then 429", codes, resp.StatusCode)
+		}
+		for _, h := range []string{"Retry-After", "X-RateLimit-Reset"} {
+			secs, err := strconv.ParseInt(resp.Header.Get(h), 10, 64)
+			if err != nil {
+				t.Fatalf("%s %q: %v", h, resp.Header.Get(h), err)
+			}
+			checkNextMidnight(t, h, secs, before, after, berlin)
+		}
+		return
+	}
+	t.Fatal("every run straddled midnight in Berlin")
+}
+
+// sameDay reports whether a and b, in one zone, fall on the same date.
+func sameDay(a, b time.Time) bool {
+	ay, am, ad := a.Date()
+	by, bm, bd := b.Date()
+	return ay == by && am == bm && ad == bd
+}
+
+// nextMidnight is the first midnight in loc after at.
+func nextMidnight(at time.Time, loc *time.Location) time.Time {
+	y, m, d := at.In(loc).Date()
+	return time.Date(y, m, d+1, 0, 0, 0, 0, loc)
+}
+
+// checkNextMidnight fails t unless a wait of secs whole seconds, rounded
+// up, announced by a store whose now fell in [before, after], ends at the
+// next midnight in loc after that now. A millisecond of slack covers
+// Redis's clock, read to the microsecond.
+func checkNextMidnight(t *testing.T, field string, secs int64, before, after time.Time, loc *time.Location) {
+	t.Helper()
+	const slack = time.Millisecond
+	for _, now := range []time.Time{before, after} {
+		b := nextMidnight(now, loc)
+		if b.After(before.Add(time.Duration(secs-1)*time.Second-slack)) && !b.After(after.Add(time.Duration(secs)*time.Second+slack)) {
+			return
+		}
+	}
+	t.Errorf("%s %d s from a now in [%s, %s] ends at %s; want the next midnight in %s, %s",
+		field, secs, before.Format(time.RFC3339Nano), after.Format(time.RFC3339Nano),
+		before.Add(time.Duration(secs)*time.Second).Format(time.RFC3339), loc, nextMidnight(after, loc).Format(time.RFC3339))
 }

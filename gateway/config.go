@@ -3,7 +3,6 @@ package gateway
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -239,52 +238,12 @@ func (c *Config) problems() []*rules.Error {
 	}
 	c.tlsProblems(fail)
 	c.adminToken = c.loadAdminToken(fail)
-	calendarProblems(c.Store, &c.Config, fail)
 	return append(errs, c.Config.Problems()...)
-}
-
-// calendarProblems refuses the calendar limits of rc on a Redis store,
-// whose scripts do not decide calendar windows yet.
-func calendarProblems(store storeconfig.Config, rc *rules.Config, fail failFunc) {
-	no := store.DecidesCalendar()
-	if no == nil {
-		return
-	}
-	refuse := func(field string) { fail(field, "%v", no) }
-	for i, r := range rc.Rules {
-		at := fmt.Sprintf("rules[%d]", i)
-		if r.Limit.Calendar != "" {
-			refuse(at + ".limit.calendar")
-		}
-		for _, k := range slices.Sorted(maps.Keys(r.Overrides)) {
-			if r.Overrides[k].Calendar != "" {
-				refuse(at + ".overrides." + k + ".calendar")
-			}
-		}
-		for _, k := range slices.Sorted(maps.Keys(r.Tiers.Limits)) {
-			if r.Tiers.Limits[k].Calendar != "" {
-				refuse(at + ".tiers.limits." + k + ".calendar")
-			}
-		}
-	}
-}
-
-// CalendarProblems refuses the calendar limits of c's rules if c's store,
-// as flags and the environment leave it, cannot decide them. Parse already
-// refuses them on the file's own store, by line.
-func (c *Config) CalendarProblems() error {
-	var errs []error
-	calendarProblems(c.Store, &c.Config, func(field, format string, args ...any) {
-		errs = append(errs, &rules.Error{File: c.file, Field: field, Err: fmt.Errorf(format, args...)})
-	})
-	return errors.Join(errs...)
 }
 
 // failFunc reports a problem with the field at its path.
 type failFunc = func(field string, format string, args ...any)
 
-// upstreamProblems checks that upstream is an http:// or https:// URL with
-// a host, or the demo.
 func (c *Config) upstreamProblems(fail failFunc) {
 	if c.Upstream == "" || c.Upstream == "builtin:demo" {
 		return

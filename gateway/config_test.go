@@ -44,8 +44,6 @@ func TestConfigErrorsNameFileLineField(t *testing.T) {
 		{"upstream_timeouts: {dial: -1s}\n", "f.yaml:1: upstream_timeouts.dial: must not be negative"},
 		{"client: {grpc_idle_timeout: -1s}\n", "f.yaml:1: client.grpc_idle_timeout: must not be negative"},
 		{"lisen: x\n", "f.yaml:1: lisen: unknown field; valid: listen, admin_listen,"},
-		{"store: {url: \"redis://:pw@127.0.0.1:6379\"}\nrules:\n  - name: a\n    key: [header:X-K]\n    limit:\n      algorithm: fixed_window\n      rate: 5\n      calendar: monthly\n    overrides:\n      acme: {rate: 9, calendar: daily}\n",
-			"f.yaml:8: rules[0].limit.calendar: calendar windows are decided by the memory store only, for now, and the store is redis://:xxxxx@127.0.0.1:6379: remove calendar, or run with the memory store\nf.yaml:10: rules[0].overrides.acme.calendar: calendar windows"},
 		{"upstream: ftp://x\nrules:\n  - name: a\n    limit: {algorithm: token_bucket, rate: 0, period: 1s}\n",
 			"f.yaml:1: upstream: \"ftp://x\": use http://host:port, https://host:port or builtin:demo\nf.yaml:4: rules[0].limit.rate: rate must be positive"},
 	} {
@@ -57,23 +55,6 @@ func TestConfigErrorsNameFileLineField(t *testing.T) {
 		if err != nil && !errors.As(err, &e) {
 			t.Errorf("%q: %T is not a *rules.Error", c.yaml, err)
 		}
-	}
-}
-
-// TestCalendarNeedsMemoryStore: a store that flags or the environment
-// make Redis refuses a calendar rule that the file's memory store took.
-func TestCalendarNeedsMemoryStore(t *testing.T) {
-	c, err := Parse("f.yaml", []byte("rules:\n  - name: a\n    limit: {algorithm: fixed_window, rate: 5, calendar: daily}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.CalendarProblems(); err != nil {
-		t.Fatalf("memory store: %v", err)
-	}
-	c.Store.URL = "redis://127.0.0.1:6379"
-	want := "f.yaml: rules[0].limit.calendar: calendar windows are decided by the memory store only, for now, and the store is redis://127.0.0.1:6379"
-	if err := c.CalendarProblems(); err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Fatalf("got %v\nwant %s", err, want)
 	}
 }
 

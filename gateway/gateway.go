@@ -119,9 +119,6 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 	}
 	file := startOnly(cfg)
 	o.Apply(cfg)
-	if err := cfg.CalendarProblems(); err != nil {
-		return nil, err
-	}
 	set, err := rules.Compile(&cfg.Config)
 	if err != nil {
 		return nil, err
@@ -591,9 +588,6 @@ func (g *Gateway) reload() (int, []any, error) {
 		return 0, nil, err
 	}
 	old, was, now := g.cfg.Load(), g.file, startOnly(cfg)
-	if err := (&Config{Config: cfg.Config, Store: old.Store, file: g.path}).CalendarProblems(); err != nil {
-		return 0, nil, err // the store a reload cannot change
-	}
 	for _, f := range []struct{ name, was, now string }{
 		{"listen", was.listen, now.listen},
 		{"admin_listen", was.admin, now.admin},

@@ -2,7 +2,7 @@ package rls
 
 import (
 	"context"
-	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +11,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
 	"github.com/ratekeeper/ratekeeper/storetest"
@@ -111,25 +112,51 @@ func TestCalendarUnits(t *testing.T) {
 	}
 }
 
-// TestCalendarUnitsNeedMemoryStore: serve refuses calendar_units on a
-// Redis store, at each field that sets it.
-func TestCalendarUnitsNeedMemoryStore(t *testing.T) {
-	d, err := ParseDomain("d.yaml", []byte(calendarDomain))
+// TestCalendarUnitsOnRedis: serve on a Redis store, with calendar_units,
+// admits a descriptor's day's requests and then answers OVER_LIMIT until
+// the next midnight in Berlin after Redis's now, which the test bounds by
+// its own observed now: an epoch day would end at midnight UTC.
+func TestCalendarUnitsOnRedis(t *testing.T) {
+	_, client := runServer(t, "domain: d\ncalendar_units: Europe/Berlin\ndescriptors:\n  - key: day\n    rate_limit: {unit: day, requests_per_unit: 2}\n",
+		ServerOptions{Store: storeconfig.Config{URL: redistest.Server(t)}.WithDefaults()})
+	berlin, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Config{Domains: []DomainConfig{*d}}
-	if err := c.CalendarProblems(storeconfig.Config{URL: "memory://"}); err != nil {
-		t.Fatal(err)
+	ask := func(v string) *rlsv3.RateLimitResponse_DescriptorStatus {
+		t.Helper()
+		resp, err := client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("day", v)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Statuses[0]
 	}
-	err = c.CalendarProblems(storeconfig.Config{URL: "redis://127.0.0.1:6379"})
-	want := "d.yaml:2: calendar_units: calendar windows are decided by the memory store only, for now, and the store is redis://127.0.0.1:6379: remove calendar, or run with the memory store\n" +
-		"d.yaml:11: descriptors[3].rate_limit.calendar_units: calendar windows"
-	if err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Fatalf("got %v\nwant %s", err, want)
+	midnight := func(at time.Time) time.Time {
+		y, m, d := at.In(berlin).Date()
+		return time.Date(y, m, d+1, 0, 0, 0, 0, berlin)
 	}
-	var e *Error
-	if !errors.As(err, &e) {
-		t.Errorf("%T is not an *Error", err)
+	// A run that straddles Berlin's midnight sees two days' counts: it is
+	// run again with another value.
+	for _, v := range []string{"a", "b", "c"} {
+		first := time.Now()
+		codes := []rlsv3.RateLimitResponse_Code{ask(v).Code, ask(v).Code}
+		before := time.Now()
+		st := ask(v)
+		after := time.Now()
+		if !midnight(first).Equal(midnight(after)) {
+			continue
+		}
+		want := []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT}
+		if got := append(codes, st.Code); !slices.Equal(got, want) {
+			t.Fatalf("codes %v, want %v", got, want)
+		}
+		// A wait rounded up to whole seconds from a now in [before, after],
+		// with a millisecond for Redis's clock read to the microsecond.
+		wait, end := st.DurationUntilReset.AsDuration(), midnight(before)
+		if !end.After(before.Add(wait-time.Second-time.Millisecond)) || end.After(after.Add(wait+time.Millisecond)) {
+			t.Errorf("reset in %v from a now in [%s, %s]; want Berlin's next midnight, %s", wait, before.Format(time.RFC3339Nano), after.Format(time.RFC3339Nano), end.Format(time.RFC3339))
+		}
+		return
 	}
+	t.Fatal("every run straddled midnight in Berlin")
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/ratekeeper/ratekeeper/internal/configerr"
 	"github.com/ratekeeper/ratekeeper/internal/yamlconf"
 	"github.com/ratekeeper/ratekeeper/rules"
-	"github.com/ratekeeper/ratekeeper/storeconfig"
 )
 
 // Config is a whole configuration: the domains of one file, or of every
@@ -194,45 +193,6 @@ func (d *DomainConfig) validate() []*Error {
 	}
 	validateDescriptors(d.Descriptors, "descriptors", d.CalendarUnits, &errs)
 	return errs
-}
-
-// CalendarProblems refuses the calendar_units of c's domains and limits if
-// store cannot decide calendar windows, each located like an error.
-func (c *Config) CalendarProblems(store storeconfig.Config) error {
-	no := store.DecidesCalendar()
-	if no == nil {
-		return nil
-	}
-	var out []error
-	for i := range c.Domains {
-		d := &c.Domains[i]
-		var fields []string
-		if d.CalendarUnits != "" {
-			fields = append(fields, "calendar_units")
-		}
-		fields = calendarFields(d.Descriptors, "descriptors", fields)
-		for _, f := range fields {
-			e := &Error{File: d.File, Field: f, Err: no}
-			if d.pos != nil {
-				e.Line = d.pos.Line(f)
-			}
-			out = append(out, e)
-		}
-	}
-	return errors.Join(out...)
-}
-
-// calendarFields appends to out the fields of ds, at field at, that set
-// calendar_units.
-func calendarFields(ds []DescriptorConfig, at string, out []string) []string {
-	for i := range ds {
-		f := fmt.Sprintf("%s[%d]", at, i)
-		if r := ds[i].RateLimit; r != nil && r.CalendarUnits != "" {
-			out = append(out, f+".rate_limit.calendar_units")
-		}
-		out = calendarFields(ds[i].Descriptors, f+".descriptors", out)
-	}
-	return out
 }
 
 // validateDescriptors reports the problems of ds at field at, in a domain

@@ -123,9 +123,6 @@ func NewServer(ctx context.Context, path string, o ServerOptions) (*Server, erro
 	}
 	logWarnings(proc.Logger, c)
 	rules, err := Compile(c)
-	if err == nil {
-		err = c.CalendarProblems(o.Store)
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -363,9 +360,6 @@ func (s *Server) Reload() error {
 			return 0, nil, err
 		}
 		rules, err := Compile(c)
-		if err == nil {
-			err = c.CalendarProblems(s.o.Store)
-		}
 		if err != nil {
 			return 0, nil, err
 		}

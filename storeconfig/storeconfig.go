@@ -125,16 +125,6 @@ func (c Config) Resolve(dir string) Config {
 	return c
 }
 
-// DecidesCalendar returns nil if c's store decides calendar windows, else
-// the reason it does not, in a sentence for the user: the Redis store's
-// scripts do not decide them yet.
-func (c Config) DecidesCalendar() error {
-	if c.IsMemory() {
-		return nil
-	}
-	return fmt.Errorf("calendar windows are decided by the memory store only, for now, and the store is %s: remove calendar, or run with the memory store", c.Redacted())
-}
-
 // IsMemory reports whether c names the embedded memory store.
 func (c Config) IsMemory() bool {
 	return c.URL == "" || strings.HasPrefix(c.URL, "memory:")

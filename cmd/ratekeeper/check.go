@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
-	"github.com/ratekeeper/ratekeeper/internal/algo"
 	"github.com/ratekeeper/ratekeeper/gateway"
+	"github.com/ratekeeper/ratekeeper/internal/algo"
 	"github.com/ratekeeper/ratekeeper/rules"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
 )
@@ -59,8 +59,6 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		pf.options(pfs).Apply(c)
 		if err = c.Store.Validate(); err != nil {
 			err = fmt.Errorf("store, with the environment's overrides (%s): %w", envList(env), err)
-		} else {
-			err = c.CalendarProblems()
 		}
 	}
 	if err == nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/gateway"
+	"github.com/ratekeeper/ratekeeper/internal/redistest"
 	"github.com/ratekeeper/ratekeeper/rules"
 )
 
@@ -63,31 +64,32 @@ func TestCheckCalendarResets(t *testing.T) {
 	}
 }
 
-// TestCheckCalendarOnRedis: a calendar rule on a Redis store, given by the
-// file or by the environment, is refused in a sentence, not a Go error.
+// TestCheckCalendarOnRedis: check, connecting to Redis, accepts a calendar
+// rule on a Redis store given by the file or by the environment, and
+// prints its resets.
 func TestCheckCalendarOnRedis(t *testing.T) {
-	dir := t.TempDir()
+	url := redistest.Server(t)
+	path := filepath.Join(t.TempDir(), "c.yaml")
 	run := func(yaml string) string {
 		t.Helper()
-		path := filepath.Join(dir, "c.yaml")
 		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		var out, errOut bytes.Buffer
-		if err := runCheck(context.Background(), []string{"--config", path}, &out, &errOut); err == nil {
-			t.Fatalf("check accepted a calendar rule on Redis:\n%s", out.String())
+		if err := runCheck(context.Background(), []string{"--config", path, "--connect"}, &out, &errOut); err != nil {
+			t.Fatalf("check refused a calendar rule on Redis: %v\n%s", err, errOut.String())
 		}
-		return errOut.String()
+		return out.String()
 	}
-	const refusal = "rules[0].limit.calendar: calendar windows are decided by the memory store only, for now, and the store is redis://127.0.0.1:6379: remove calendar, or run with the memory store\n"
-	got := run("store: {url: 'redis://127.0.0.1:6379'}\n" + calendarRules)
-	if !strings.Contains(got, "c.yaml:7: "+refusal) {
-		t.Errorf("the file's store: %s", got)
+	check := func(name, got string) {
+		t.Helper()
+		if n := strings.Count(got, "resets "); n != 3 || !strings.Contains(got, path+": valid") {
+			t.Errorf("%s: %d lines of resets, want 3:\n%s", name, n, got)
+		}
 	}
-	t.Setenv("RATEKEEPER_STORE", "redis://127.0.0.1:6379")
-	if got := run(calendarRules); !strings.Contains(got, "c.yaml: "+refusal) {
-		t.Errorf("the environment's store: %s", got)
-	}
+	check("the file's store", run("store: {url: '"+url+"'}\n"+calendarRules))
+	t.Setenv("RATEKEEPER_STORE", url)
+	check("the environment's store", run(calendarRules))
 }
 
 // docs/gateway.md's sample of check on a calendar rule is what check
@@ -123,24 +125,19 @@ func TestCheckCalendarAsDocumented(t *testing.T) {
 	}
 }
 
-// TestCheckServeCalendarOnRedis: check refuses serve's calendar_units on
-// the Redis store serve's environment names, by file and line.
+// TestCheckServeCalendarOnRedis: check accepts serve's calendar_units on
+// the Redis store serve's environment names.
 func TestCheckServeCalendarOnRedis(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "d.yaml")
 	if err := os.WriteFile(path, []byte("domain: d\ncalendar_units: Europe/Berlin\ndescriptors:\n  - key: k\n    rate_limit: {unit: month, requests_per_unit: 5}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	t.Setenv("RATEKEEPER_STORE", redistest.Server(t))
 	var out, errOut bytes.Buffer
-	if err := runCheck(context.Background(), []string{"--config", path}, &out, &errOut); err != nil {
-		t.Fatalf("memory store: %v\n%s", err, errOut.String())
+	if err := runCheck(context.Background(), []string{"--config", path, "--connect"}, &out, &errOut); err != nil {
+		t.Fatalf("check refused calendar_units on Redis: %v\n%s", err, errOut.String())
 	}
-	t.Setenv("RATEKEEPER_STORE", "redis://127.0.0.1:6379")
-	out.Reset()
-	errOut.Reset()
-	if err := runCheck(context.Background(), []string{"--config", path}, &out, &errOut); err == nil {
-		t.Fatalf("check accepted calendar_units on Redis:\n%s", out.String())
-	}
-	if want := path + ":2: calendar_units: calendar windows are decided by the memory store only"; !strings.Contains(errOut.String(), want) {
-		t.Errorf("got %s\nwant %s", errOut.String(), want)
+	if want := path + ": valid"; !strings.Contains(out.String(), want) {
+		t.Errorf("got %s\nwant %s", out.String(), want)
 	}
 }

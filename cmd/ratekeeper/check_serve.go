@@ -57,9 +57,6 @@ func checkServe(ctx context.Context, path string, connect bool, stdout, stderr i
 	if err == nil {
 		_, err = rls.Compile(c)
 	}
-	if err == nil && store.Validate() == nil {
-		err = c.CalendarProblems(store)
-	}
 	if err != nil {
 		errs = append(errs, err)
 	}
