@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/algo"
 )
 
 // build compiles c, collecting every problem with the path of its field.
@@ -203,9 +204,9 @@ func checkNoRateFields(at string, rc RuleConfig, fail func(string, string, ...an
 }
 
 // storeModes are the store modes limits are claimed in. The store tells
-// limits apart by their value: rules with the same limit are decided in
-// one mode.
-type storeModes map[ratekeeper.Limit]struct{ rule, mode string }
+// limits apart by their value, a time zone by its name: rules with the
+// same limit are decided in one mode.
+type storeModes map[algo.LimitKey]struct{ rule, mode string }
 
 // claim records that rl decides l in its store_mode, or fails at field if
 // another rule decides the same limit in another mode.
@@ -213,10 +214,10 @@ func (m storeModes) claim(field string, l ratekeeper.Limit, rl *Rule, fail func(
 	if rl.StoreMode == "" {
 		return
 	}
-	other, ok := m[l]
+	other, ok := m[algo.KeyOf(l)]
 	switch {
 	case !ok:
-		m[l] = struct{ rule, mode string }{rl.Name, rl.StoreMode}
+		m[algo.KeyOf(l)] = struct{ rule, mode string }{rl.Name, rl.StoreMode}
 	case other.mode != rl.StoreMode:
 		fail(field, "store_mode %q, but rule %q decides the same limit with store_mode %q: give the two the same mode", rl.StoreMode, other.rule, other.mode)
 	}

@@ -62,3 +62,21 @@ func Decision(r Result) ratekeeper.Decision {
 		At:         time.UnixMicro(r.At),
 	}
 }
+
+// LimitKey is a limit as a map key that compares it by value: its time
+// zone by name, nil as UTC. Limits loaded from the same zone twice hold
+// two *time.Location and are still one key.
+type LimitKey struct {
+	limit ratekeeper.Limit // without its Location
+	zone  string
+}
+
+// KeyOf is l's LimitKey.
+func KeyOf(l ratekeeper.Limit) LimitKey {
+	zone := "UTC"
+	if l.Location != nil {
+		zone = l.Location.String()
+	}
+	l.Location = nil
+	return LimitKey{limit: l, zone: zone}
+}

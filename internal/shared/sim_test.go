@@ -395,3 +395,26 @@ func TestLeaseWhenTheStoreFails(t *testing.T) {
 		t.Errorf("the store counts %d, fewer than the %d admitted", got, len(out.admitted))
 	}
 }
+
+// A calendar limit's own mode holds for the same limit in a time zone
+// loaded again (as a reload's rules do), and not for another zone.
+func TestLimitModesByZoneName(t *testing.T) {
+	s := New(NewModel(), Exact, 100*time.Millisecond)
+	defer s.Close()
+	daily := func(zone string) ratekeeper.Limit {
+		loc, err := time.LoadLocation(zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 5, Calendar: ratekeeper.Daily, Location: loc}
+	}
+	s.SetLimitModes(map[ratekeeper.Limit]Mode{daily("Europe/Berlin"): Lease, {Algorithm: ratekeeper.FixedWindow, Rate: 5, Calendar: ratekeeper.Daily}: Sync})
+	for _, c := range []struct {
+		zone string
+		want Mode
+	}{{"Europe/Berlin", Lease}, {"UTC", Sync}, {"America/New_York", Exact}} {
+		if got := s.modeFor(daily(c.zone)); got != c.want {
+			t.Errorf("%s: mode %v, want %v", c.zone, got, c.want)
+		}
+	}
+}
