@@ -14,6 +14,11 @@ import (
 )
 
 func TestLimitValidate(t *testing.T) {
+	const day = 24 * time.Hour
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		limit ratekeeper.Limit
 		want  string // "" means valid
@@ -34,6 +39,21 @@ func TestLimitValidate(t *testing.T) {
 		{ratekeeper.Limit{Algorithm: ratekeeper.TokenBucket, Rate: 1, Period: 365 * 24 * time.Hour, Burst: 1_000_000}, "too large to count exactly"},
 		{ratekeeper.Limit{Algorithm: ratekeeper.SlidingWindow, Rate: 1_000_000, Period: 30 * 24 * time.Hour}, "too large for the sliding window counter"},
 		{ratekeeper.Limit{Algorithm: ratekeeper.SlidingLog, Rate: 100_000_000, Period: time.Hour}, "sliding log of 100000000 entries"},
+		{ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 10, Calendar: ratekeeper.Monthly, Location: berlin, Offset: 30*day + 9*time.Hour}, ""},
+		{ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 10, Calendar: ratekeeper.Daily, Offset: 23*time.Hour + 59*time.Minute}, ""},
+		{ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 10, Calendar: ratekeeper.Yearly, Offset: 364 * day}, ""},
+		{ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 10, Calendar: "fortnightly"}, `unknown calendar "fortnightly"`},
+		{ratekeeper.Limit{Algorithm: ratekeeper.SlidingWindow, Rate: 10, Calendar: ratekeeper.Daily}, "sliding_window cannot follow the calendar"},
+		{ratekeeper.Limit{Algorithm: ratekeeper.TokenBucket, Rate: 10, Calendar: ratekeeper.Daily}, "token_bucket cannot follow the calendar"},
+		{ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 10, Period: time.Hour, Calendar: ratekeeper.Daily}, "has no period"},
+		{ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 10, Calendar: ratekeeper.Daily, Stagger: true}, "cannot be staggered"},
+		{ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 10, Calendar: ratekeeper.Daily, Offset: 24 * time.Hour}, "less than 24h0m0s"},
+		{ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 10, Calendar: ratekeeper.Weekly, Offset: 7 * day}, "less than 168h0m0s"},
+		{ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 10, Calendar: ratekeeper.Monthly, Offset: 31 * day}, "less than 744h0m0s"},
+		{ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 10, Calendar: ratekeeper.Monthly, Offset: -time.Hour}, "at least 0"},
+		{ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 10, Calendar: ratekeeper.Daily, Offset: time.Nanosecond}, "whole number of microseconds"},
+		{ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 10, Period: time.Hour, Location: berlin}, "need a calendar"},
+		{ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 10, Period: time.Hour, Offset: time.Hour}, "need a calendar"},
 	}
 	for _, tt := range tests {
 		err := tt.limit.Validate()

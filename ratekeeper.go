@@ -68,6 +68,52 @@ type Limit struct {
 	// penalty: a client that keeps asking while refused stays refused. Off by
 	// default, which admits exactly Rate per window.
 	LogRejected bool
+
+	// Calendar makes a fixed window follow the calendar of Location
+	// instead of the epoch. Period must then be zero. The zero Calendar
+	// keeps epoch windows.
+	Calendar Calendar
+	// Location is the time zone of a calendar window. Nil is UTC.
+	Location *time.Location
+	// Offset moves every calendar boundary later: its whole days as dates,
+	// the rest as wall-clock time. It is less than the unit: a day, 7 days,
+	// 31 days (a month's boundary falls on its last day if the month is
+	// shorter) or 365 days.
+	Offset time.Duration
+}
+
+// Calendar names a calendar unit that fixed windows may follow. Its string
+// value is what configuration files use.
+type Calendar string
+
+// The calendar units. The zero Calendar means windows aligned to the epoch.
+const (
+	// Daily windows are local dates: 23 or 25 hours across a daylight
+	// saving change.
+	Daily Calendar = "daily"
+	// Weekly windows start on Monday.
+	Weekly Calendar = "weekly"
+	// Monthly windows are calendar months.
+	Monthly Calendar = "monthly"
+	// Yearly windows are calendar years.
+	Yearly Calendar = "yearly"
+)
+
+// MaxOffset is the least offset that c refuses: its unit's length in days.
+// It is zero for an unknown unit.
+func (c Calendar) MaxOffset() time.Duration {
+	const day = 24 * time.Hour
+	switch c {
+	case Daily:
+		return day
+	case Weekly:
+		return 7 * day
+	case Monthly:
+		return 31 * day
+	case Yearly:
+		return 365 * day
+	}
+	return 0
 }
 
 // Capacity is the most that can ever pass at one instant: Burst (or Rate when
@@ -90,6 +136,9 @@ func (l Limit) Validate() error {
 	}
 	if l.Rate <= 0 {
 		return fmt.Errorf("limit: rate must be positive, not %d", l.Rate)
+	}
+	if l.Calendar != "" || l.Location != nil || l.Offset != 0 {
+		return l.validateCalendar()
 	}
 	if l.Period <= 0 {
 		return fmt.Errorf("limit: period must be positive, not %v", l.Period)
@@ -126,9 +175,41 @@ func (l Limit) Validate() error {
 	return nil
 }
 
+// validateCalendar checks a limit that sets Calendar, Location or Offset.
+func (l Limit) validateCalendar() error {
+	switch {
+	case l.Calendar == "":
+		return errors.New("limit: time zone and offset need a calendar (daily, weekly, monthly or yearly)")
+	case l.Calendar.MaxOffset() == 0:
+		return fmt.Errorf("limit: unknown calendar %q (daily, weekly, monthly or yearly)", string(l.Calendar))
+	case l.Algorithm != FixedWindow:
+		return fmt.Errorf("limit: %s cannot follow the calendar; use fixed_window", l.Algorithm)
+	case l.Period != 0:
+		return fmt.Errorf("limit: a %s calendar window has no period (remove period %v)", l.Calendar, l.Period)
+	case l.Stagger:
+		return errors.New("limit: a calendar window cannot be staggered; use offset")
+	case l.Offset < 0 || l.Offset >= l.Calendar.MaxOffset():
+		return fmt.Errorf("limit: offset %v must be at least 0 and less than %v for a %s calendar", l.Offset, l.Calendar.MaxOffset(), l.Calendar)
+	case l.Offset%time.Microsecond != 0:
+		return fmt.Errorf("limit: offset %v is not a whole number of microseconds", l.Offset)
+	case int64(l.Rate) > maxUnits:
+		return fmt.Errorf("limit: rate %d is too large", l.Rate)
+	}
+	return nil
+}
+
 // String renders l as people write it: "token_bucket 10/1s burst 20".
 func (l Limit) String() string {
 	s := fmt.Sprintf("%s %d/%v", l.Algorithm, l.Rate, l.Period)
+	if l.Calendar != "" {
+		s = fmt.Sprintf("%s %d %s", l.Algorithm, l.Rate, l.Calendar)
+		if l.Offset != 0 {
+			s += fmt.Sprintf(" offset %v", l.Offset)
+		}
+		if l.Location != nil {
+			s += " in " + l.Location.String()
+		}
+	}
 	if l.Burst > 0 && (l.Algorithm == TokenBucket || l.Algorithm == LeakyBucket) {
 		s += fmt.Sprintf(" burst %d", l.Burst)
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/ratekeeper/ratekeeper/gateway/internal/fastpath"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/problem"
+	"github.com/ratekeeper/ratekeeper/internal/algo"
 	"github.com/ratekeeper/ratekeeper/internal/server/adminauth"
 	"github.com/ratekeeper/ratekeeper/internal/server/dashboard"
 	"github.com/ratekeeper/ratekeeper/rules"
@@ -118,6 +120,24 @@ type AdminLimit struct {
 	Burst       int     `json:"burst,omitempty"`
 	Stagger     bool    `json:"stagger,omitempty"`
 	LogRejected bool    `json:"log_rejected,omitempty"`
+	// Calendar, TimeZone and Offset are a calendar window's; Period is
+	// then 0.
+	Calendar string  `json:"calendar,omitempty"`
+	TimeZone string  `json:"time_zone,omitempty"`
+	Offset   float64 `json:"offset_seconds,omitempty"`
+}
+
+// adminLimit is l as GET /v1/rules shows it.
+func adminLimit(l ratekeeper.Limit) *AdminLimit {
+	a := &AdminLimit{Algorithm: string(l.Algorithm), Rate: l.Rate, Period: seconds(l.Period),
+		Burst: l.Burst, Stagger: l.Stagger, LogRejected: l.LogRejected, Calendar: string(l.Calendar), Offset: seconds(l.Offset)}
+	if l.Calendar != "" {
+		a.TimeZone = "UTC"
+		if l.Location != nil {
+			a.TimeZone = l.Location.String()
+		}
+	}
+	return a
 }
 
 // AdminConcurrency is a concurrency rule's limit: requests in flight.
@@ -169,6 +189,11 @@ type AdminState struct {
 	// RetryAfter is at least the ban's.
 	BannedUntil string  `json:"banned_until,omitempty"`
 	BannedFor   float64 `json:"banned_for_seconds,omitempty"`
+	// PeriodStart and PeriodEnd bound the calendar period that holds the
+	// state (RFC 3339, in the limit's time zone); absent for a limit that
+	// does not follow the calendar.
+	PeriodStart string `json:"period_start,omitempty"`
+	PeriodEnd   string `json:"period_end,omitempty"`
 }
 
 func (g *Gateway) adminRules(w http.ResponseWriter, _ *http.Request) {
@@ -204,8 +229,7 @@ func (g *Gateway) adminRules(w http.ResponseWriter, _ *http.Request) {
 			}
 			ar.Concurrency = &AdminConcurrency{Max: rl.Concurrency.Max, TTL: seconds(ttl)}
 		} else {
-			ar.Limit = &AdminLimit{Algorithm: string(rl.Limit.Algorithm), Rate: rl.Limit.Rate, Period: seconds(rl.Limit.Period),
-				Burst: rl.Limit.Burst, Stagger: rl.Limit.Stagger, LogRejected: rl.Limit.LogRejected}
+			ar.Limit = adminLimit(rl.Limit)
 		}
 		out.Rules = append(out.Rules, ar)
 	}
@@ -271,6 +295,9 @@ func (g *Gateway) peek(ctx context.Context, m rules.Match, matches bool) (AdminS
 	}
 	if d.Fallback != ratekeeper.NoFallback {
 		st.Fallback = d.Fallback.String()
+	}
+	if start, end, ok := algo.CalendarPeriod(m.Limit(), cmp.Or(d.At, time.Now())); ok {
+		st.PeriodStart, st.PeriodEnd = start.Format(time.RFC3339Nano), end.Format(time.RFC3339Nano)
 	}
 	if m.Rule.Ban > 0 {
 		if err := peekBan(ctx, g.proc.Store(), m, &st); err != nil {

@@ -97,6 +97,8 @@ type Config struct {
 
 	// dir is the file's directory, from which relative paths are taken.
 	dir string
+	// file is the file's name, for errors found after Parse.
+	file string
 	// adminToken is the token admin.token_file or admin.token_env hold,
 	// read when the file is.
 	adminToken string
@@ -198,7 +200,7 @@ func LoadFile(path string) (*Config, error) {
 
 // Parse decodes and validates a gateway file; name only labels errors.
 func Parse(name string, data []byte) (*Config, error) {
-	c := Config{dir: filepath.Dir(name)}
+	c := Config{dir: filepath.Dir(name), file: name}
 	if _, err := yamlconf.Decode(name, data, &c, c.problems); err != nil {
 		return nil, err
 	}
@@ -242,8 +244,6 @@ func (c *Config) problems() []*rules.Error {
 // failFunc reports a problem with the field at its path.
 type failFunc = func(field string, format string, args ...any)
 
-// upstreamProblems checks that upstream is an http:// or https:// URL with
-// a host, or the demo.
 func (c *Config) upstreamProblems(fail failFunc) {
 	if c.Upstream == "" || c.Upstream == "builtin:demo" {
 		return

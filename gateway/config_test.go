@@ -77,6 +77,8 @@ func FuzzParse(f *testing.F) {
 		"tls: {cert_file: ca.crt}\nh2c: true\n",
 		"tls: {min_version: 1.2}\n",
 		"tls: [1]\nupstream_tls: x\n",
+		"rules:\n  - name: a\n    limit: {algorithm: fixed_window, rate: 5, calendar: monthly, time_zone: Europe/Berlin, offset: 14d}\n",
+		"store: {url: redis://x:1}\nrules:\n  - name: a\n    limit: {algorithm: fixed_window, rate: 5, calendar: daily}\n",
 	} {
 		f.Add(seed)
 	}

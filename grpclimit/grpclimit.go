@@ -25,6 +25,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -152,7 +153,7 @@ type Interceptor struct {
 	name    string
 	limiter *ratekeeper.Limiter
 	key     KeyFunc
-	policy  string // ratelimit-policy's value
+	policy  string // ratelimit-policy's value; "" for a calendar window, whose w varies
 	limit   string // the most a call can cost
 }
 
@@ -223,15 +224,20 @@ func New(name string, l *ratekeeper.Limiter, key KeyFunc, opts ...Option) (*Inte
 	if err := c.countSet(); err != nil {
 		return nil, err
 	}
-	q, w := ratefields.Policy(l.Limit())
-	return &Interceptor{
-		config:  c,
-		name:    name,
-		limiter: l,
-		key:     key,
-		policy:  fmt.Sprintf("%q;q=%d;w=%d", name, q, w),
-		limit:   strconv.Itoa(q),
-	}, nil
+	i := &Interceptor{config: c, name: name, limiter: l, key: key, limit: strconv.Itoa(l.Limit().Capacity())}
+	if l.Limit().Calendar == "" {
+		i.policy = i.policyAt(time.Time{})
+	}
+	return i, nil
+}
+
+// policyAt is ratelimit-policy's value for a decision at at.
+func (i *Interceptor) policyAt(at time.Time) string {
+	if i.policy != "" {
+		return i.policy
+	}
+	q, w := ratefields.Policy(i.limiter.Limit(), at)
+	return fmt.Sprintf("%q;q=%d;w=%d", i.name, q, w)
 }
 
 // countSet builds counts from count, refusing what cannot work.
@@ -378,7 +384,7 @@ func (i *Interceptor) answer(ctx context.Context, d ratekeeper.Decision, err err
 		return nil, nil
 	}
 	f := ratefields.Of(d)
-	md := i.fields(f)
+	md := i.fields(f, d.At)
 	if d.Allowed {
 		return md, nil
 	}
@@ -389,9 +395,9 @@ func (i *Interceptor) answer(ctx context.Context, d ratekeeper.Decision, err err
 
 // fields are the rate limit fields of f, as the gateway sends them as
 // headers.
-func (i *Interceptor) fields(f ratefields.Figures) metadata.MD {
+func (i *Interceptor) fields(f ratefields.Figures, at time.Time) metadata.MD {
 	return metadata.MD{
-		"ratelimit-policy":      {i.policy},
+		"ratelimit-policy":      {i.policyAt(at)},
 		"ratelimit":             {fmt.Sprintf("%q;r=%d;t=%d", i.name, f.Remaining, f.T)},
 		"x-ratelimit-limit":     {strconv.Itoa(f.Limit)},
 		"x-ratelimit-remaining": {strconv.Itoa(f.Remaining)},

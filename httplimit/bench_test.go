@@ -96,11 +96,29 @@ func BenchmarkHandler(b *testing.B) {
 }
 
 // BenchmarkWriteHeaders is the rate limit fields alone (both styles) of a
-// request under 3 of 50 rules, decided once.
+// request under 3 of 50 rules, decided once; calendar makes the global
+// rule a calendar month in Berlin, whose RateLimit-Policy item is computed
+// per response.
 func BenchmarkWriteHeaders(b *testing.B) {
+	for _, c := range []struct{ name, from, to string }{
+		{"epoch", "", ""},
+		{"calendar", "rate: 1000000000, period: 1s}\n", "rate: 1000000000, calendar: monthly, time_zone: Europe/Berlin}\n"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			rules := fiftyRules()
+			if c.from != "" {
+				i := strings.LastIndex(rules, c.from)
+				rules = rules[:i] + c.to + rules[i+len(c.from):]
+			}
+			benchmarkWriteHeaders(b, rules)
+		})
+	}
+}
+
+func benchmarkWriteHeaders(b *testing.B, rules string) {
 	store := memstore.New()
 	defer store.Close()
-	mw, err := New(store, mustSet(b, fiftyRules()))
+	mw, err := New(store, mustSet(b, rules))
 	if err != nil {
 		b.Fatal(err)
 	}

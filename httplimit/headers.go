@@ -132,7 +132,7 @@ func (c *compiled) appendPolicies(b []byte, s *scratch) []byte {
 		if len(b) > start {
 			b = append(b, ", "...)
 		}
-		b = append(b, c.policy(&s.matches[i])...)
+		b = c.appendPolicy(b, &s.matches[i], s.results[i].At)
 	}
 	return b
 }

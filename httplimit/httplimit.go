@@ -324,18 +324,28 @@ func (m *Middleware) SetRules(set *rules.Set) {
 
 // policyItem is a rule's RateLimit-Policy item for limit l: q is the
 // capacity in quota units (a request takes its cost of them), w the window.
+// A calendar window's w varies: appendPolicy computes its item per decision.
 func policyItem(quoted string, l ratekeeper.Limit) string {
-	q, w := ratefields.Policy(l)
+	q, w := ratefields.Policy(l, time.Time{})
 	return quoted + ";q=" + strconv.Itoa(q) + ";w=" + strconv.FormatInt(w, 10)
 }
 
-// policy is the RateLimit-Policy item of the limit match i of s applies.
-func (c *compiled) policy(mt *rules.Match) string {
+// appendPolicy appends the RateLimit-Policy item of the limit that match
+// mt applies, for a decision at at. A calendar window's is computed then,
+// as its period's length varies; every other one is the precomputed item.
+func (c *compiled) appendPolicy(b []byte, mt *rules.Match, at time.Time) []byte {
 	ri := &c.rules[mt.Rule.Index]
+	l, item := &mt.Rule.Limit, ri.policy
 	if mt.Alt > 0 {
-		return ri.alts[mt.Alt-1]
+		l, item = &mt.Rule.Alts[mt.Alt-1].Limit, ri.alts[mt.Alt-1]
 	}
-	return ri.policy
+	if l.Calendar != "" && !mt.Rule.IsConcurrency() {
+		q, w := ratefields.Policy(*l, at)
+		b = append(append(b, ri.quoted...), ";q="...)
+		b = append(strconv.AppendInt(b, int64(q), 10), ";w="...)
+		return strconv.AppendInt(b, w, 10)
+	}
+	return append(b, item...)
 }
 
 // Rules returns the rules set in use.

@@ -50,11 +50,12 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ra
 			// the memory store); one that passes refuses nobody.
 			req.Limit.LogRejected = false
 		}
-		args = append(args, a+1, callArg(takeOp(req), req.N, time.Time{}), s.limitArg(req).boxed)
+		req.Now = reqs[0].Now // the batch's instant, around which a calendar's boundaries are sent
+		args = append(args, a+1, callArg(takeOp(req), req.N, time.Time{}), s.limitArg(req, 'm', 0).boxed)
 	}
 	v, err := s.run(ctx, job{script: s.batchScript, algo: -1, keys: keys, args: args})
 	if err != nil {
-		return false, fmt.Errorf("redisstore: take all (%d requests): %w", len(reqs), err)
+		return false, fmt.Errorf("redisstore: take all (%d requests): %w", len(reqs), skewed(err))
 	}
 	if want := 8 + decisionSize*len(reqs); len(v) != want {
 		return false, fmt.Errorf("redisstore: take all: script answered %d bytes, want %d", len(v), want)

@@ -132,17 +132,18 @@ func (j *job) argList() []any {
 
 // appendRecord appends j's record for many.lua: '<Bc1ddddddd', the
 // algorithm's index from 1, op, n, now, the limit (32 bytes, '<dddd'), x8
-// (NaN for a decision).
+// (NaN for a decision), and a calendar window's boundaries.
 func (j *job) appendRecord(b []byte) []byte {
 	b = append(b, byte(j.algo+1), j.op)
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(j.n)))
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(nowFloat(j.now)))
-	b = append(b, j.limit.packed...)
+	b = append(b, j.limit.packed[:32]...)
 	x8 := math.NaN()
 	if j.refund() {
 		x8 = float64(j.x8)
 	}
-	return binary.LittleEndian.AppendUint64(b, math.Float64bits(x8))
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x8))
+	return append(b, j.limit.packed[32:]...) // a calendar window's boundaries
 }
 
 // batcher coalesces concurrent script runs. Callers add their calls to a

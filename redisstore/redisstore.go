@@ -36,7 +36,7 @@ type Store struct {
 	cancels     *cancels      // slots of failed acquires, given back in the background
 
 	closeOnce sync.Once
-	limits    sync.Map // ratekeeper.Limit → *limitArg
+	limits    sync.Map // ratekeeper.Limit → *limitArg, or *calArgs for a calendar window
 	nlimits   atomic.Int64
 	probeKeys sync.Map // a Cluster primary's address → its probe key (probe.go)
 	// listeners are called after each call Redis answered (OnAnswer);
@@ -303,7 +303,7 @@ func (s *Store) job(op byte, req ratekeeper.Request, x8 int64) job {
 		op:     op,
 		n:      req.N,
 		now:    req.Now,
-		limit:  s.limitArg(req),
+		limit:  s.limitArg(req, op, x8),
 		x8:     x8,
 	}
 }
@@ -316,9 +316,13 @@ type limitArg struct {
 	boxed  any
 }
 
-// limitArg is ARGV[2] for req's limit, made once per limit (the same for
-// every key, except a staggered window's offset).
-func (s *Store) limitArg(req ratekeeper.Request) *limitArg {
+// limitArg is ARGV[2] for req's limit in a call of op with x8 (see job),
+// made once per limit (the same for every key, except a staggered window's
+// offset) or, for a calendar window, once per window (calendarArg).
+func (s *Store) limitArg(req ratekeeper.Request, op byte, x8 int64) *limitArg {
+	if req.Limit.Calendar != "" {
+		return s.calendarArg(req.Limit, calAnchor(req, op, x8))
+	}
 	staggered := req.Limit.Stagger && (req.Limit.Algorithm == ratekeeper.FixedWindow || req.Limit.Algorithm == ratekeeper.SlidingWindow)
 	if !staggered {
 		if v, ok := s.limits.Load(req.Limit); ok {
@@ -405,7 +409,7 @@ func (s *Store) takeExact(ctx context.Context, req ratekeeper.Request, deadline 
 	}
 	v, err := s.runBy(ctx, s.job(takeOp(req), req, 0), deadline)
 	if err != nil {
-		return ratekeeper.Decision{}, fmt.Errorf("redisstore: take %s: %w", req.Limit.Algorithm, err)
+		return ratekeeper.Decision{}, fmt.Errorf("redisstore: take %s: %w", req.Limit.Algorithm, skewed(err))
 	}
 	if len(v) != decisionSize {
 		return ratekeeper.Decision{}, fmt.Errorf("redisstore: take %s: script answered %d bytes, want %d", req.Limit.Algorithm, len(v), decisionSize)
@@ -440,7 +444,7 @@ func (s *Store) refundExact(ctx context.Context, req ratekeeper.Request, d ratek
 		at += int64(d.Delay / time.Microsecond) // the slot
 	}
 	if _, err := s.run(ctx, s.job(op, req, at)); err != nil {
-		return fmt.Errorf("redisstore: refund %s: %w", req.Limit.Algorithm, err)
+		return fmt.Errorf("redisstore: refund %s: %w", req.Limit.Algorithm, skewed(err))
 	}
 	return nil
 }

@@ -28,7 +28,7 @@ var algoFiles = [5]string{"bucket", "bucket", "fixed_window", "sliding_log", "sl
 // function is the algorithm file name wrapped as the Lua function fn of one
 // call (see scripts/prelude.lua).
 func function(fn, name string) string {
-	return "local function " + fn + "(key, op, n, now, rate, period, least, x7, x8)\n" +
+	return "local function " + fn + "(key, op, n, now, rate, period, least, x7, x8, c0, c1, c2, c3)\n" +
 		file(name+".lua") + "\nend\n"
 }
 

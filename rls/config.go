@@ -9,8 +9,10 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/configerr"
 	"github.com/ratekeeper/ratekeeper/internal/yamlconf"
+	"github.com/ratekeeper/ratekeeper/rules"
 )
 
 // Config is a whole configuration: the domains of one file, or of every
@@ -28,6 +30,10 @@ type DomainConfig struct {
 	Domain string `yaml:"domain"`
 	// Descriptors are the top-level descriptors.
 	Descriptors []DescriptorConfig `yaml:"descriptors"`
+	// CalendarUnits, a time zone (Europe/Berlin, or UTC), makes the units
+	// day, week, month and year of the domain's fixed windows calendar
+	// periods in that zone. Empty: fixed lengths, a month being 30 days.
+	CalendarUnits string `yaml:"calendar_units"`
 
 	pos *yamlconf.Positions // the file's, for line numbers
 }
@@ -77,6 +83,8 @@ type RateLimitConfig struct {
 	// Burst is ratekeeper's extension: the capacity of token_bucket and
 	// leaky_bucket; default requests_per_unit.
 	Burst int `yaml:"burst"`
+	// CalendarUnits is the domain's calendar_units for this limit alone.
+	CalendarUnits string `yaml:"calendar_units"`
 }
 
 // ReplaceConfig names a limit to replace.
@@ -180,11 +188,16 @@ func (d *DomainConfig) validate() []*Error {
 	if d.Domain == "" {
 		errs = append(errs, &Error{Field: "domain", Err: errors.New("is missing: every file names its domain")})
 	}
-	validateDescriptors(d.Descriptors, "descriptors", &errs)
+	if _, err := rules.LoadZone(d.CalendarUnits); err != nil {
+		errs = append(errs, &Error{Field: "calendar_units", Err: err})
+	}
+	validateDescriptors(d.Descriptors, "descriptors", d.CalendarUnits, &errs)
 	return errs
 }
 
-func validateDescriptors(ds []DescriptorConfig, at string, errs *[]*Error) {
+// validateDescriptors reports the problems of ds at field at, in a domain
+// whose calendar_units is zone.
+func validateDescriptors(ds []DescriptorConfig, at, zone string, errs *[]*Error) {
 	seen := map[[2]string]int{}
 	for i := range ds {
 		d := &ds[i]
@@ -198,18 +211,18 @@ func validateDescriptors(ds []DescriptorConfig, at string, errs *[]*Error) {
 		}
 		seen[k] = i
 		if d.RateLimit != nil {
-			for _, e := range d.RateLimit.validate() {
+			for _, e := range d.RateLimit.validate(zone) {
 				e.Field = f + ".rate_limit" + e.Field
 				*errs = append(*errs, e)
 			}
 		}
-		validateDescriptors(d.Descriptors, f+".descriptors", errs)
+		validateDescriptors(d.Descriptors, f+".descriptors", zone, errs)
 	}
 }
 
 // validate reports the limit's problems, with fields relative to it
-// (".unit").
-func (r *RateLimitConfig) validate() []*Error {
+// (".unit"), in a domain whose calendar_units is zone.
+func (r *RateLimitConfig) validate(zone string) []*Error {
 	var errs []*Error
 	bad := func(field string, err error) { errs = append(errs, &Error{Field: field, Err: err}) }
 	for i, rp := range r.Replaces {
@@ -230,6 +243,13 @@ func (r *RateLimitConfig) validate() []*Error {
 		if r.Burst != 0 {
 			bad(".burst", errors.New("must not be set on an unlimited limit"))
 		}
+		if r.CalendarUnits != "" {
+			bad(".calendar_units", errors.New("must not be set on an unlimited limit"))
+		}
+		return errs
+	}
+	if _, err := rules.LoadZone(r.CalendarUnits); err != nil {
+		bad(".calendar_units", err)
 		return errs
 	}
 	if r.Unit == "" {
@@ -250,8 +270,11 @@ func (r *RateLimitConfig) validate() []*Error {
 	} else if r.Burst > 0 && alg != "token_bucket" && alg != "leaky_bucket" {
 		bad(".burst", fmt.Errorf("only applies to token_bucket and leaky_bucket, not %s", alg))
 	}
+	if len(errs) == 0 && r.limit(zone).Calendar != "" && alg != ratekeeper.FixedWindow {
+		bad(".algorithm", fmt.Errorf("%s cannot follow the calendar that calendar_units asks for: use fixed_window, or a unit of an hour or less", alg))
+	}
 	if len(errs) == 0 && r.RequestsPerUnit > 0 {
-		if err := r.limit().Validate(); err != nil {
+		if err := r.limit(zone).Validate(); err != nil {
 			bad(".requests_per_unit", err)
 		}
 	}

@@ -169,6 +169,8 @@ func FuzzParseDomain(f *testing.F) {
 	}
 	f.Add([]byte("domain: d\ndescriptors:\n  - key: a\n    value: '*'\n    rate_limit: {unit: SECOND, requests_per_unit: 1}\n"))
 	f.Add([]byte("domain: d\ndescriptors: [{key: a, descriptors: [{key: b, rate_limit: {unlimited: true}}]}]\n"))
+	f.Add([]byte(calendarDomain))
+	f.Add([]byte("domain: d\ncalendar_units: ../../etc/passwd\ndescriptors: [{key: a, rate_limit: {unit: year, requests_per_unit: 1, calendar_units: Pacific/Apia}}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d, err := ParseDomain("fuzz.yaml", data)
 		if err != nil {

@@ -1,6 +1,7 @@
 package rls
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/rules"
 )
 
 // Units of the reference service, as durations. A month is 30 days and a
@@ -81,10 +83,25 @@ func (r *RateLimitConfig) algorithm() ratekeeper.Algorithm {
 }
 
 // limit is the library's Limit for a validated, limited r with a positive
-// requests_per_unit.
-func (r *RateLimitConfig) limit() ratekeeper.Limit {
-	_, d, _ := parseUnit(r.Unit)
-	return ratekeeper.Limit{Algorithm: r.algorithm(), Rate: int(r.RequestsPerUnit), Period: d, Burst: r.Burst}
+// requests_per_unit, in a domain whose calendar_units is zone. With
+// calendar units, a day, week, month or year is a calendar period.
+func (r *RateLimitConfig) limit(zone string) ratekeeper.Limit {
+	u, d, _ := parseUnit(r.Unit)
+	l := ratekeeper.Limit{Algorithm: r.algorithm(), Rate: int(r.RequestsPerUnit), Period: d, Burst: r.Burst}
+	zone = cmp.Or(r.CalendarUnits, zone)
+	if c := calendarUnits[u]; zone != "" && c != "" {
+		l.Period, l.Calendar = 0, c
+		l.Location, _ = rules.LoadZone(zone)
+	}
+	return l
+}
+
+// calendarUnits are the units that calendar_units makes calendar periods.
+var calendarUnits = map[rlsv3.RateLimitResponse_RateLimit_Unit]ratekeeper.Calendar{
+	rlsv3.RateLimitResponse_RateLimit_DAY:   ratekeeper.Daily,
+	rlsv3.RateLimitResponse_RateLimit_WEEK:  ratekeeper.Weekly,
+	rlsv3.RateLimitResponse_RateLimit_MONTH: ratekeeper.Monthly,
+	rlsv3.RateLimitResponse_RateLimit_YEAR:  ratekeeper.Yearly,
 }
 
 // Rules is a compiled configuration, ready to match requests. It is
@@ -135,6 +152,7 @@ type rule struct {
 	period   time.Duration
 	rpu      uint32
 	limit    ratekeeper.Limit // valid iff !unlimited && rpu > 0
+	cal      ratekeeper.Limit // a calendar unit's limit, for its periods; else zero
 	shadow   bool
 	unlimit  bool
 	detailed bool // some descriptor on its path asked for detailed metrics
@@ -149,12 +167,13 @@ func Compile(c *Config) (*Rules, error) {
 		if err := d.Validate(); err != nil {
 			return nil, err
 		}
-		rs.domains[d.Domain] = rs.compileLevel(d.Descriptors, d.Domain, false, false)
+		rs.domains[d.Domain] = rs.compileLevel(d.Descriptors, d.Domain, d.CalendarUnits, false, false)
 	}
 	return rs, nil
 }
 
-func (rs *Rules) compileLevel(ds []DescriptorConfig, stat string, detailed, showKey bool) *level {
+// compileLevel compiles ds, in a domain whose calendar_units is zone.
+func (rs *Rules) compileLevel(ds []DescriptorConfig, stat, zone string, detailed, showKey bool) *level {
 	lv := &level{exact: map[[2]string]*node{}, prefix: map[string][]*node{}, anyValue: map[string]*node{}}
 	for i := range ds {
 		d := &ds[i]
@@ -181,14 +200,17 @@ func (rs *Rules) compileLevel(ds []DescriptorConfig, stat string, detailed, show
 				ru.unit, ru.period, _ = parseUnit(r.Unit)
 				ru.rpu = uint32(r.RequestsPerUnit)
 				if ru.rpu > 0 {
-					ru.limit = r.limit()
+					ru.limit = r.limit(zone)
+				}
+				if l := r.limit(zone); l.Calendar != "" {
+					ru.cal = l
 				}
 			}
 			n.rule = ru
 			rs.rules = append(rs.rules, ru)
 		}
 		if len(d.Descriptors) > 0 {
-			n.next = rs.compileLevel(d.Descriptors, s, n.detailed, n.showKey)
+			n.next = rs.compileLevel(d.Descriptors, s, zone, n.detailed, n.showKey)
 		}
 	}
 	for _, ns := range lv.prefix {

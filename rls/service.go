@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/algo"
 	"github.com/ratekeeper/ratekeeper/internal/ratefields"
 	"github.com/ratekeeper/ratekeeper/internal/server/metrics"
 	"github.com/ratekeeper/ratekeeper/internal/server/tracing"
@@ -525,7 +526,8 @@ func (s *Service) classify(sl *slot, replaced map[string]bool) {
 		sl.kind = unlimited
 	case r.rpu == 0:
 		sl.kind, sl.over = denyAll, true
-		sl.reset = untilNextPeriod(r.period, s.now())
+		sl.d.At = s.now()
+		sl.reset = r.untilNextPeriod(sl.d.At)
 	case sl.n > r.limit.Capacity():
 		sl.kind = tooMany
 	default:
@@ -541,11 +543,23 @@ func (s *Service) now() time.Time {
 	return time.Now()
 }
 
-// untilNextPeriod is the time from at to the next multiple of period since
-// the epoch, to the microsecond.
-func untilNextPeriod(period time.Duration, at time.Time) time.Duration {
-	p := period.Microseconds()
+// untilNextPeriod is the time from at to the end of r's period that holds
+// it, to the microsecond: the next multiple of the period since the epoch,
+// or the next calendar boundary.
+func (r *rule) untilNextPeriod(at time.Time) time.Duration {
+	if _, end, ok := algo.CalendarPeriod(r.cal, at); ok {
+		return end.Sub(time.UnixMicro(at.UnixMicro())) // from at's microsecond, as below
+	}
+	p := r.period.Microseconds()
 	return time.Duration(p-at.UnixMicro()%p) * time.Microsecond
+}
+
+// periodLength is the length of r's period that holds at.
+func (r *rule) periodLength(at time.Time) time.Duration {
+	if start, end, ok := algo.CalendarPeriod(r.cal, at); ok {
+		return end.Sub(start)
+	}
+	return r.period
 }
 
 // asks reports whether sl's answer needs the store: it has a limit of more
@@ -969,11 +983,11 @@ func (s *Service) count(cur *served, sl *slot) {
 // refill it.
 func headers(over bool, sl *slot) []*corev3.HeaderValue {
 	d := sl.d
-	q, w := ratefields.Policy(sl.r.limit)
+	q, w := ratefields.Policy(sl.r.limit, d.At)
 	switch {
 	case sl.kind == denyAll:
-		d = ratekeeper.Decision{RetryAfter: sl.reset, ResetAfter: sl.reset}
-		q, w = 0, ratefields.Ceil(sl.r.period)
+		d = ratekeeper.Decision{RetryAfter: sl.reset, ResetAfter: sl.reset, At: sl.d.At}
+		q, w = 0, ratefields.Ceil(sl.r.periodLength(sl.d.At))
 	case sl.kind == take && sl.over:
 		d.Allowed, d.Remaining = false, 0
 		if d.RetryAfter == 0 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/algo"
 )
 
 // build compiles c, collecting every problem with the path of its field.
@@ -203,9 +204,9 @@ func checkNoRateFields(at string, rc RuleConfig, fail func(string, string, ...an
 }
 
 // storeModes are the store modes limits are claimed in. The store tells
-// limits apart by their value: rules with the same limit are decided in
-// one mode.
-type storeModes map[ratekeeper.Limit]struct{ rule, mode string }
+// limits apart by their value, a time zone by its name: rules with the
+// same limit are decided in one mode.
+type storeModes map[algo.LimitKey]struct{ rule, mode string }
 
 // claim records that rl decides l in its store_mode, or fails at field if
 // another rule decides the same limit in another mode.
@@ -213,17 +214,19 @@ func (m storeModes) claim(field string, l ratekeeper.Limit, rl *Rule, fail func(
 	if rl.StoreMode == "" {
 		return
 	}
-	other, ok := m[l]
+	other, ok := m[algo.KeyOf(l)]
 	switch {
 	case !ok:
-		m[l] = struct{ rule, mode string }{rl.Name, rl.StoreMode}
+		m[algo.KeyOf(l)] = struct{ rule, mode string }{rl.Name, rl.StoreMode}
 	case other.mode != rl.StoreMode:
 		fail(field, "store_mode %q, but rule %q decides the same limit with store_mode %q: give the two the same mode", rl.StoreMode, other.rule, other.mode)
 	}
 }
 
-// limitOf is the limit lc writes.
+// limitOf is the limit lc writes. An unknown time zone is left nil, for
+// checkLimit to report.
 func limitOf(lc LimitConfig) ratekeeper.Limit {
+	loc, _ := LoadZone(lc.TimeZone)
 	return ratekeeper.Limit{
 		Algorithm:   ratekeeper.Algorithm(lc.Algorithm),
 		Rate:        lc.Rate,
@@ -231,11 +234,75 @@ func limitOf(lc LimitConfig) ratekeeper.Limit {
 		Burst:       lc.Burst,
 		Stagger:     lc.Stagger,
 		LogRejected: lc.LogRejected,
+		Calendar:    ratekeeper.Calendar(lc.Calendar),
+		Location:    loc,
+		Offset:      time.Duration(lc.Offset),
 	}
+}
+
+// LoadZone is the time zone a configuration file names: an IANA name like
+// Europe/Berlin, or UTC. "" is nil, which is UTC. "Local" is refused: it
+// is the machine's zone, which another machine may not share.
+func LoadZone(name string) (*time.Location, error) {
+	switch name {
+	case "":
+		return nil, nil
+	case "Local":
+		return nil, errors.New(`"Local" is this machine's zone, which another machine may not share: name the zone, like Europe/Berlin`)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a time zone: give an IANA name like Europe/Berlin, America/New_York or UTC", name)
+	}
+	return loc, nil
+}
+
+// calendars lists the calendar units as a file writes them.
+const calendars = "daily, weekly, monthly or yearly"
+
+// checkCalendar reports what is wrong with lc's calendar fields, at field
+// at. It returns false if it reported anything.
+func checkCalendar(at string, lc LimitConfig, fail func(string, string, ...any)) bool {
+	c := ratekeeper.Calendar(lc.Calendar)
+	n := 0
+	bad := func(field, format string, args ...any) { fail(at+"."+field, format, args...); n++ }
+	switch {
+	case c == "" && lc.TimeZone != "":
+		bad("time_zone", "applies to a calendar window: add calendar (%s) or remove time_zone", calendars)
+	case c == "" && lc.Offset != 0:
+		bad("offset", "applies to a calendar window: add calendar (%s) or remove offset", calendars)
+	case c == "":
+		return true
+	case c.MaxOffset() == 0:
+		bad("calendar", "%q is not a calendar; use %s", lc.Calendar, calendars)
+		return false
+	}
+	if _, err := LoadZone(lc.TimeZone); err != nil {
+		bad("time_zone", "%v", err)
+	}
+	if c == "" {
+		return n == 0
+	}
+	if a := ratekeeper.Algorithm(lc.Algorithm); a != ratekeeper.FixedWindow {
+		bad("calendar", "%s cannot follow the calendar; use algorithm: fixed_window (docs/algorithms.md says why)", a)
+	}
+	if lc.Period != 0 {
+		bad("period", "a calendar window lasts its %s period: remove period", c)
+	}
+	if lc.Stagger {
+		bad("stagger", "a calendar window is not staggered: remove stagger, or move its boundaries with offset")
+	}
+	if most := Duration(c.MaxOffset()); lc.Offset < 0 || lc.Offset >= most {
+		bad("offset", "%s is not in 0 up to less than %s, the unit of a %s calendar", lc.Offset, most, c)
+	}
+	return n == 0
 }
 
 // checkLimit reports what is wrong with l, which lc (at field) writes.
 func checkLimit(at string, lc LimitConfig, l ratekeeper.Limit, fail func(string, string, ...any)) {
+	if !checkCalendar(at, lc, fail) {
+		return
+	}
 	if err := l.Validate(); err != nil {
 		fail(limitField(at, err), "%v", strings.TrimPrefix(err.Error(), "limit: "))
 		return
@@ -277,6 +344,8 @@ func limitField(at string, err error) string {
 		return at + ".period"
 	case strings.HasPrefix(msg, "rate"):
 		return at + ".rate"
+	case strings.HasPrefix(msg, "offset"):
+		return at + ".offset"
 	}
 	return at
 }

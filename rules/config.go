@@ -290,6 +290,14 @@ type LimitConfig struct {
 	Stagger bool `yaml:"stagger"`
 	// LogRejected makes the sliding log count refused requests too.
 	LogRejected bool `yaml:"log_rejected"`
+	// Calendar makes a fixed window follow the calendar instead of the
+	// epoch: daily, weekly (from Monday), monthly or yearly.
+	Calendar string `yaml:"calendar"`
+	// TimeZone is the calendar's IANA time zone (Europe/Berlin); default UTC.
+	TimeZone string `yaml:"time_zone"`
+	// Offset moves every calendar boundary later: 14d resets a monthly
+	// window on the 15th.
+	Offset Duration `yaml:"offset"`
 }
 
 // FractionHint suggests, for a fractional rate, the whole rate over a

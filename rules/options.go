@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -180,13 +181,25 @@ func (rl *Rule) pickAlt(key []byte, v view) int {
 	return 0
 }
 
-// overrideLimit is an override's or tier's limit: the rule's algorithm,
-// period, stagger and log_rejected unless it writes them.
+// overrideLimit is an override's or tier's limit. It takes the rule's
+// algorithm, period, stagger and log_rejected unless it writes them. It
+// takes the rule's calendar unless it writes a period. With a calendar, it
+// takes the rule's time zone, and its offset if the unit is the rule's,
+// unless it writes them.
 func overrideLimit(rule, lc LimitConfig) LimitConfig {
 	if lc.Algorithm == "" {
 		lc.Algorithm = rule.Algorithm
 	}
-	if lc.Period == 0 {
+	if lc.Calendar == "" && lc.Period == 0 {
+		lc.Calendar = rule.Calendar
+	}
+	if lc.Calendar != "" {
+		lc.TimeZone = cmp.Or(lc.TimeZone, rule.TimeZone)
+	}
+	if lc.Calendar == rule.Calendar && lc.Calendar != "" {
+		lc.Offset = cmp.Or(lc.Offset, rule.Offset) // an offset is bounded by its unit
+	}
+	if lc.Period == 0 && lc.Calendar == "" {
 		lc.Period = rule.Period
 	}
 	a := ratekeeper.Algorithm(lc.Algorithm)

@@ -202,8 +202,13 @@ func BoundKey(s string) string {
 
 // keyPrefix is "name:hash:" where hash identifies the limit, so that a
 // changed limit starts with fresh counters and two rules never share one.
+// A calendar window's unit, time zone and offset are part of its limit.
 func keyPrefix(name string, l ratekeeper.Limit) string {
-	h := sha256.Sum256(fmt.Appendf(nil, "%s|%d|%d|%d|%t|%t", l.Algorithm, l.Rate, l.Period, l.Burst, l.Stagger, l.LogRejected))
+	b := fmt.Appendf(nil, "%s|%d|%d|%d|%t|%t", l.Algorithm, l.Rate, l.Period, l.Burst, l.Stagger, l.LogRejected)
+	if l.Calendar != "" { // so that an epoch limit's keys stay as they were
+		b = fmt.Appendf(b, "|%s|%s|%d", l.Calendar, l.Location, l.Offset)
+	}
+	h := sha256.Sum256(b)
 	return name + ":" + hex.EncodeToString(h[:4]) + ":"
 }
 
@@ -388,12 +393,30 @@ func describeLimit(l ratekeeper.Limit) string {
 	case ratekeeper.LeakyBucket:
 		return fmt.Sprintf("leaky bucket: drains %d per %s, holds %d", l.Rate, per, l.Capacity())
 	case ratekeeper.FixedWindow:
+		if l.Calendar != "" {
+			return "fixed window: " + describeCalendar(l)
+		}
 		return fmt.Sprintf("fixed window: %d per %s window", l.Rate, per)
 	case ratekeeper.SlidingLog:
 		return fmt.Sprintf("sliding log: %d in any %s", l.Rate, per)
 	default:
 		return fmt.Sprintf("sliding window counter: about %d in any %s", l.Rate, per)
 	}
+}
+
+// describeCalendar says what a calendar window admits and when it resets:
+// "10000 per month in Europe/Berlin, from the 15th".
+func describeCalendar(l ratekeeper.Limit) string {
+	unit := map[ratekeeper.Calendar]string{ratekeeper.Daily: "day", ratekeeper.Weekly: "week (from Monday)", ratekeeper.Monthly: "month", ratekeeper.Yearly: "year"}[l.Calendar]
+	zone := "UTC"
+	if l.Location != nil {
+		zone = l.Location.String()
+	}
+	s := fmt.Sprintf("%d per calendar %s in %s", l.Rate, unit, zone)
+	if l.Offset != 0 {
+		s += ", boundaries moved " + Duration(l.Offset).String() + " later"
+	}
+	return s
 }
 
 func hasHeaderKey(parts []string) bool {

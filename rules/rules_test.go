@@ -370,6 +370,11 @@ func TestStoreModesAgree(t *testing.T) {
   - {name: g, store_mode: bogus, limit: {algorithm: token_bucket, rate: 9, period: 1s}}
   - {name: h, store_mode: sync, limit: {algorithm: token_bucket, rate: 9, period: 1s}}
 `, `rules[0].store_mode: "bogus" is not exact, sync or lease`},
+		// Each rule loads its own *time.Location: the zone's name decides.
+		{`rules:
+  - {name: g, store_mode: lease, limit: {algorithm: fixed_window, rate: 9, calendar: daily, time_zone: Europe/Berlin}}
+  - {name: h, store_mode: sync, limit: {algorithm: fixed_window, rate: 9, calendar: daily, time_zone: Europe/Berlin}}
+`, `rules[1].store_mode: store_mode "sync", but rule "g" decides the same limit with store_mode "lease"`},
 	} {
 		_, err := Parse("t.yaml", []byte(c.yaml))
 		if err == nil || !strings.Contains(err.Error(), c.want) {

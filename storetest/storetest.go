@@ -108,7 +108,14 @@ var Epoch = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 // ratekeeper.Resetter skips the timelines that reset.
 func Run(t *testing.T, newStore func(t *testing.T) ratekeeper.Store) {
 	t.Helper()
-	for _, tl := range Timelines() {
+	RunTimelines(t, newStore, Timelines())
+}
+
+// RunTimelines is Run over tls alone: for a store that refuses some
+// limits, which then says so in a test of its own.
+func RunTimelines(t *testing.T, newStore func(t *testing.T) ratekeeper.Store, tls []Timeline) {
+	t.Helper()
+	for _, tl := range tls {
 		t.Run(tl.Name, func(t *testing.T) {
 			s := newStore(t)
 			if _, ok := s.(ratekeeper.Resetter); !ok && tl.resets() {
@@ -226,8 +233,9 @@ func RunTimeline(t *testing.T, s ratekeeper.Store, tl Timeline) {
 	}
 }
 
-// Differential runs the same random timelines (every algorithm, random
-// limits, costs, keys and gaps, and clocks that sometimes step back) against
+// Differential runs the same random timelines (every algorithm, calendar
+// windows too, random limits, costs, keys and gaps, and clocks that
+// sometimes step back) against
 // want and got, and fails on the first decision where they differ. Each
 // store is used through a Limiter on its own manual clock showing the same
 // instants.
@@ -246,7 +254,10 @@ func DifferentialFunc(t *testing.T, want, got ratekeeper.Store, seed uint64, ste
 	ctx := context.Background()
 	prefix := fmt.Sprintf("difftest:%x:", rand.Uint64())
 	for round := 0; round < max(1, steps/200); round++ {
-		lim := RandomLimit(rng)
+		lim, now, period := RandomLimit(rng), Epoch, time.Duration(0)
+		if rng.IntN(4) == 0 {
+			lim, now, period = RandomCalendarLimit(rng)
+		}
 		cw, cg := NewClock(Epoch), NewClock(Epoch)
 		lw, err := ratekeeper.New(want, lim, ratekeeper.WithClock(cw))
 		if err != nil {
@@ -256,8 +267,10 @@ func DifferentialFunc(t *testing.T, want, got ratekeeper.Store, seed uint64, ste
 		if err != nil {
 			t.Fatal(err)
 		}
-		now := Epoch.Add(time.Duration(rng.Int64N(int64(24 * time.Hour))).Truncate(time.Microsecond))
-		period := lim.Period
+		if period == 0 {
+			now = now.Add(time.Duration(rng.Int64N(int64(24 * time.Hour))).Truncate(time.Microsecond))
+			period = lim.Period
+		}
 		for i := 0; i < 200; i++ {
 			switch r := rng.IntN(100); {
 			case r < 3: // the clock steps back

@@ -18,8 +18,14 @@ const (
 // and reset-after at the microsecond. They cover rates that do not divide
 // their period, costs above one, clocks that step back, refunds and
 // cancels, peeks (the wait for one request, taking nothing) and resets
-// (one key's, leaving another's alone).
+// (one key's, leaving another's alone), and calendar windows
+// (CalendarTimelines).
 func Timelines() []Timeline {
+	return append(timelines(), CalendarTimelines()...)
+}
+
+// timelines are the timelines of windows and buckets on the epoch.
+func timelines() []Timeline {
 	allowed := func(rem int, reset time.Duration) Want { return Want{Allowed: true, Remaining: rem, ResetAfter: reset} }
 	refused := func(rem int, retry, reset time.Duration) Want {
 		return Want{Remaining: rem, RetryAfter: retry, ResetAfter: reset}

@@ -10,9 +10,11 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/gateway"
+	"github.com/ratekeeper/ratekeeper/internal/algo"
 	"github.com/ratekeeper/ratekeeper/rules"
 	"github.com/ratekeeper/ratekeeper/storeconfig"
 )
@@ -72,7 +74,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "%s: valid\n", *config)
 	printConnected(stdout, *connect, c.Store)
 	fmt.Fprintln(stdout)
-	printConfig(stdout, c, set)
+	printConfig(stdout, c, set, time.Now())
 	printEnv(stdout, pfs, env)
 	return nil
 }
@@ -148,7 +150,9 @@ func printEnv(w io.Writer, fs *flag.FlagSet, env fromEnv) {
 	}
 }
 
-func printConfig(w io.Writer, c *gateway.Config, set *rules.Set) {
+// printConfig says what c does, the resets of its calendar rules counted
+// from now.
+func printConfig(w io.Writer, c *gateway.Config, set *rules.Set, now time.Time) {
 	or := func(s, def string) string {
 		if s == "" {
 			return def
@@ -194,6 +198,7 @@ func printConfig(w io.Writer, c *gateway.Config, set *rules.Set) {
 			describeSlots(w, r, shared.IsMemory())
 			continue
 		}
+		printResets(w, r, now)
 		mode := shared.Mode
 		switch {
 		case r.StoreMode != "" && shared.IsMemory():
@@ -209,6 +214,31 @@ func printConfig(w io.Writer, c *gateway.Config, set *rules.Set) {
 			fmt.Fprintf(w, "     its ban is checked in Redis on every request: bans stay exact in %s mode\n", mode)
 		}
 	}
+}
+
+// printResets prints the next two resets after now of rule r's calendar
+// limits, in their time zone and in UTC: the rule's own, then those of its
+// overrides and tiers that reset at other times.
+func printResets(w io.Writer, r *rules.Rule, now time.Time) {
+	_, own, _ := algo.CalendarPeriod(r.Limit, now)
+	say := func(who string, l ratekeeper.Limit) {
+		_, first, ok := algo.CalendarPeriod(l, now)
+		if !ok || (who != "" && first.Equal(own)) {
+			return
+		}
+		_, second, _ := algo.CalendarPeriod(l, first)
+		fmt.Fprintf(w, "     %sresets %s, then %s\n", who, inZoneAndUTC(first), inZoneAndUTC(second))
+	}
+	say("", r.Limit)
+	for _, a := range r.Alts {
+		say(fmt.Sprintf("%q ", a.Name), a.Limit)
+	}
+}
+
+// inZoneAndUTC writes t in its own zone, then in UTC.
+func inZoneAndUTC(t time.Time) string {
+	const layout = "Mon 2006-01-02 15:04:05 MST"
+	return t.Format(layout) + " (" + t.UTC().Format(layout) + ")"
 }
 
 // localIn reports whether sync and lease modes decide rule r locally: the

@@ -28,6 +28,9 @@ type Limit struct {
 	Offset int64 // where windows start, in [0, Period): 0 aligns them to the epoch
 	// LogRejected makes the sliding log record refused requests too.
 	LogRejected bool
+	// Cal, when its Unit is set, places fixed windows on the calendar
+	// instead of Period and Offset.
+	Cal Calendar
 	// FullGap is Burst·Period/Rate + 1: past this many µs ahead of now, a
 	// bucket's tail means it is over capacity (so level need not multiply).
 	// Params fills it in; zero means "compute it".

@@ -1,8 +1,12 @@
 package algo
 
 // windowEnd is the end of the window holding now: windows are
-// [k·Period+Offset, (k+1)·Period+Offset).
+// [k·Period+Offset, (k+1)·Period+Offset), or follow l.Cal.
 func windowEnd(l *Limit, now int64) int64 {
+	if l.Cal.Unit != NoCalendar {
+		_, end := l.Cal.Window(now)
+		return end
+	}
 	return floorDiv(now-l.Offset, l.Period)*l.Period + l.Offset + l.Period
 }
 
@@ -17,6 +21,9 @@ type Window struct {
 // roll moves w to the window holding now. A clock that went back into an
 // earlier window keeps counting in the latest one, so it mints nothing.
 func (w Window) roll(l *Limit, now int64) Window {
+	if l.Cal.Unit != NoCalendar && now < w.End {
+		return w // no later window starts before w.End: skip the zone's arithmetic
+	}
 	if end := windowEnd(l, now); end > w.End {
 		return Window{End: end}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper"
+	"github.com/ratekeeper/ratekeeper/internal/algo"
 )
 
 // Figures are one decision's rate limit fields, in whole numbers.
@@ -62,13 +63,17 @@ func RetryAfter(d ratekeeper.Decision) int64 {
 	return RetrySeconds(d.RetryAfter)
 }
 
-// Policy is l as RateLimit-Policy states it: a quota of q units per w
-// seconds. q is the capacity; w is the period, and for the buckets the
-// time to refill the whole burst.
-func Policy(l ratekeeper.Limit) (q int, w int64) {
+// Policy is l as RateLimit-Policy states it for a decision at instant at:
+// a quota of q units per w seconds. q is the capacity; w is the period,
+// and for the buckets the time to refill the whole burst. A calendar
+// window's w is the length of its period that holds at: a 31-day month, a
+// 23-hour day. Only a calendar window reads at.
+func Policy(l ratekeeper.Limit, at time.Time) (q int, w int64) {
 	q = l.Capacity()
 	d := l.Period
-	if l.Algorithm == ratekeeper.TokenBucket || l.Algorithm == ratekeeper.LeakyBucket {
+	if start, end, ok := algo.CalendarPeriod(l, at); ok {
+		d = end.Sub(start)
+	} else if l.Algorithm == ratekeeper.TokenBucket || l.Algorithm == ratekeeper.LeakyBucket {
 		d = time.Duration(float64(l.Period) * float64(q) / float64(l.Rate))
 	}
 	return q, max(1, Ceil(d))

@@ -99,6 +99,10 @@ func (e *entry) countedAt(at int64) int64 {
 	default:
 		return at
 	}
+	if e.p.Cal.Unit != algo.NoCalendar {
+		start, _ := e.p.Cal.Window(end - 1)
+		return max(at, start)
+	}
 	return max(at, end-e.p.Period)
 }
 

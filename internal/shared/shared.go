@@ -186,7 +186,8 @@ type Store struct {
 	// clock): the loop's syncs then run at it, not at the remote's clock.
 	given atomic.Int64
 	// modes holds the limits decided in a mode other than the store's.
-	modes atomic.Pointer[map[ratekeeper.Limit]Mode]
+	// Keyed by value (algo.KeyOf): a reload's limits hold new time zones.
+	modes atomic.Pointer[map[algo.LimitKey]Mode]
 
 	kick chan struct{}
 	stop chan struct{}
@@ -267,9 +268,9 @@ func (s *Store) Mode() Mode { return s.mode }
 // lives (until it has been idle for ten periods). A change so applies to
 // keys as they go idle; the commands read rules' store modes at start.
 func (s *Store) SetLimitModes(m map[ratekeeper.Limit]Mode) {
-	c := make(map[ratekeeper.Limit]Mode, len(m))
+	c := make(map[algo.LimitKey]Mode, len(m))
 	for l, mode := range m {
-		c[l] = mode
+		c[algo.KeyOf(l)] = mode
 	}
 	s.modes.Store(&c)
 }
@@ -284,8 +285,8 @@ func (s *Store) Decides(req ratekeeper.Request) bool {
 
 // modeFor is the mode limit l is decided in.
 func (s *Store) modeFor(l ratekeeper.Limit) Mode {
-	if m := s.modes.Load(); m != nil {
-		if mode, ok := (*m)[l]; ok {
+	if m := s.modes.Load(); m != nil && len(*m) > 0 {
+		if mode, ok := (*m)[algo.KeyOf(l)]; ok {
 			return mode
 		}
 	}

@@ -46,6 +46,7 @@ type outcome struct {
 	firstErr error
 	stats    []Stats
 	model    *Model
+	start    int64 // the shared clock when the run started
 }
 
 // run plays sc in a synctest bubble: virtual time, real goroutines.
@@ -66,6 +67,7 @@ func (sc scenario) run(t *testing.T, seed uint64) outcome {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		start := time.Now()
+		out.start = start.UnixMicro()
 		rng := rand.New(rand.NewPCG(seed, 1))
 		for i, rate := range sc.rates {
 			interval := time.Duration(float64(time.Second) / rate)
@@ -151,6 +153,9 @@ var simLimits = []ratekeeper.Limit{
 	{Algorithm: ratekeeper.SlidingWindow, Rate: 100, Period: time.Second},
 	{Algorithm: ratekeeper.TokenBucket, Rate: 100, Period: time.Second, Burst: 20},
 	{Algorithm: ratekeeper.LeakyBucket, Rate: 50, Period: time.Second, Burst: 10},
+	// Days from 00:00:02 UTC: the runs, which start at midnight, cross a
+	// boundary 2 s in.
+	{Algorithm: ratekeeper.FixedWindow, Rate: 100, Calendar: ratekeeper.Daily, Offset: 2 * time.Second},
 }
 
 // randomScenario draws instances, rates (one instance may be hot), skews
@@ -178,18 +183,19 @@ func TestLeaseNeverOverAdmits(t *testing.T) {
 	for _, l := range simLimits {
 		for run := range 6 {
 			sc := randomScenario(rng, Lease, l)
-			t.Run(fmt.Sprintf("%s/%d", l.Algorithm, run), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s%s/%d", l.Algorithm, l.Calendar, run), func(t *testing.T) {
 				out := sc.run(t, uint64(run))
 				if a, over := overBy(l, 0, out.admitted); over {
 					t.Fatalf("%+v: instance %d admitted at %d past the limit (%d admitted, %d refused)", sc, a.inst, a.at, len(out.admitted), out.refused)
 				}
+				sc.checkInstants(t, out)
 				if out.errors > 0 {
 					t.Errorf("%d errors with the store up, first %v", out.errors, out.firstErr)
 				}
 				if len(out.admitted) == 0 {
 					t.Fatalf("nothing admitted")
 				}
-				if l.Algorithm == ratekeeper.FixedWindow {
+				if l.Algorithm == ratekeeper.FixedWindow && l.Calendar == "" {
 					sc.checkUnderAdmission(t, out)
 				}
 			})
@@ -204,8 +210,9 @@ func TestSyncWithinItsBound(t *testing.T) {
 	for _, l := range simLimits {
 		for run := range 6 {
 			sc := randomScenario(rng, Sync, l)
-			t.Run(fmt.Sprintf("%s/%d", l.Algorithm, run), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s%s/%d", l.Algorithm, l.Calendar, run), func(t *testing.T) {
 				out := sc.run(t, uint64(run))
+				sc.checkInstants(t, out)
 				bound := sc.syncBound()
 				if a, over := overBy(l, bound, out.admitted); over {
 					t.Fatalf("%+v: instance %d admitted at %d past the limit plus the bound %d", sc, a.inst, a.at, bound)
@@ -328,6 +335,19 @@ func TestLimitModes(t *testing.T) {
 	})
 }
 
+// checkInstants holds every admission's instant within the run, give or
+// take the instances' skews: a local decision reports the instant it
+// counts at, which is never a window's end.
+func (sc scenario) checkInstants(t *testing.T, out outcome) {
+	t.Helper()
+	slack := time.Second.Microseconds() + sc.latency.Microseconds()
+	for _, a := range out.admitted {
+		if a.at < out.start-slack || a.at > out.start+sc.duration.Microseconds()+slack {
+			t.Fatalf("instance %d admitted at %d, outside the run [%d, %d] give or take %d µs", a.inst, a.at, out.start, out.start+sc.duration.Microseconds(), slack)
+		}
+	}
+}
+
 // checkUnderAdmission holds lease mode's shortfall to the quota the
 // instances can hold unused: in a window whose demand passed the limit,
 // what was not admitted is at most what each instance leases at once (its
@@ -373,5 +393,28 @@ func TestLeaseWhenTheStoreFails(t *testing.T) {
 	}
 	if got := out.model.State("k", l).Window.Count; got < int64(len(out.admitted)) {
 		t.Errorf("the store counts %d, fewer than the %d admitted", got, len(out.admitted))
+	}
+}
+
+// A calendar limit's own mode holds for the same limit in a time zone
+// loaded again (as a reload's rules do), and not for another zone.
+func TestLimitModesByZoneName(t *testing.T) {
+	s := New(NewModel(), Exact, 100*time.Millisecond)
+	defer s.Close()
+	daily := func(zone string) ratekeeper.Limit {
+		loc, err := time.LoadLocation(zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 5, Calendar: ratekeeper.Daily, Location: loc}
+	}
+	s.SetLimitModes(map[ratekeeper.Limit]Mode{daily("Europe/Berlin"): Lease, {Algorithm: ratekeeper.FixedWindow, Rate: 5, Calendar: ratekeeper.Daily}: Sync})
+	for _, c := range []struct {
+		zone string
+		want Mode
+	}{{"Europe/Berlin", Lease}, {"UTC", Sync}, {"America/New_York", Exact}} {
+		if got := s.modeFor(daily(c.zone)); got != c.want {
+			t.Errorf("%s: mode %v, want %v", c.zone, got, c.want)
+		}
 	}
 }

@@ -6,7 +6,8 @@
 -- KEYS are the requests' keys, one each, all in one slot. ARGV[1] is now,
 -- packed '<d' (NaN: read TIME); then 3 arguments per request: the
 -- algorithm's index (text), the call and the limit, packed as the
--- algorithms' ARGV[1] and ARGV[2] (prelude.lua); the calls' instants are
+-- algorithms' ARGV[1] and ARGV[2] (prelude.lua), a calendar window's with
+-- its boundaries; the calls' instants are
 -- replaced by the batch's.
 --
 -- Every request is taken; if any is refused, those allowed are given back
@@ -27,7 +28,9 @@ for i = 1, m do
   local b = 2 + (i - 1) * 3
   local op, n = unpack('<c1d', ARGV[b + 1])
   local rate, period, least, x7 = unpack('<dddd', ARGV[b + 2])
-  local r = algos[tonumber(ARGV[b])](KEYS[i], op, n, now, rate, period, least, x7, nil)
+  local c0, c1, c2, c3
+  if period == 0 then c0, c1, c2, c3 = unpack('<dddd', ARGV[b + 2], 33) end
+  local r = algos[tonumber(ARGV[b])](KEYS[i], op, n, now, rate, period, least, x7, nil, c0, c1, c2, c3)
   res[i] = r
   if unpack('<d', r) == 0 then all = 0 end
 end
@@ -36,13 +39,15 @@ if all == 0 then
     local b = 2 + (i - 1) * 3
     local op, n = unpack('<c1d', ARGV[b + 1])
     local rate, period, least, x7 = unpack('<dddd', ARGV[b + 2])
+    local c0, c1, c2, c3
+    if period == 0 then c0, c1, c2, c3 = unpack('<dddd', ARGV[b + 2], 33) end
     local allowed, _, _, _, delay, at = unpack('<dddddd', res[i])
     if allowed == 1 and n > 0 then
       local back, x8 = 'r', at
       if op == 'q' then
         back, x8 = 'c', at + delay -- the queue slot taken
       end
-      algos[tonumber(ARGV[b])](KEYS[i], back, n, now, rate, period, least, x7, x8)
+      algos[tonumber(ARGV[b])](KEYS[i], back, n, now, rate, period, least, x7, x8, c0, c1, c2, c3)
     end
   end
 end

@@ -2,7 +2,8 @@
 -- State: the end of the window counted and its count, packed as two
 -- little-endian doubles (struct '<d<d'). x7 is the windows' offset (0: aligned to the Unix epoch); for
 -- op r, x8 is the instant the refunded request was counted at. Windows
--- are [k·period+offset, (k+1)·period+offset).
+-- are [k·period+offset, (k+1)·period+offset). A calendar window has period
+-- 0 and its boundaries in c0..c3 (prelude.lua's cal_end).
 local offset = x7
 
 local wend, count = 0, 0
@@ -14,7 +15,13 @@ end
 if op == 'r' or op == 'c' then
   -- Refund only if the request's window is still the one counting.
   local at = x8
-  if s and floor((at - offset) / period) * period + offset + period == wend then
+  local ae
+  if period > 0 then
+    ae = floor((at - offset) / period) * period + offset + period
+  else
+    ae = cal_end(at, c0, c1, c2, c3)
+  end
+  if s and ae == wend then
     count = count - n
     if count < 0 then count = 0 end
     redis.call('SET', key, struct.pack('<d<d', wend, count), 'PX', ttl(wend, now, least))
@@ -24,7 +31,14 @@ end
 
 -- Roll to the window holding now; a clock that went back into an earlier
 -- window keeps counting in the latest one.
-local e = floor((now - offset) / period) * period + offset + period
+local e
+if period > 0 then
+  e = floor((now - offset) / period) * period + offset + period
+elseif now >= c1 and now < c2 then
+  e = c2 -- the client's window: the common case, without a call
+else
+  e = cal_end(now, c0, c1, c2, c3)
+end
 if e > wend then
   wend, count = e, 0
 end
@@ -35,7 +49,14 @@ if op == 'a' then
   -- has ended. Answers ok, the state's end and count, now.
   local at = x8
   if n == 0 then at = now end -- a read
-  local ae = floor((at - offset) / period) * period + offset + period
+  local ae = e
+  if n ~= 0 and period > 0 then
+    ae = floor((at - offset) / period) * period + offset + period
+  elseif n ~= 0 and at < c0 then
+    ae = 0 -- a calendar window before those sent: ended
+  elseif n ~= 0 then
+    ae = cal_end(at, c0, c1, c2, c3)
+  end
   local ok = 1
   if ae > wend then
     wend, count = ae, 0

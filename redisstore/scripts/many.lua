@@ -8,7 +8,8 @@
 -- KEYS are the calls' keys, one each. ARGV[1] holds every call's arguments,
 -- one record after the other, packed '<Bc1ddddddd': the algorithm's index,
 -- op, n, now (NaN: the server's TIME, read once for all), the limit's rate,
--- period, least TTL and x7, and x8 (NaN for a decision). One argument costs
+-- period, least TTL and x7, and x8 (NaN for a decision); a calendar
+-- window's record (period 0) ends with its four boundaries, '<dddd'. One argument costs
 -- the server less than several per call, and the client less to write.
 --
 -- It returns one string, each call's reply in turn: 'd' and the 48 bytes of
@@ -34,7 +35,9 @@ for i = 1, #KEYS do
     at = now
   end
   if x8 ~= x8 then x8 = nil end
-  local ok, r = pcall(algos[a], KEYS[i], op, n, at, rate, period, least, x7, x8)
+  local c0, c1, c2, c3
+  if period == 0 then c0, c1, c2, c3, pos = unpack('<dddd', buf, pos) end
+  local ok, r = pcall(algos[a], KEYS[i], op, n, at, rate, period, least, x7, x8, c0, c1, c2, c3)
   if ok and #r == 48 then
     out[k + 1] = 'd'
     out[k + 2] = r

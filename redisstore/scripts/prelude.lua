@@ -20,6 +20,9 @@
 -- Redis 5 or later replicates a script's effects, which lets a script read
 -- TIME and then write.
 --
+-- An algorithm's function takes, after x8, a calendar window's boundaries
+-- c0..c3 (nil for other limits).
+--
 -- A call's arguments (single.lua), packed with the struct library: each RESP
 -- argument and each tonumber costs the server more than one struct.unpack of
 -- them all.
@@ -31,6 +34,9 @@
 --   ARGV[2] the limit, '<dddd': rate, period in µs, the least TTL in ms
 --           (0: exactly what the state needs), and x7, the algorithm's own
 --           (see each script); the same string for every call of a limit.
+--           A calendar window (fixed_window.lua) has period 0 and four
+--           more doubles, c0 < c1 < c2 < c3: consecutive boundaries of its
+--           windows around the client's clock (see cal_end).
 --   ARGV[3] ops r, c, a and l only: an instant in µs, or for l the least
 --           to grant, as text (see each script).
 -- A decision returns its six values packed as '<dddddd': allowed (0/1),
@@ -58,4 +64,18 @@ local function ttl(idle, now, least)
     ttls[ms] = s
   end
   return s
+end
+
+-- cal_end is the end of the calendar window holding t, from four of its
+-- consecutive boundaries. An instant outside [b0, b3) has a window the
+-- client did not send: the clocks of client and server are a period or
+-- more apart, and the script fails rather than guess.
+local function cal_end(t, b0, b1, b2, b3)
+  if t < b0 or t >= b3 then
+    error({err = 'RKCALSKEW instant ' .. string.format('%d', t) .. ' outside the calendar boundaries sent, ' ..
+      string.format('%d', b0) .. ' to ' .. string.format('%d', b3)})
+  end
+  if t < b1 then return b1 end
+  if t < b2 then return b2 end
+  return b3
 end

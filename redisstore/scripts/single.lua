@@ -4,6 +4,8 @@
 local key = KEYS[1]
 local op, n, now = struct.unpack('<c1dd', ARGV[1])
 local rate, period, least, x7 = struct.unpack('<dddd', ARGV[2])
+local c0, c1, c2, c3
+if period == 0 then c0, c1, c2, c3 = struct.unpack('<dddd', ARGV[2], 33) end
 if now ~= now then
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
