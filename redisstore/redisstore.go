@@ -316,9 +316,10 @@ type limitArg struct {
 	boxed  any
 }
 
-// limitArg is ARGV[2] for req's limit in a call of op with x8 (see job),
-// made once per limit (the same for every key, except a staggered window's
-// offset) or, for a calendar window, once per window (calendarArg).
+// limitArg is ARGV[2] for req's limit in a call of op with x8 (see job).
+// It is made once per limit: the same for every key, except a staggered
+// window's offset. A calendar window's is made once per window
+// (calendarArg).
 func (s *Store) limitArg(req ratekeeper.Request, op byte, x8 int64) *limitArg {
 	if req.Limit.Calendar != "" {
 		return s.calendarArg(req.Limit, calAnchor(req, op, x8))

@@ -233,12 +233,11 @@ func RunTimeline(t *testing.T, s ratekeeper.Store, tl Timeline) {
 	}
 }
 
-// Differential runs the same random timelines (every algorithm, calendar
-// windows too, random limits, costs, keys and gaps, and clocks that
-// sometimes step back) against
-// want and got, and fails on the first decision where they differ. Each
-// store is used through a Limiter on its own manual clock showing the same
-// instants.
+// Differential runs the same random timelines against want and got:
+// every algorithm, calendar windows too, random limits, costs, keys and
+// gaps, and clocks that sometimes step back. It fails on the first
+// decision where they differ. Each store is used through a Limiter on its
+// own manual clock showing the same instants.
 func Differential(t *testing.T, want, got ratekeeper.Store, seed uint64, steps int) {
 	t.Helper()
 	DifferentialFunc(t, want, got, seed, steps, func(w, g ratekeeper.Decision) bool { return w == g })

@@ -17,8 +17,8 @@ const (
 // algorithms' exact semantics (docs/algorithms.md), with exact retry-after
 // and reset-after at the microsecond. They cover rates that do not divide
 // their period, costs above one, clocks that step back, refunds and
-// cancels, peeks (the wait for one request, taking nothing) and resets
-// (one key's, leaving another's alone), and calendar windows
+// cancels. They cover peeks (the wait for one request, taking nothing),
+// resets (one key's, leaving another's alone) and calendar windows
 // (CalendarTimelines).
 func Timelines() []Timeline {
 	return append(timelines(), CalendarTimelines()...)

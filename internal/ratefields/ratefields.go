@@ -63,9 +63,9 @@ func RetryAfter(d ratekeeper.Decision) int64 {
 	return RetrySeconds(d.RetryAfter)
 }
 
-// Policy is l as RateLimit-Policy states it for a decision at instant at:
-// a quota of q units per w seconds. q is the capacity; w is the period,
-// and for the buckets the time to refill the whole burst. A calendar
+// Policy is l as RateLimit-Policy states it for a decision at instant at.
+// That is a quota of q units per w seconds. q is the capacity; w is the
+// period, and for the buckets the time to refill the whole burst. A calendar
 // window's w is the length of its period that holds at: a 31-day month, a
 // 23-hour day. Only a calendar window reads at.
 func Policy(l ratekeeper.Limit, at time.Time) (q int, w int64) {
