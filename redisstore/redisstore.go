@@ -340,7 +340,8 @@ func (s *Store) limitArg(req ratekeeper.Request) *limitArg {
 	var b [32]byte
 	putFloat(b[0:], float64(p.Rate))
 	putFloat(b[8:], float64(p.Period))
-	putFloat(b[16:], float64(s.leastMS))
+	least := max(s.leastMS, int64((s.shared.Keep(req.Limit)+time.Millisecond-1)/time.Millisecond))
+	putFloat(b[16:], float64(least))
 	putFloat(b[24:], float64(x7))
 	a := &limitArg{packed: string(b[:])}
 	a.boxed = a.packed
