@@ -155,7 +155,9 @@ func WithPrefix(p string) Option {
 
 // WithMinTTL makes every key live at least d (rounded up to the
 // millisecond) after it was last written, even when its state is back to
-// fresh sooner. Default 0: a key lives exactly until its state is fresh.
+// fresh sooner. Default 0: a key lives until its state is fresh (a
+// bucket's key that sync mode writes, the stale bound longer: counts reach
+// it that late).
 // Tests that run on a fake clock use it, because Redis expires keys on its
 // own clock whatever instant the requests carry.
 func WithMinTTL(d time.Duration) Option {
