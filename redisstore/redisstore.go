@@ -155,7 +155,9 @@ func WithPrefix(p string) Option {
 
 // WithMinTTL makes every key live at least d (rounded up to the
 // millisecond) after it was last written, even when its state is back to
-// fresh sooner. Default 0: a key lives exactly until its state is fresh.
+// fresh sooner. Default 0: a key lives until its state is fresh (a
+// bucket's key that sync mode writes, the stale bound longer: counts reach
+// it that late).
 // Tests that run on a fake clock use it, because Redis expires keys on its
 // own clock whatever instant the requests carry.
 func WithMinTTL(d time.Duration) Option {
@@ -345,7 +347,8 @@ func (s *Store) limitArg(req ratekeeper.Request, op byte, x8 int64) *limitArg {
 	var b [32]byte
 	putFloat(b[0:], float64(p.Rate))
 	putFloat(b[8:], float64(p.Period))
-	putFloat(b[16:], float64(s.leastMS))
+	least := max(s.leastMS, int64((s.shared.Keep(req.Limit)+time.Millisecond-1)/time.Millisecond))
+	putFloat(b[16:], float64(least))
 	putFloat(b[24:], float64(x7))
 	a := &limitArg{packed: string(b[:])}
 	a.boxed = a.packed

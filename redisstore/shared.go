@@ -78,6 +78,8 @@ func (s *Store) SetLimitModes(m map[ratekeeper.Limit]Mode) error {
 		modes[l] = sm
 	}
 	s.shared.SetLimitModes(modes)
+	s.limits.Clear() // their least TTL follows the mode (shared.Store.Keep)
+	s.nlimits.Store(0)
 	return nil
 }
 

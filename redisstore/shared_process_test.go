@@ -184,17 +184,11 @@ func TestSharedModesAcrossProcesses(t *testing.T) {
 					}
 					// On a loaded machine the excess meets this bound at
 					// the start, when every process admits its capacity
-					// before any sync, and has gone past it by up to a
-					// quarter, about one run in ten: a cause not yet
-					// found. CI holds twice the bound, a tripwire for a
-					// regression; make stress (RATEKEEPER_EXACT_BOUNDS=1)
-					// holds the bound itself.
-					limit := 2 * bound
-					if os.Getenv("RATEKEEPER_EXACT_BOUNDS") != "" {
-						limit = bound
-					}
-					if excess > limit {
-						t.Errorf("sync admitted %d past the limit, over %d (its bound %d: the others' admissions in S+U+3δ = %dµs)", excess, limit, bound, w)
+					// before any sync. It went past it (leaky bucket, one
+					// loaded run in ten) while a bucket's key expired when
+					// its water drained: TestSyncKeepsBucketKeys.
+					if excess > bound {
+						t.Errorf("sync admitted %d past the limit, over its bound %d (the others' admissions in S+U+3δ = %dµs)", excess, bound, w)
 					}
 					t.Logf("bound %d (S+U+3δ = %dµs, S = %dµs, U = %dµs)", bound, w, maxStale, maxUnsent)
 				}

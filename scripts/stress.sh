@@ -44,10 +44,6 @@ sync_count=${STRESS_SYNC_COUNT:-100}
 want=${STRESS_PARTS:-redisstore conformance-sync failsafe shared gateway-e2e faults}
 
 export CI=true # a test that needs a server fails without one, never skips
-# Sync mode's three-process test holds its derived bound itself, not the
-# twice-the-bound tripwire of make test.
-export RATEKEEPER_EXACT_BOUNDS=1
-
 busy_pids=()
 running="" # the process group of the test binary running now
 stop_busy() {

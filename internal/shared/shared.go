@@ -283,6 +283,17 @@ func (s *Store) Decides(req ratekeeper.Request) bool {
 	return mode != Exact && Local(req.Limit, req.Reserve) && !(mode == Lease && req.N == 0)
 }
 
+// Keep is how long the remote must keep a key of limit l after its state
+// is back to fresh: sync mode sends a bucket's counts at the instants they
+// were admitted, up to the stale bound late. Forgotten sooner, a late count
+// lands on an empty bucket, and the water it stacked on is lost.
+func (s *Store) Keep(l ratekeeper.Limit) time.Duration {
+	if s.modeFor(l) != Sync || (l.Algorithm != ratekeeper.TokenBucket && l.Algorithm != ratekeeper.LeakyBucket) {
+		return 0
+	}
+	return s.stale
+}
+
 // modeFor is the mode limit l is decided in.
 func (s *Store) modeFor(l ratekeeper.Limit) Mode {
 	if m := s.modes.Load(); m != nil && len(*m) > 0 {

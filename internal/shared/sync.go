@@ -372,6 +372,11 @@ func (s *Store) keepUnsent(e *entry, inflight []delta, mine []Item, callErr erro
 // applySync takes the shared state a sync answered at local µs recv read
 // back for e (its last item's), and adds to it what e admitted since the
 // cut. e is locked.
+//
+// A count admitted after the remote's read (while the call was in flight)
+// is added at its own instant, as the remote will count it when sent.
+// Clipped back to the read's instant, a bucket's water drained early: up to
+// R·δ under the limit, which the instance then admitted past it.
 func (s *Store) applySync(e *entry, mine []Item, recv int64) {
 	last := mine[len(mine)-1]
 	for _, it := range mine {
@@ -379,7 +384,7 @@ func (s *Store) applySync(e *entry, mine []Item, recv int64) {
 	}
 	e.state, e.loaded, e.syncedAt = last.State, true, recv
 	for _, d := range e.pend {
-		e.add(last.Now, d.at, d.n)
+		e.add(max(last.Now, d.at), d.at, d.n)
 	}
 }
 
