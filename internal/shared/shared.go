@@ -284,7 +284,7 @@ func (s *Store) Decides(req ratekeeper.Request) bool {
 }
 
 // Keep is how long the remote must keep a key of limit l after its state
-// is back to fresh: sync mode sends a bucket's counts at the instants they
+// is back to fresh. Sync mode sends a bucket's counts at the instants they
 // were admitted, up to the stale bound late. Forgotten sooner, a late count
 // lands on an empty bucket, and the water it stacked on is lost.
 func (s *Store) Keep(l ratekeeper.Limit) time.Duration {
