@@ -228,10 +228,10 @@ func (w *chargeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 func (w *chargeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Unserved marks the response about to be written on w as the handler's
-// own answer, made without the work its cost measures: a proxy's 502 for
-// an unreachable upstream, or a 408 for a request body that stalled. A
-// cost read from the response then settles at the rule's default, not at
-// its reserve. Count_only rules count its status as any other.
+// own answer, made without the work its cost measures. Examples are a
+// proxy's 502 for an unreachable upstream, or a 408 for a stalled request
+// body. A cost read from the response then settles at the rule's default,
+// not at its reserve. Count_only rules count its status as any other.
 //
 // W is the writer Handler passed on, or one that wraps it with an Unwrap
 // method. Call Unserved before writing the head; after, or on another
