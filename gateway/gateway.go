@@ -401,11 +401,13 @@ func (g *Gateway) rewriteTo(target *url.URL) func(*httputil.ProxyRequest) {
 
 // proxyErrorHandler answers a request the proxy could not get an answer
 // to: 408 when its body stalled, else 502; nothing when the client left.
+// Its answer costs a rule's default (httplimit.Unserved).
 func (g *Gateway) proxyErrorHandler(target *url.URL) func(http.ResponseWriter, *http.Request, error) {
 	return func(w http.ResponseWriter, r *http.Request, err error) {
 		if r.Context().Err() != nil {
 			return // the client left: no one to answer
 		}
+		httplimit.Unserved(w)
 		if bodyStalled(r) {
 			problem.Write(w, http.StatusRequestTimeout, "Request Timeout", "the request body did not arrive in time: "+err.Error())
 			return

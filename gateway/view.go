@@ -283,6 +283,8 @@ func (g *Gateway) checkRuleHeaders(w http.ResponseWriter, r *http.Request) bool 
 
 // buffer reads the body of an admitted request (bufferBody) before next
 // sends it upstream, and bounds each write of the answer by write_timeout.
+// A body that stalls or ends short is answered here, at a rule's default
+// cost (httplimit.Unserved).
 // It runs after the decision, so that a refused request's body is never
 // read (nor, with Expect: 100-continue, sent), unless a rule reads its
 // reserve there.
@@ -302,6 +304,7 @@ func (g *Gateway) buffer(next http.Handler) http.Handler {
 		}
 		if r.Body != nil && r.Body != http.NoBody {
 			if err := g.bufferBody(w, r); err != nil {
+				httplimit.Unserved(w) // never sent upstream
 				switch {
 				case r.ProtoMajor == 2 && r.Context().Err() == nil && errors.Is(err, errClientGone):
 					// An HTTP/2 stream whose body ended before its

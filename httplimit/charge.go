@@ -15,9 +15,10 @@ import (
 // answered: one per rule that reads its cost from the response or counts
 // its status (count_only).
 type pending struct {
-	c       *compiled
-	charges []charge
-	body    bool // a rule reads its cost from the body
+	c        *compiled
+	charges  []charge
+	body     bool // a rule reads its cost from the body
+	unserved bool // the handler answered itself (Unserved)
 }
 
 // charge is one rule's part of pending: the units it took at admission
@@ -50,6 +51,8 @@ func (m *Middleware) settleHead(ctx context.Context, p *pending, h http.Header, 
 		switch {
 		case !c.rl.CountOnly.IsZero():
 			m.countOutcome(ctx, p, *c, status)
+		case p.unserved:
+			m.chargeCost(ctx, p, c, c.rl.Cost.Default) // the upstream did no work
 		case len(c.rl.Cost.JSON) > 0:
 			c.body = c.rl.Cost.Meter(h)
 		default:
@@ -67,8 +70,8 @@ func (m *Middleware) settleHead(ctx context.Context, p *pending, h http.Header, 
 func (m *Middleware) settleBody(ctx context.Context, p *pending, complete bool) {
 	for i := range p.charges {
 		c := &p.charges[i]
-		if len(c.rl.Cost.JSON) == 0 || !c.rl.CountOnly.IsZero() {
-			continue
+		if len(c.rl.Cost.JSON) == 0 || !c.rl.CountOnly.IsZero() || p.unserved {
+			continue // settled with the head
 		}
 		n, ok := c.rl.Cost.FromBody(c.body, complete, c.req.N)
 		if !complete {
@@ -223,3 +226,26 @@ func (w *chargeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 // Unwrap lets http.ResponseController reach the writer underneath.
 func (w *chargeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Unserved marks the response about to be written on w as the handler's
+// own answer, made without the work its cost measures. Examples are a
+// proxy's 502 for an unreachable upstream, or a 408 for a stalled request
+// body. A cost read from the response then settles at the rule's default,
+// not at its reserve. Count_only rules count its status as any other.
+//
+// W is the writer Handler passed on, or one that wraps it with an Unwrap
+// method. Call Unserved before writing the head; after, or on another
+// writer, it does nothing.
+func Unserved(w http.ResponseWriter) {
+	for w != nil {
+		if cw, ok := w.(*chargeWriter); ok {
+			cw.p.unserved = cw.p.unserved || !cw.settled
+			return
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return
+		}
+		w = u.Unwrap()
+	}
+}

@@ -21,8 +21,14 @@ var _ ratekeeper.BatchStore = (*Store)(nil)
 // others before anything else can run. Keys always share it on a standalone
 // or Sentinel-managed server, and on Cluster when they share a hash tag.
 // Otherwise, and when a request is decided locally (sync and lease modes),
-// TakeAll goes through ratekeeper.TakeEach. Keys must be distinct.
+// TakeAll goes through ratekeeper.TakeEach. Keys must be distinct. A
+// limit that Limit.Validate refuses is an error, and nothing is sent.
 func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ratekeeper.Decision) (bool, error) {
+	for _, req := range reqs {
+		if err := req.Limit.Validate(); err != nil {
+			return false, fmt.Errorf("redisstore: take all: %w", err)
+		}
+	}
 	switch {
 	case len(reqs) == 0:
 		return true, nil

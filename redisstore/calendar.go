@@ -44,12 +44,13 @@ type calArg struct {
 // the window holding the instant it decides at, which is the server's
 // clock unless the request carries its own.
 func (s *Store) calendarArg(l ratekeeper.Limit, at int64) *limitArg {
-	v, ok := s.limits.Load(l)
+	k := algo.KeyOf(l)
+	v, ok := s.limits.Load(k)
 	if !ok {
 		if s.nlimits.Add(1) > maxCachedLimits {
 			return &newCalArg(l, at, s.leastMS).arg
 		}
-		v, _ = s.limits.LoadOrStore(l, &calArgs{})
+		v, _ = s.limits.LoadOrStore(k, &calArgs{})
 	}
 	cache := v.(*calArgs)
 	if c := cache.last.Load(); c != nil && c.start <= at && at < c.end {

@@ -36,7 +36,7 @@ type Store struct {
 	cancels     *cancels      // slots of failed acquires, given back in the background
 
 	closeOnce sync.Once
-	limits    sync.Map // ratekeeper.Limit → *limitArg, or *calArgs for a calendar window
+	limits    sync.Map // algo.KeyOf(limit) → *limitArg, or *calArgs for a calendar window
 	nlimits   atomic.Int64
 	probeKeys sync.Map // a Cluster primary's address → its probe key (probe.go)
 	// listeners are called after each call Redis answered (OnAnswer);
@@ -327,8 +327,9 @@ func (s *Store) limitArg(req ratekeeper.Request, op byte, x8 int64) *limitArg {
 		return s.calendarArg(req.Limit, calAnchor(req, op, x8))
 	}
 	staggered := req.Limit.Stagger && (req.Limit.Algorithm == ratekeeper.FixedWindow || req.Limit.Algorithm == ratekeeper.SlidingWindow)
+	k := algo.KeyOf(req.Limit)
 	if !staggered {
-		if v, ok := s.limits.Load(req.Limit); ok {
+		if v, ok := s.limits.Load(k); ok {
 			return v.(*limitArg)
 		}
 	}
@@ -353,7 +354,7 @@ func (s *Store) limitArg(req ratekeeper.Request, op byte, x8 int64) *limitArg {
 	a := &limitArg{packed: string(b[:])}
 	a.boxed = a.packed
 	if !staggered && s.nlimits.Add(1) <= maxCachedLimits {
-		s.limits.Store(req.Limit, a)
+		s.limits.Store(k, a)
 	}
 	return a
 }
@@ -362,7 +363,8 @@ func (s *Store) limitArg(req ratekeeper.Request, op byte, x8 int64) *limitArg {
 // configuration, so a few hundred at most in practice.
 const maxCachedLimits = 4096
 
-// Take decides req in one script run.
+// Take decides req in one script run. A limit that Limit.Validate
+// refuses is an error, and nothing is sent.
 func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.Decision, error) {
 	return s.TakeBy(ctx, req, time.Time{})
 }
@@ -381,6 +383,9 @@ func (s *Store) Take(ctx context.Context, req ratekeeper.Request) (ratekeeper.De
 // deadline, TakeBy's bound is that read timeout. The failsafe store, which the
 // gateway and the decision service use, bounds every call it makes.
 func (s *Store) TakeBy(ctx context.Context, req ratekeeper.Request, deadline time.Time) (ratekeeper.Decision, error) {
+	if err := req.Limit.Validate(); err != nil {
+		return ratekeeper.Decision{}, fmt.Errorf("redisstore: take: %w", err)
+	}
 	if s.shared.Decides(req) {
 		if !deadline.IsZero() {
 			// The store's own bound: a sync that runs out of it went
@@ -422,10 +427,14 @@ func (s *Store) takeExact(ctx context.Context, req ratekeeper.Request, deadline 
 }
 
 // Refund gives back what the allowed decision d for req took: in one
-// script run, or locally for a decision made locally.
+// script run, or locally for a decision made locally. A limit that
+// Limit.Validate refuses is an error, and nothing is sent.
 func (s *Store) Refund(ctx context.Context, req ratekeeper.Request, d ratekeeper.Decision) error {
 	if !d.Allowed || req.N <= 0 {
 		return nil
+	}
+	if err := req.Limit.Validate(); err != nil {
+		return fmt.Errorf("redisstore: refund: %w", err)
 	}
 	return s.shared.Refund(ctx, req, d)
 }

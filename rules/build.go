@@ -236,7 +236,7 @@ func limitOf(lc LimitConfig) ratekeeper.Limit {
 		LogRejected: lc.LogRejected,
 		Calendar:    ratekeeper.Calendar(lc.Calendar),
 		Location:    loc,
-		Offset:      time.Duration(lc.Offset),
+		Offset:      time.Duration(lc.offset()),
 	}
 }
 
@@ -269,7 +269,7 @@ func checkCalendar(at string, lc LimitConfig, fail func(string, string, ...any))
 	switch {
 	case c == "" && lc.TimeZone != "":
 		bad("time_zone", "applies to a calendar window: add calendar (%s) or remove time_zone", calendars)
-	case c == "" && lc.Offset != 0:
+	case c == "" && lc.offset() != 0:
 		bad("offset", "applies to a calendar window: add calendar (%s) or remove offset", calendars)
 	case c == "":
 		return true
@@ -292,8 +292,8 @@ func checkCalendar(at string, lc LimitConfig, fail func(string, string, ...any))
 	if lc.Stagger {
 		bad("stagger", "a calendar window is not staggered: remove stagger, or move its boundaries with offset")
 	}
-	if most := Duration(c.MaxOffset()); lc.Offset < 0 || lc.Offset >= most {
-		bad("offset", "%s is not in 0 up to less than %s, the unit of a %s calendar", lc.Offset, most, c)
+	if most, o := Duration(c.MaxOffset()), lc.offset(); o < 0 || o >= most {
+		bad("offset", "%s is not in 0 up to less than %s, the unit of a %s calendar", o, most, c)
 	}
 	return n == 0
 }

@@ -66,7 +66,8 @@ func TestCalendarErrors(t *testing.T) {
 }
 
 // TestCalendarLimit: the issue's example compiles to the library's limit,
-// and an override inherits the rule's calendar, zone and offset.
+// and an override inherits the rule's calendar, zone and offset, unless
+// it writes one: offset 0s is none.
 func TestCalendarLimit(t *testing.T) {
 	c, err := Parse("f.yaml", []byte(`rules:
   - name: plan
@@ -77,6 +78,7 @@ func TestCalendarLimit(t *testing.T) {
       beta: {rate: 5, offset: 2d}
       gamma: {rate: 5, period: 1h}
       delta: {rate: 5, calendar: daily}
+      zero: {rate: 5, offset: 0s}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +102,9 @@ func TestCalendarLimit(t *testing.T) {
 	}
 	if got := alts["beta"]; got.Offset != 2*24*time.Hour || got.Location.String() != "Europe/Berlin" {
 		t.Errorf("beta %v", got)
+	}
+	if got := alts["zero"]; got.Calendar != ratekeeper.Monthly || got.Location.String() != "Europe/Berlin" || got.Offset != 0 {
+		t.Errorf("zero %v: want monthly in Berlin, with the offset 0s it writes", got)
 	}
 	if got := alts["gamma"]; got.Calendar != "" || got.Period != time.Hour {
 		t.Errorf("gamma %v", got)

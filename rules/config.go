@@ -296,8 +296,17 @@ type LimitConfig struct {
 	// TimeZone is the calendar's IANA time zone (Europe/Berlin); default UTC.
 	TimeZone string `yaml:"time_zone"`
 	// Offset moves every calendar boundary later: 14d resets a monthly
-	// window on the 15th.
-	Offset Duration `yaml:"offset"`
+	// window on the 15th. Nil is none, or in an override or tier the
+	// rule's; 0s there is none.
+	Offset *Duration `yaml:"offset"`
+}
+
+// offset is the offset lc writes, 0 if none.
+func (lc LimitConfig) offset() Duration {
+	if lc.Offset == nil {
+		return 0
+	}
+	return *lc.Offset
 }
 
 // FractionHint suggests, for a fractional rate, the whole rate over a

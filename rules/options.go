@@ -196,8 +196,8 @@ func overrideLimit(rule, lc LimitConfig) LimitConfig {
 	if lc.Calendar != "" {
 		lc.TimeZone = cmp.Or(lc.TimeZone, rule.TimeZone)
 	}
-	if lc.Calendar == rule.Calendar && lc.Calendar != "" {
-		lc.Offset = cmp.Or(lc.Offset, rule.Offset) // an offset is bounded by its unit
+	if lc.Calendar == rule.Calendar && lc.Calendar != "" && lc.Offset == nil {
+		lc.Offset = rule.Offset // an offset is bounded by its unit
 	}
 	if lc.Period == 0 && lc.Calendar == "" {
 		lc.Period = rule.Period
