@@ -67,3 +67,66 @@ func TestCalendarSkewWithinSpan(t *testing.T) {
 		}
 	}
 }
+
+// TestCalendarZoneDataDisagree: two instances whose zone data put a day's
+// boundary an hour apart (America/Asuncion across tzdata 2024b: 03:00Z and
+// 04:00Z) share one key. The stored window is authoritative: neither
+// starts a new one before it ends, so a day admits the rate once, whatever
+// order the instances take requests in. Each op is a decision (many.lua
+// and single.lua run the same function) or a sync add.
+func TestCalendarZoneDataDisagree(t *testing.T) {
+	s := openURL(t, redistest.Server(t))
+	const rate = 10
+	zoneA := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: rate, Calendar: ratekeeper.Daily,
+		Location: time.FixedZone("A", -3*3600)}
+	zoneB := zoneA
+	zoneB.Location = time.FixedZone("B", -4*3600)
+	key := fmt.Sprintf("tzdata-%d", time.Now().UnixNano())
+	day := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	take := func(l ratekeeper.Limit, at time.Time) ratekeeper.Decision {
+		t.Helper()
+		req := ratekeeper.Request{Key: key, Limit: l, N: 1, Now: at}
+		j := s.job('m', req, 0)
+		v, err := j.run(t.Context(), s.client)
+		if err != nil || len(v) != decisionSize {
+			t.Fatalf("take at %v in %s: %q %v", at, l.Location, v, err)
+		}
+		return decision(req, v)
+	}
+	// admits takes rate+1 and wants rate of them to pass, then the window
+	// to end at end.
+	admits := func(l ratekeeper.Limit, at, end time.Time) {
+		t.Helper()
+		for i := range rate + 1 {
+			d := take(l, at)
+			if d.Allowed != (i < rate) {
+				t.Fatalf("take %d at %v in %s: %+v, want allowed %v", i, at, l.Location, d, i < rate)
+			}
+		}
+		if d := take(l, at); d.RetryAfter != end.Sub(at) {
+			t.Fatalf("at %v in %s: retry after %v, want the window to end at %v", at, l.Location, d.RetryAfter, end)
+		}
+	}
+	refused := func(l ratekeeper.Limit, at, end time.Time) {
+		t.Helper()
+		if d := take(l, at); d.Allowed || d.RetryAfter != end.Sub(at) {
+			t.Fatalf("at %v in %s: %+v, want refused until %v (the stored window)", at, l.Location, d, end)
+		}
+	}
+	h := time.Hour
+	// A opens the day at 03:10Z; B's later boundary (04:00Z) resets nothing.
+	admits(zoneA, day.Add(3*h+10*time.Minute), day.Add(27*h))
+	refused(zoneB, day.Add(4*h+10*time.Minute), day.Add(27*h))
+	// The next day B comes first, just past A's end: its own window would
+	// end in 50 minutes, so the new one runs to B's boundary a day later.
+	admits(zoneB, day.Add(27*h+10*time.Minute), day.Add(52*h))
+	refused(zoneA, day.Add(28*h+10*time.Minute), day.Add(52*h))
+	refused(zoneA, day.Add(51*h+50*time.Minute), day.Add(52*h))
+	// A sync add from B for an instant in the stored window counts there.
+	admits(zoneA, day.Add(52*h+10*time.Minute), day.Add(75*h))
+	j := s.job('a', ratekeeper.Request{Key: key, Limit: zoneB, N: 3, Now: day.Add(53 * h)}, day.Add(52*h+30*time.Minute).UnixMicro())
+	v, err := j.run(t.Context(), s.client)
+	if err != nil || len(v) != decisionSize || float(v, 0) != 1 || float(v, 1) != float64(day.Add(75*h).UnixMicro()) || float(v, 2) != rate+3 {
+		t.Fatalf("add from B: %q %v, want counted in the stored window", v, err)
+	}
+}
