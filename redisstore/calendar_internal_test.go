@@ -14,8 +14,9 @@ import (
 )
 
 // TestCalendarClockSkew: boundaries sent for a day that does not hold the
-// server's clock decide nothing: the call fails with ErrClockSkew, alone or
-// in one run of many.lua, where the call beside it still decides.
+// server's clock decide nothing: the script's call fails with the skew
+// error, alone or in one run of many.lua, where the call beside it still
+// decides. The store then calls again (TestCalendarHostClockOff).
 func TestCalendarClockSkew(t *testing.T) {
 	s := openURL(t, redistest.Server(t))
 	l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 5, Calendar: ratekeeper.Daily}
