@@ -32,14 +32,14 @@ end
 -- Roll to the window holding now; a clock that went back into an earlier
 -- window keeps counting in the latest one. A calendar window's stored end
 -- is authoritative, as in the memory store: a new window starts only once
--- it has passed, whatever the boundaries sent say (cal_next).
+-- it has passed, whatever the boundaries sent say (cal_end).
 if period > 0 then
   local e = floor((now - offset) / period) * period + offset + period
   if e > wend then
     wend, count = e, 0
   end
 elseif now >= wend then
-  wend, count = cal_next(now, wend, c0, c1, c2, c3), 0
+  wend, count = cal_end(now, c0, c1, c2, c3, wend), 0
 end
 
 if op == 'a' then
@@ -56,7 +56,7 @@ if op == 'a' then
       ok = 0
     end
   elseif n ~= 0 and at >= wend then
-    wend, count = cal_next(at, wend, c0, c1, c2, c3), 0 -- a sender ahead
+    wend, count = cal_end(at, c0, c1, c2, c3, wend), 0 -- a sender ahead
   elseif n ~= 0 and (at < c0 or cal_end(at, c0, c1, c2, c3) < wend) then
     ok = 0 -- a calendar window before the stored one: ended
   end
