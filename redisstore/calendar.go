@@ -18,7 +18,7 @@ import (
 // Redis server's clock jumped a calendar period between two calls. A
 // host clock a period or more from the server's is no error: the store
 // calls again with the server's boundaries (ClockSkews).
-var ErrClockSkew = errors.New("redisstore: the Redis server's clock is a calendar period or more from this host's")
+var ErrClockSkew = errors.New("redisstore: the Redis server's clock left the calendar boundaries sent around it")
 
 // calSkewTag starts the script error that ErrClockSkew stands for
 // (prelude.lua's cal_end).
