@@ -120,10 +120,11 @@ type AdminLimit struct {
 	Burst       int     `json:"burst,omitempty"`
 	Stagger     bool    `json:"stagger,omitempty"`
 	LogRejected bool    `json:"log_rejected,omitempty"`
-	// Calendar, TimeZone and Offset are a calendar window's; Period is
-	// then 0.
+	// Calendar, TimeZone, ZoneData and Offset are a calendar window's;
+	// Period is then 0. ZoneData is rules.ZoneData of the zone.
 	Calendar string  `json:"calendar,omitempty"`
 	TimeZone string  `json:"time_zone,omitempty"`
+	ZoneData string  `json:"zone_data,omitempty"`
 	Offset   float64 `json:"offset_seconds,omitempty"`
 }
 
@@ -136,6 +137,7 @@ func adminLimit(l ratekeeper.Limit) *AdminLimit {
 		if l.Location != nil {
 			a.TimeZone = l.Location.String()
 		}
+		a.ZoneData = rules.ZoneData(l.Location)
 	}
 	return a
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/internal/algo"
 	"github.com/ratekeeper/ratekeeper/internal/redistest"
+	"github.com/ratekeeper/ratekeeper/rules"
 )
 
 // calendarFile's rule plan admits 2 requests per key per billing month in
@@ -68,7 +69,8 @@ func TestAdminCalendarPeriod(t *testing.T) {
 	if err := json.Unmarshal(adminDo(g, "GET", "/v1/rules", adminToken).Body.Bytes(), &rs); err != nil {
 		t.Fatal(err)
 	}
-	if l := rs.Rules[0].Limit; l.Calendar != "monthly" || l.TimeZone != "Europe/Berlin" || l.Offset != 14*86400 {
+	if l := rs.Rules[0].Limit; l.Calendar != "monthly" || l.TimeZone != "Europe/Berlin" || l.Offset != 14*86400 ||
+		l.ZoneData == "" || l.ZoneData != zoneData(t, "Europe/Berlin") {
 		t.Errorf("GET /v1/rules shows %+v", l)
 	}
 	if st := adminStateOf(t, g, "GET", "/v1/rules/hourly/state?header=X-API-Key:k"); st.PeriodStart != "" || st.PeriodEnd != "" {
@@ -239,4 +241,14 @@ func checkNextMidnight(t *testing.T, field string, secs int64, before, after tim
 	t.Errorf("%s %d s from a now in [%s, %s] ends at %s; want the next midnight in %s, %s",
 		field, secs, before.Format(time.RFC3339Nano), after.Format(time.RFC3339Nano),
 		before.Add(time.Duration(secs)*time.Second).Format(time.RFC3339), loc, nextMidnight(after, loc).Format(time.RFC3339))
+}
+
+// zoneData is rules.ZoneData of the zone named name.
+func zoneData(t *testing.T, name string) string {
+	t.Helper()
+	loc, err := rules.LoadZone(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules.ZoneData(loc)
 }

@@ -40,26 +40,16 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ra
 		// A locally decided request is refunded locally, which is exact.
 		return ratekeeper.TakeEach(ctx, reqs, out, s.Take, s.Refund)
 	}
-	keys := make([]string, len(reqs))
-	args := make([]any, 1, 1+3*len(reqs))
-	var now [8]byte
-	putFloat(now[:], nowFloat(reqs[0].Now))
-	args[0] = string(now[:])
-	for i, req := range reqs {
-		a := algoIndex(req.Limit.Algorithm)
-		if a < 0 {
-			return false, fmt.Errorf("redisstore: unknown algorithm %q", req.Limit.Algorithm)
-		}
-		keys[i] = s.Key(req.Key, req.Limit.Algorithm)
-		if req.Limit.LogRejected {
-			// A batch that fails takes nothing, penalties included (as in
-			// the memory store); one that passes refuses nobody.
-			req.Limit.LogRejected = false
-		}
-		req.Now = reqs[0].Now // the batch's instant, around which a calendar's boundaries are sent
-		args = append(args, a+1, callArg(takeOp(req), req.N, time.Time{}), s.limitArg(req, 'm', 0).boxed)
+	j, err := s.batchJob(reqs, 0, false)
+	if err != nil {
+		return false, err
 	}
-	v, err := s.run(ctx, job{script: s.batchScript, algo: -1, keys: keys, args: args})
+	v, err := s.run(ctx, j)
+	if at, ok := skewInstant(err); ok {
+		s.noteSkew(ctx, at)
+		j, _ = s.batchJob(reqs, at, true)
+		v, err = s.run(ctx, j)
+	}
 	if err != nil {
 		return false, fmt.Errorf("redisstore: take all (%d requests): %w", len(reqs), skewed(err))
 	}
@@ -74,6 +64,37 @@ func (s *Store) TakeAll(ctx context.Context, reqs []ratekeeper.Request, out []ra
 		ratekeeper.Untaken(reqs, out) // the script takes each, then gives back
 	}
 	return all, nil
+}
+
+// batchJob is the run of batch.lua that takes all of reqs at once. If
+// around, calendar boundaries are sent around the instant at (a retry
+// after a skew error), else around the batch's instant or this host's
+// clock.
+func (s *Store) batchJob(reqs []ratekeeper.Request, at int64, around bool) (job, error) {
+	keys := make([]string, len(reqs))
+	args := make([]any, 1, 1+3*len(reqs))
+	var now [8]byte
+	putFloat(now[:], nowFloat(reqs[0].Now))
+	args[0] = string(now[:])
+	for i, req := range reqs {
+		a := algoIndex(req.Limit.Algorithm)
+		if a < 0 {
+			return job{}, fmt.Errorf("redisstore: unknown algorithm %q", req.Limit.Algorithm)
+		}
+		keys[i] = s.Key(req.Key, req.Limit.Algorithm)
+		if req.Limit.LogRejected {
+			// A batch that fails takes nothing, penalties included (as in
+			// the memory store); one that passes refuses nobody.
+			req.Limit.LogRejected = false
+		}
+		req.Now = reqs[0].Now // the batch's instant, around which a calendar's boundaries are sent
+		limit := s.limitArg(req, 'm', 0)
+		if around && req.Limit.Calendar != "" {
+			limit = &newCalArg(req.Limit, at, s.leastMS).arg
+		}
+		args = append(args, a+1, callArg(takeOp(req), req.N, time.Time{}), limit.boxed)
+	}
+	return job{script: s.batchScript, algo: -1, keys: keys, args: args}, nil
 }
 
 // oneSlot reports whether every request's key is in one slot: always

@@ -1,8 +1,10 @@
 package redisstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -11,10 +13,12 @@ import (
 	"github.com/ratekeeper/ratekeeper/internal/algo"
 )
 
-// ErrClockSkew is the error of a calendar window's call when the Redis
-// server's clock and this host's are a calendar period or more apart. The
-// store then decides nothing rather than guess the window.
-var ErrClockSkew = errors.New("redisstore: the Redis server's clock is a calendar period or more from this host's")
+// ErrClockSkew is the error of a calendar window's call whose boundaries,
+// sent again around the instant the script reported, still missed it: the
+// Redis server's clock jumped a calendar period between two calls. A
+// host clock a period or more from the server's is no error: the store
+// calls again with the server's boundaries (ClockSkews).
+var ErrClockSkew = errors.New("redisstore: the Redis server's clock left the calendar boundaries sent around it")
 
 // calSkewTag starts the script error that ErrClockSkew stands for
 // (prelude.lua's cal_end).
@@ -27,6 +31,60 @@ func skewed(err error) error {
 	}
 	return err
 }
+
+// skewInstant is the instant a skew error reports (prelude.lua's cal_end):
+// the one its script decided at, which is the server's clock unless the
+// call carried its own. ok is false for any other error.
+func skewInstant(err error) (at int64, ok bool) {
+	if err == nil {
+		return 0, false
+	}
+	const tag = calSkewTag + " instant "
+	msg := err.Error()
+	i := strings.Index(msg, tag)
+	if i < 0 {
+		return 0, false
+	}
+	rest := msg[i+len(tag):]
+	if j := strings.IndexByte(rest, ' '); j >= 0 {
+		rest = rest[:j]
+	}
+	at, perr := strconv.ParseInt(rest, 10, 64)
+	return at, perr == nil
+}
+
+// skewLogEvery is how often a host clock off the server's is logged.
+const skewLogEvery = time.Minute
+
+// unskew is, if err is a skew error of a call on calendar limit l, l's
+// boundaries around the instant err reports, for a second call; else nil.
+func (s *Store) unskew(ctx context.Context, l ratekeeper.Limit, err error) *limitArg {
+	at, ok := skewInstant(err)
+	if !ok || l.Calendar == "" {
+		return nil
+	}
+	s.noteSkew(ctx, at)
+	return &newCalArg(l, at, s.leastMS).arg // not cached: the cache follows this host's clock
+}
+
+// noteSkew counts a call whose script reported the instant at outside the
+// boundaries sent, and logs it at most once per skewLogEvery.
+func (s *Store) noteSkew(ctx context.Context, at int64) {
+	n := s.skews.Add(1)
+	now := s.hostNow()
+	last := s.skewLogged.Load()
+	if s.logger == nil || now.UnixNano()-last < int64(skewLogEvery) || !s.skewLogged.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	s.logger.ErrorContext(ctx, "redisstore: this host's clock is a calendar period or more from the Redis server's; "+
+		"calendar windows follow the server's clock, at the cost of a second call each",
+		"host", now.UTC(), "server", time.UnixMicro(at).UTC(), "skews", n)
+}
+
+// ClockSkews is how many calendar calls found this host's clock a
+// calendar period or more from the Redis server's, and were made again
+// with boundaries around the server's clock.
+func (s *Store) ClockSkews() uint64 { return s.skews.Load() }
 
 // calArgs caches a calendar limit's ARGV[2] for the window last asked.
 type calArgs struct{ last atomic.Pointer[calArg] }
@@ -79,12 +137,20 @@ func newCalArg(l ratekeeper.Limit, at, leastMS int64) *calArg {
 // calAnchor is the instant around which a call of op on req sends its
 // calendar boundaries: a refund's instant x8, else the request's own
 // instant or this host's clock.
-func calAnchor(req ratekeeper.Request, op byte, x8 int64) int64 {
+func (s *Store) calAnchor(req ratekeeper.Request, op byte, x8 int64) int64 {
 	switch {
 	case op == 'r' || op == 'c':
 		return x8
 	case !req.Now.IsZero():
 		return req.Now.UnixMicro()
 	}
-	return time.Now().UnixMicro()
+	return s.hostNow().UnixMicro()
+}
+
+// hostNow is this host's clock, as calendar boundaries are sent around it.
+func (s *Store) hostNow() time.Time {
+	if s.clock != nil {
+		return s.clock() // a test's host clock, off the server's
+	}
+	return time.Now()
 }

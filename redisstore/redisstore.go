@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
@@ -43,6 +44,11 @@ type Store struct {
 	// nil when there are none. listenMu orders their changes.
 	listeners atomic.Pointer[[]*func(part string)]
 	listenMu  sync.Mutex
+
+	logger     *slog.Logger // nil: log nothing
+	skews      atomic.Uint64
+	skewLogged atomic.Int64     // when a skew was last logged, in Unix ns
+	clock      func() time.Time // nil: time.Now; set by tests only
 }
 
 // run runs j, pipelined with concurrent calls unless
@@ -141,6 +147,7 @@ type config struct {
 	mode          Mode
 	syncPeriod    time.Duration
 	noDenialCache bool
+	logger        *slog.Logger
 }
 
 type optionFunc func(*config)
@@ -176,6 +183,13 @@ func WithAutoPipeline(on bool) Option {
 	return optionFunc(func(c *config) { c.autoPipeline = on })
 }
 
+// WithLogger sets where the store logs what a caller cannot see in an
+// error: a host clock a calendar period or more from the Redis server's,
+// at ERROR, at most once a minute. Default nil: nothing is logged.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) { c.logger = l })
+}
+
 // New returns a Store that keeps its state through client, which the
 // caller keeps owning: Close does not close it. client may be a
 // *redis.Client (standalone or from NewFailoverClient) or a
@@ -201,6 +215,7 @@ func newStore(client redis.UniversalClient, owned bool, opts []Option) (*Store, 
 		leastMS:     int64((c.leastTTL + time.Millisecond - 1) / time.Millisecond),
 		scripts:     loadScripts(),
 		batchScript: redis.NewScript(batchSource()),
+		logger:      c.logger,
 	}
 	if strings.ContainsAny(c.prefix, "{}") {
 		return nil, fmt.Errorf("redisstore: prefix %q must not contain '{' or '}'", c.prefix)
@@ -324,7 +339,7 @@ type limitArg struct {
 // (calendarArg).
 func (s *Store) limitArg(req ratekeeper.Request, op byte, x8 int64) *limitArg {
 	if req.Limit.Calendar != "" {
-		return s.calendarArg(req.Limit, calAnchor(req, op, x8))
+		return s.calendarArg(req.Limit, s.calAnchor(req, op, x8))
 	}
 	staggered := req.Limit.Stagger && (req.Limit.Algorithm == ratekeeper.FixedWindow || req.Limit.Algorithm == ratekeeper.SlidingWindow)
 	k := algo.KeyOf(req.Limit)
@@ -416,7 +431,12 @@ func (s *Store) takeExact(ctx context.Context, req ratekeeper.Request, deadline 
 	if i < 0 {
 		return ratekeeper.Decision{}, fmt.Errorf("redisstore: unknown algorithm %q", req.Limit.Algorithm)
 	}
-	v, err := s.runBy(ctx, s.job(takeOp(req), req, 0), deadline)
+	j := s.job(takeOp(req), req, 0)
+	v, err := s.runBy(ctx, j, deadline)
+	if arg := s.unskew(ctx, req.Limit, err); arg != nil {
+		j.limit = arg
+		v, err = s.runBy(ctx, j, deadline)
+	}
 	if err != nil {
 		return ratekeeper.Decision{}, fmt.Errorf("redisstore: take %s: %w", req.Limit.Algorithm, skewed(err))
 	}

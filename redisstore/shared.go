@@ -139,6 +139,22 @@ func (r remote) Lease(ctx context.Context, items []shared.Item) error {
 	return r.run(ctx, 'l', items)
 }
 
+// runJobs runs jobs, in as few round trips as the pipeline makes, and
+// answers each one's reply or error.
+func (s *Store) runJobs(ctx context.Context, jobs []job) ([]string, []error) {
+	if s.pipe != nil {
+		return s.pipe.runAll(ctx, jobs)
+	}
+	replies, errs := make([]string, len(jobs)), make([]error, len(jobs))
+	for i := range jobs {
+		replies[i], errs[i] = jobs[i].run(ctx, s.client)
+		if errs[i] == nil {
+			s.answeredKey(jobs[i].routeKey())
+		}
+	}
+	return replies, errs
+}
+
 // run runs op on every item, in as few round trips as the pipeline makes,
 // and fills the items from the replies.
 func (r remote) run(ctx context.Context, op byte, items []shared.Item) error {
@@ -155,17 +171,20 @@ func (r remote) run(ctx context.Context, op byte, items []shared.Item) error {
 		}
 		jobs[i] = s.job(op, req, x8)
 	}
-	var replies []string
-	var errs []error
-	if s.pipe != nil {
-		replies, errs = s.pipe.runAll(ctx, jobs)
-	} else {
-		replies, errs = make([]string, len(jobs)), make([]error, len(jobs))
-		for i := range jobs {
-			replies[i], errs[i] = jobs[i].run(ctx, s.client)
-			if errs[i] == nil {
-				s.answeredKey(jobs[i].routeKey())
-			}
+	replies, errs := s.runJobs(ctx, jobs)
+	var again []int // the calls made again after a skew error, as retries
+	var retries []job
+	for i, err := range errs {
+		if arg := s.unskew(ctx, items[i].Limit, err); arg != nil {
+			j := jobs[i]
+			j.limit = arg
+			again, retries = append(again, i), append(retries, j)
+		}
+	}
+	if len(again) > 0 {
+		r, e := s.runJobs(ctx, retries)
+		for k, i := range again {
+			replies[i], errs[i] = r[k], e[k]
 		}
 	}
 	failed := 0

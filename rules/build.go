@@ -257,6 +257,32 @@ func LoadZone(name string) (*time.Location, error) {
 	return loc, nil
 }
 
+// ZoneData is a fingerprint of loc's rules as this process loaded them:
+// eight hex digits of a hash of its UTC offsets and the instants they
+// change, from 1970 to 2100. nil is UTC. Processes that show different
+// ones for a zone put its calendar boundaries at different instants.
+func ZoneData(loc *time.Location) string {
+	if loc == nil {
+		loc = time.UTC
+	}
+	h := sha256.New()
+	t := time.Date(1970, 1, 1, 0, 0, 0, 0, loc)
+	end := time.Date(2100, 1, 1, 0, 0, 0, 0, loc)
+	last := -1 << 31 // no offset is this far from UTC
+	for t.Before(end) {
+		if _, off := t.Zone(); off != last {
+			fmt.Fprintf(h, "%d %d\n", t.Unix(), off)
+			last = off
+		}
+		_, next := t.ZoneBounds()
+		if !next.After(t) {
+			break // the zone lasts forever
+		}
+		t = next
+	}
+	return hex.EncodeToString(h.Sum(nil)[:4])
+}
+
 // calendars lists the calendar units as a file writes them.
 const calendars = "daily, weekly, monthly or yearly"
 

@@ -188,3 +188,34 @@ func FuzzCalendarLimit(f *testing.F) {
 		}
 	})
 }
+
+// TestZoneData: the fingerprint follows a zone's offsets and their
+// instants, not its names: the same data, loaded twice or named apart,
+// shows the same one; data an hour apart shows another.
+func TestZoneData(t *testing.T) {
+	berlin, err := LoadZone("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := LoadZone("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, tz2024b := time.FixedZone("America/Asuncion", -4*3600), time.FixedZone("America/Asuncion", -3*3600)
+	for _, c := range []struct {
+		a, b *time.Location
+		same bool
+	}{
+		{berlin, again, true},
+		{nil, time.UTC, true},
+		{time.FixedZone("A", 3600), time.FixedZone("B", 3600), true},
+		{old, tz2024b, false},
+		{berlin, time.FixedZone("Europe/Berlin", 3600), false},
+		{berlin, nil, false},
+	} {
+		a, b := ZoneData(c.a), ZoneData(c.b)
+		if len(a) != 8 || (a == b) != c.same {
+			t.Errorf("%v %q, %v %q: want same %v", c.a, a, c.b, b, c.same)
+		}
+	}
+}

@@ -51,7 +51,7 @@ func openRedis(ctx context.Context, c Config, logger *slog.Logger) (ratekeeper.S
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: %w", err)
 	}
-	rs, err := redisstore.New(client, redisstore.WithMode(redisstore.Mode(c.Mode), c.SyncPeriod))
+	rs, err := redisstore.New(client, redisstore.WithMode(redisstore.Mode(c.Mode), c.SyncPeriod), redisstore.WithLogger(logger))
 	if err != nil {
 		client.Close()
 		return nil, nil, fmt.Errorf("store: %w", err)

@@ -218,7 +218,8 @@ func printConfig(w io.Writer, c *gateway.Config, set *rules.Set, now time.Time) 
 
 // printResets prints the next two resets after now of rule r's calendar
 // limits, in their time zone and in UTC: the rule's own, then those of its
-// overrides and tiers that reset at other times.
+// overrides and tiers that reset at other times. It prints the rule's zone
+// data too (rules.ZoneData).
 func printResets(w io.Writer, r *rules.Rule, now time.Time) {
 	_, own, _ := algo.CalendarPeriod(r.Limit, now)
 	say := func(who string, l ratekeeper.Limit) {
@@ -230,6 +231,9 @@ func printResets(w io.Writer, r *rules.Rule, now time.Time) {
 		fmt.Fprintf(w, "     %sresets %s, then %s\n", who, inZoneAndUTC(first), inZoneAndUTC(second))
 	}
 	say("", r.Limit)
+	if r.Limit.Calendar != "" {
+		fmt.Fprintf(w, "     zone data %s: every instance on one store must show the same\n", rules.ZoneData(r.Limit.Location))
+	}
 	for _, a := range r.Alts {
 		say(fmt.Sprintf("%q ", a.Name), a.Limit)
 	}

@@ -59,6 +59,13 @@ func TestCheckCalendarResets(t *testing.T) {
 			t.Errorf("check's output lacks\n%s\n%s", w, got)
 		}
 	}
+	berlin, err := rules.LoadZone("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := "     zone data " + rules.ZoneData(berlin) + ": every instance"; strings.Count(got, "zone data ") != 2 || !strings.Contains(got, w) {
+		t.Errorf("check's output lacks the zone data of two calendar rules, Berlin's %q:\n%s", w, got)
+	}
 	if n := strings.Count(got, "resets "); n != len(want) {
 		t.Errorf("%d lines of resets, want %d (beta's month is the rule's; epoch is no calendar):\n%s", n, len(want), got)
 	}

@@ -24,18 +24,10 @@ end
 local m = #KEYS
 local all = 1
 local res = {}
-for i = 1, m do
-  local b = 2 + (i - 1) * 3
-  local op, n = unpack('<c1d', ARGV[b + 1])
-  local rate, period, least, x7 = unpack('<dddd', ARGV[b + 2])
-  local c0, c1, c2, c3
-  if period == 0 then c0, c1, c2, c3 = unpack('<dddd', ARGV[b + 2], 33) end
-  local r = algos[tonumber(ARGV[b])](KEYS[i], op, n, now, rate, period, least, x7, nil, c0, c1, c2, c3)
-  res[i] = r
-  if unpack('<d', r) == 0 then all = 0 end
-end
-if all == 0 then
-  for i = m, 1, -1 do
+
+-- give_back refunds requests 1..last that were allowed.
+local function give_back(last)
+  for i = last, 1, -1 do
     local b = 2 + (i - 1) * 3
     local op, n = unpack('<c1d', ARGV[b + 1])
     local rate, period, least, x7 = unpack('<dddd', ARGV[b + 2])
@@ -51,4 +43,23 @@ if all == 0 then
     end
   end
 end
+
+-- A request that fails (a calendar window's clock skew) fails the batch
+-- after the requests before it are given back: a failed batch takes
+-- nothing, and the caller may send it again.
+for i = 1, m do
+  local b = 2 + (i - 1) * 3
+  local op, n = unpack('<c1d', ARGV[b + 1])
+  local rate, period, least, x7 = unpack('<dddd', ARGV[b + 2])
+  local c0, c1, c2, c3
+  if period == 0 then c0, c1, c2, c3 = unpack('<dddd', ARGV[b + 2], 33) end
+  local ok, r = pcall(algos[tonumber(ARGV[b])], KEYS[i], op, n, now, rate, period, least, x7, nil, c0, c1, c2, c3)
+  if not ok then
+    give_back(i - 1)
+    error(r, 0)
+  end
+  res[i] = r
+  if unpack('<d', r) == 0 then all = 0 end
+end
+if all == 0 then give_back(m) end
 return pack('<d', all) .. table.concat(res)

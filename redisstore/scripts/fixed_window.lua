@@ -30,17 +30,16 @@ if op == 'r' or op == 'c' then
 end
 
 -- Roll to the window holding now; a clock that went back into an earlier
--- window keeps counting in the latest one.
-local e
+-- window keeps counting in the latest one. A calendar window's stored end
+-- is authoritative, as in the memory store: a new window starts only once
+-- it has passed, whatever the boundaries sent say (cal_end).
 if period > 0 then
-  e = floor((now - offset) / period) * period + offset + period
-elseif now >= c1 and now < c2 then
-  e = c2 -- the client's window: the common case, without a call
-else
-  e = cal_end(now, c0, c1, c2, c3)
-end
-if e > wend then
-  wend, count = e, 0
+  local e = floor((now - offset) / period) * period + offset + period
+  if e > wend then
+    wend, count = e, 0
+  end
+elseif now >= wend then
+  wend, count = cal_end(now, c0, c1, c2, c3, wend), 0
 end
 
 if op == 'a' then
@@ -48,20 +47,18 @@ if op == 'a' then
   -- instant x8, counted whatever the limit; dropped (0) if their window
   -- has ended. Answers ok, the state's end and count, now.
   local at = x8
-  if n == 0 then at = now end -- a read
-  local ae = e
-  if n ~= 0 and period > 0 then
-    ae = floor((at - offset) / period) * period + offset + period
-  elseif n ~= 0 and at < c0 then
-    ae = 0 -- a calendar window before those sent: ended
-  elseif n ~= 0 then
-    ae = cal_end(at, c0, c1, c2, c3)
-  end
   local ok = 1
-  if ae > wend then
-    wend, count = ae, 0
-  elseif ae < wend then
-    ok = 0
+  if n ~= 0 and period > 0 then
+    local ae = floor((at - offset) / period) * period + offset + period
+    if ae > wend then
+      wend, count = ae, 0
+    elseif ae < wend then
+      ok = 0
+    end
+  elseif n ~= 0 and at >= wend then
+    wend, count = cal_end(at, c0, c1, c2, c3, wend), 0 -- a sender ahead
+  elseif n ~= 0 and (at < c0 or cal_end(at, c0, c1, c2, c3) < wend) then
+    ok = 0 -- a calendar window before the stored one: ended
   end
   if ok == 1 and n ~= 0 then
     count = count + n

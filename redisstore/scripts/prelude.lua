@@ -70,10 +70,21 @@ end
 -- consecutive boundaries. An instant outside [b0, b3) has a window the
 -- client did not send: the clocks of client and server are a period or
 -- more apart, and the script fails rather than guess.
-local function cal_end(t, b0, b1, b2, b3)
+--
+-- Given wend, the end of a stored window that has ended (wend <= t), it is
+-- the end of the window that a new count at t follows: the window holding
+-- t, unless that window began before wend (the caller's zone data puts a
+-- boundary elsewhere than the data that set wend). Then it is the end of
+-- the window holding wend + h, h half the shortest window sent, so that no
+-- window is shorter than h and none gives a second quota.
+local function cal_end(t, b0, b1, b2, b3, wend)
   if t < b0 or t >= b3 then
     error({err = 'RKCALSKEW instant ' .. string.format('%d', t) .. ' outside the calendar boundaries sent, ' ..
       string.format('%d', b0) .. ' to ' .. string.format('%d', b3)})
+  end
+  if wend and (wend > b1 or t < b1) then
+    local u = wend + floor(math.min(b1 - b0, b2 - b1, b3 - b2) / 2)
+    if u > t and u < b3 then t = u end
   end
   if t < b1 then return b1 end
   if t < b2 then return b2 end

@@ -149,7 +149,7 @@ func TestStoreHealthMetrics(t *testing.T) {
 			return BreakerStats{State: BreakerOpen, Opens: 1, ShortCircuits: 3, Timeouts: 2}
 		},
 		Shared: func() SharedStats {
-			return SharedStats{LocalDecisions: 7, DenialHits: 1, Syncs: 4, SyncErrors: 1, Leases: 2, Dropped: 3}
+			return SharedStats{LocalDecisions: 7, DenialHits: 1, Syncs: 4, SyncErrors: 1, Leases: 2, Dropped: 3, ClockSkews: 2}
 		},
 	})
 	rec := httptest.NewRecorder()
@@ -172,6 +172,7 @@ func TestStoreHealthMetrics(t *testing.T) {
 		`ratekeeper_store_syncs_total{result="failure"} 1`,
 		`ratekeeper_store_leases_total{result="success"} 2`,
 		`ratekeeper_store_sync_dropped_total 3`,
+		`ratekeeper_store_clock_skews_total 2`,
 	} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("/metrics lacks %q", want)

@@ -64,6 +64,9 @@ type SharedStats struct {
 	// Dropped counts admitted requests whose count never reached the
 	// remote.
 	Dropped uint64
+	// ClockSkews counts calendar calls made again because this host's
+	// clock was a calendar period or more from the remote's.
+	ClockSkews uint64
 }
 
 // CollectStore registers a collector for each field of h that is not nil.
@@ -160,13 +163,15 @@ var (
 		"Calls that leased quota from Redis (lease mode), by result.", []string{"result"}, nil)
 	droppedDesc = prometheus.NewDesc("ratekeeper_store_sync_dropped_total",
 		"Admitted requests whose count never reached Redis: their window ended while Redis did not answer.", nil, nil)
+	clockSkewsDesc = prometheus.NewDesc("ratekeeper_store_clock_skews_total",
+		"Calendar window calls made twice because this host's clock was a calendar period or more from the Redis server's.", nil, nil)
 )
 
 // sharedCollector exposes a shared store's local decisions.
 type sharedCollector struct{ stats func() SharedStats }
 
 func (c *sharedCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{localDecisionsDesc, denialHitsDesc, syncsDesc, leasesDesc, droppedDesc} {
+	for _, d := range []*prometheus.Desc{localDecisionsDesc, denialHitsDesc, syncsDesc, leasesDesc, droppedDesc, clockSkewsDesc} {
 		ch <- d
 	}
 }
@@ -180,4 +185,5 @@ func (c *sharedCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(ch, leasesDesc, st.Leases-st.LeaseErrors, "success")
 	counter(ch, leasesDesc, st.LeaseErrors, "failure")
 	counter(ch, droppedDesc, st.Dropped)
+	counter(ch, clockSkewsDesc, st.ClockSkews)
 }

@@ -42,7 +42,7 @@ func Health(s ratekeeper.Store) metrics.StoreHealth {
 		Breaker: func() metrics.BreakerStats { return breaker(fs.Stats()) },
 	}
 	if rs, ok := fs.Primary().(*redisstore.Store); ok {
-		h.Shared = func() metrics.SharedStats { return shared(rs.SharedStats()) }
+		h.Shared = func() metrics.SharedStats { return shared(rs) }
 	}
 	return h
 }
@@ -65,8 +65,10 @@ func breaker(st failsafe.Stats) metrics.BreakerStats {
 	}
 }
 
-func shared(st redisstore.SharedStats) metrics.SharedStats {
+func shared(rs *redisstore.Store) metrics.SharedStats {
+	st := rs.SharedStats()
 	return metrics.SharedStats{
+		ClockSkews:     rs.ClockSkews(),
 		LocalDecisions: st.LocalDecisions,
 		DenialHits:     st.DenialHits,
 		Syncs:          st.Syncs,
