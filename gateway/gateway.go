@@ -401,13 +401,18 @@ func (g *Gateway) rewriteTo(target *url.URL) func(*httputil.ProxyRequest) {
 
 // proxyErrorHandler answers a request the proxy could not get an answer
 // to: 408 when its body stalled, else 502; nothing when the client left.
-// Its answer costs a rule's default (httplimit.Unserved).
+// The answer costs a rule's default (httplimit.Unserved) when the
+// upstream never got the request: a stalled body, or no connection. An
+// upstream that got it may be working on it still (a response_header
+// timeout), so then the request keeps its reserve.
 func (g *Gateway) proxyErrorHandler(target *url.URL) func(http.ResponseWriter, *http.Request, error) {
 	return func(w http.ResponseWriter, r *http.Request, err error) {
 		if r.Context().Err() != nil {
 			return // the client left: no one to answer
 		}
-		httplimit.Unserved(w)
+		if bodyStalled(r) || notSent(err) {
+			httplimit.Unserved(w)
+		}
 		if bodyStalled(r) {
 			problem.Write(w, http.StatusRequestTimeout, "Request Timeout", "the request body did not arrive in time: "+err.Error())
 			return
@@ -415,6 +420,14 @@ func (g *Gateway) proxyErrorHandler(target *url.URL) func(http.ResponseWriter, *
 		g.logger.WarnContext(r.Context(), "upstream unreachable", "upstream", target.Redacted(), "method", r.Method, "path", r.URL.Path, "err", err)
 		problem.BadGateway(w, target.Redacted(), err)
 	}
+}
+
+// notSent reports whether err says the request never reached the
+// upstream: no connection to it could be made.
+func notSent(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &dns)
 }
 
 // Run serves until ctx is done, then shuts down gracefully: it stops

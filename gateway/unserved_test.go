@@ -74,3 +74,43 @@ func TestUnservedCostsDefault(t *testing.T) {
 		})
 	}
 }
+
+// TestTimedOutKeepsReserve: an upstream that got the request but did not
+// answer in time (response_header) may be working on it still, so the
+// 502 keeps the request's reserve; only a request that never reached the
+// upstream costs the default.
+func TestTimedOutKeepsReserve(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	held := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held <- c // read, never answered
+		}
+	}()
+	defer func() {
+		for len(held) > 0 {
+			(<-held).Close()
+		}
+	}()
+	rules := "upstream_timeouts: {response_header: 300ms}\n" + unservedRules
+	for _, transport := range []string{"fast", "standard"} {
+		t.Run(transport, func(t *testing.T) {
+			addr := startGateway(t, transport, "http://"+ln.Addr().String(), rules)
+			if resp := postChat(t, addr, "k", "/v1/chat", []byte(`{"max_tokens":32000}`)); resp.StatusCode != http.StatusBadGateway {
+				t.Fatalf("an upstream that does not answer: %d, want 502", resp.StatusCode)
+			}
+			resp := postChat(t, addr, "k", "/v1/chat", []byte(`{"max_tokens":1}`))
+			if n, most := remainingOf(t, resp), 100000-32000-1+100; n > most {
+				t.Errorf("remaining %d after a 502 whose request reached the upstream, want at most %d (it keeps its reserve, 32000)", n, most)
+			}
+		})
+	}
+}
