@@ -11,7 +11,8 @@ import (
 // addBanChecks appends to s.reqs, after the enforced rules' requests, a
 // request of cost 0 on the ban of each enforced rule with a ban. It takes
 // nothing: its RetryAfter is how long the ban has left. It goes in the
-// same TakeAll as the takes, so a ban costs no round trip of its own.
+// same TakeAll as the takes. So on one Redis server a ban costs no round
+// trip of its own; on a Cluster its key is in another slot, a call apart.
 func addBanChecks(s *scratch, now time.Time) {
 	for _, i := range s.enforced {
 		mt := &s.matches[i]
