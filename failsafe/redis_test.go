@@ -269,7 +269,6 @@ func TestSparseTrafficDuringOutage(t *testing.T) {
 		timeout  = 500 * time.Millisecond
 		cooldown = 100 * time.Millisecond
 		every    = 200 * time.Millisecond // twice the cool-down
-		bound    = 100 * time.Millisecond // a fifth of the timeout; a decision by the policy takes microseconds
 		backBy   = 2 * time.Second
 		during   = 8 // requests per outage once the breaker is open
 	)
@@ -313,10 +312,14 @@ func TestSparseTrafficDuringOutage(t *testing.T) {
 		}
 		var slowest time.Duration
 		for range during {
+			// No wait on Redis: the open breaker answers without asking
+			// it. Counted, not timed: a loaded machine stalled a call
+			// 390ms once.
+			sc := fs.Stats().ShortCircuits
 			d, took := take()
 			slowest = max(slowest, took)
-			if took > bound {
-				t.Errorf("%s: with the breaker open a request took %v, more than %v", o.name, took, bound)
+			if fs.Stats().ShortCircuits != sc+1 {
+				t.Errorf("%s: with the breaker open a request was not short-circuited (took %v): %+v", o.name, took, fs.Stats())
 			}
 			if d.Allowed || d.Fallback != ratekeeper.FallbackUncounted {
 				t.Errorf("%s: %+v, want refused by the deny policy", o.name, d)
@@ -330,9 +333,10 @@ func TestSparseTrafficDuringOutage(t *testing.T) {
 		o.back()
 		back := time.Now()
 		for {
+			to := fs.Stats().Timeouts
 			d, took := take()
-			if took > bound {
-				t.Errorf("%s: after Redis returned a request took %v, more than %v", o.name, took, bound)
+			if fs.Stats().Timeouts != to {
+				t.Errorf("%s: after Redis returned a request waited out the timeout (took %v)", o.name, took)
 			}
 			if d.Fallback == ratekeeper.NoFallback {
 				if !d.Allowed {
@@ -377,11 +381,8 @@ func noGoroutinesPast(t *testing.T, before int) {
 // waited out the timeout.
 func TestClusterPrimaryDownAlone(t *testing.T) {
 	const (
-		// bound is the longest a live primary's call may take. An answer
-		// takes about a millisecond; on a loaded 2-core machine one took
-		// 200ms, so the margins are twice what they were.
 		timeout = 400 * time.Millisecond
-		bound   = 200 * time.Millisecond
+		bound   = 200 * time.Millisecond // what the loop leaves of the pause for its last round
 		pause   = 4 * time.Second
 	)
 	url := redistest.Cluster(t)
@@ -429,6 +430,20 @@ func TestClusterPrimaryDownAlone(t *testing.T) {
 			t.Fatalf("%s before the pause: %+v", k, d)
 		}
 	}
+	// liveTake: a live primary's key is decided by Redis. A call the
+	// machine stalled past the timeout falls back; it is tried again, and
+	// three in a row fail the test.
+	liveTake := func(key, when string) {
+		t.Helper()
+		var d ratekeeper.Decision
+		var took time.Duration
+		for range 3 {
+			if d, took = take(key); d.Fallback == ratekeeper.NoFallback {
+				return
+			}
+		}
+		t.Fatalf("%s on a live primary %s: %+v in %v, three times", key, when, d, took)
+	}
 
 	node := redis.NewClient(&redis.Options{Addr: victim})
 	defer node.Close()
@@ -444,22 +459,21 @@ func TestClusterPrimaryDownAlone(t *testing.T) {
 		}
 		take(victimKey)
 		for _, k := range live {
-			if d, took := take(k); d.Fallback != ratekeeper.NoFallback || took > bound {
-				t.Fatalf("%s on a live primary while the victim fails: %+v in %v", k, d, took)
-			}
+			liveTake(k, "while the victim fails")
 		}
 	}
 	// Open: the victim's keys go to the policy at once, the others' to
 	// Redis, until the pause nearly ends.
 	checked := 0
 	for time.Since(paused) < pause-timeout-bound {
-		if d, took := take(victimKey); d.Fallback != ratekeeper.FallbackUncounted || took > bound {
-			t.Fatalf("the victim's key with its breaker open: %+v in %v", d, took)
+		// At once: the open breaker answers without asking the primary,
+		// counted, not timed (a loaded machine stalled a call 390ms).
+		before := fs.Stats().ShortCircuits
+		if d, _ := take(victimKey); d.Fallback != ratekeeper.FallbackUncounted || fs.Stats().ShortCircuits != before+1 {
+			t.Fatalf("the victim's key with its breaker open: %+v, short circuits %d after %d", d, fs.Stats().ShortCircuits, before)
 		}
 		for _, k := range live {
-			if d, took := take(k); d.Fallback != ratekeeper.NoFallback || took > bound {
-				t.Fatalf("%s on a live primary with the victim's breaker open: %+v in %v", k, d, took)
-			}
+			liveTake(k, "with the victim's breaker open")
 		}
 		checked++
 		time.Sleep(10 * time.Millisecond) // pacing the checks, not waiting for a condition
