@@ -445,11 +445,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		g.proc.Close()
 		return err
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = g.tracing.Shutdown(ctx) // sends the spans not yet sent
-	}()
+	defer g.tracing.Close(ctx) // sends the spans not yet sent
 	defer g.fleet.Start(ctx)()
 	g.logger.Info("gateway listening", "addr", g.addr.String(), "tls", cfg.TLS.Enabled(), "h2c", cfg.H2C, "admin", g.adminAddr.String(), "upstream", redactedURL(cfg.Upstream), "store", cfg.Store.String(), "rules", len(g.mw.Rules().Rules))
 	return g.proc.Run(ctx, server.Run{
