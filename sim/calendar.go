@@ -91,7 +91,7 @@ func calendarCases(c Config) []calendarCase {
 	}
 	cases := []calendarCase{{name: "monthly", unit: ratekeeper.Monthly, nominal: calendarMonth,
 		from: time.Date(calendarYear, first.Month()-1, 22, 0, 0, 0, 0, loc),
-		to:   time.Date(calendarYear, first.Month()+1, 8, 0, 0, 0, 0, loc),
+		to:   time.Date(calendarYear, first.Month()+1, 16, 0, 0, 0, 0, loc),
 		limits: []calendarLimit{
 			{"calendar", "monthly", fixed(ratekeeper.Monthly, 0)},
 			{"offset-14d", "monthly, offset 14d", fixed(ratekeeper.Monthly, calendarBilling)},

@@ -63,7 +63,7 @@ func TestCalendarResetsAtLocalBoundaries(t *testing.T) {
 		want        string
 	}{
 		{"monthly", "calendar", "2026-02-28T23:00Z 2026-03-31T22:00Z"},
-		{"monthly", "offset-14d", "2026-03-14T23:00Z"},
+		{"monthly", "offset-14d", "2026-03-14T23:00Z 2026-04-14T22:00Z"},
 		{"monthly", "epoch-30d", "2026-03-08T00:00Z 2026-04-07T00:00Z"},
 		{"daily-23h", "calendar", "2026-03-27T23:00Z 2026-03-28T23:00Z 2026-03-29T22:00Z 2026-03-30T22:00Z"},
 		{"daily-23h", "epoch-24h", "2026-03-27T00:00Z 2026-03-28T00:00Z 2026-03-29T00:00Z 2026-03-30T00:00Z 2026-03-31T00:00Z"},
@@ -77,13 +77,13 @@ func TestCalendarResetsAtLocalBoundaries(t *testing.T) {
 }
 
 // A daily period lasts its local date: 23 hours on 29 March, 25 on 25
-// October, 24 on the others. Calendar March lasts 743 hours, the epoch's
-// periods 720.
+// October, 24 on the others. Calendar March lasts 743 hours, and so does
+// the billing month from 15 March; the epoch's periods last 720.
 func TestCalendarPeriodLengths(t *testing.T) {
 	r := runCalendarT(t, small)
 	want := map[string][]float64{
 		"monthly/calendar":    {743, 0},
-		"monthly/offset-14d":  {0},
+		"monthly/offset-14d":  {743, 0},
 		"monthly/epoch-30d":   {720, 0},
 		"daily-23h/calendar":  {24, 23, 24, 24},
 		"daily-23h/epoch-24h": {24, 24, 24, 24, 0},

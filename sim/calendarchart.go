@@ -82,7 +82,7 @@ func (r *CalendarResult) panel(cs calendarCase, last bool) *plot.Plot {
 	cfg := r.Config
 	span := cs.to.Sub(cs.from).Hours()
 	outs := r.caseOutcomes(cs.name)
-	ymax := float64(cfg.Rate) / (0.93 - 0.085*float64(len(outs)))
+	ymax := float64(cfg.Rate) / (0.9 - 0.1*float64(len(outs)))
 	p := newPanel(r.panelTitle(cs), "counted in the period", span, ymax, last)
 	p.X.Tick.Marker = dateTicks(cs)
 	if last {
@@ -126,15 +126,14 @@ func (r *CalendarResult) panelTitle(cs calendarCase) string {
 		cs.dst.Format("Mon 2 January"), trimFloat(dayLength(cs.dst).Hours()), before, after, strings.Join(most, ", "))
 }
 
-// resetLabel writes a reset at local instant t, then in UTC: with the
-// dates for a monthly case, the times alone for a daily one.
+// resetLabel writes a reset at local instant t, then its time in UTC: with
+// the local date for a monthly case, the times alone for a daily one.
 func resetLabel(unit ratekeeper.Calendar, t time.Time) string {
-	layout := "15:04"
+	layout := "15:04 MST"
 	if unit == ratekeeper.Monthly {
-		layout = "Jan 2 15:04"
+		layout = "Jan 2 15:04 MST"
 	}
-	zone, _ := t.Zone()
-	return t.Format(layout) + " " + zone + " · " + t.UTC().Format(layout) + " UTC"
+	return t.Format(layout) + " · " + t.UTC().Format("15:04") + " UTC"
 }
 
 // dateTicks marks the local midnights of case cs, in hours from its start:

@@ -211,7 +211,7 @@ var Scenarios = []string{"pacing", "pacing-with-pauses", "boundary", "accuracy",
 //
 // The calendar one is a quota of 10,000 per period in Europe/Berlin,
 // offered 1.5 times that evenly, counted per hour. It runs monthly from 22
-// February to 8 April 2026, then daily across 29 March (23 hours) and 25
+// February to 16 April 2026, then daily across 29 March (23 hours) and 25
 // October (25 hours). It fails without the time zone database.
 func Scenario(name string, set func(*Config)) (Config, error) {
 	c, ok := named(name)
