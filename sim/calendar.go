@@ -33,6 +33,11 @@ func (c Config) validateCalendar() error {
 	if !(c.Load > 0) || math.IsInf(c.Load, 0) {
 		return fmt.Errorf("load: must be positive, not %v", c.Load)
 	}
+	if c.Load*float64(c.Rate) < 2 {
+		// Then every period, 23 hours or 28 days at least, sees a request,
+		// and the run sees each reset.
+		return fmt.Errorf("load: %v × the rate %d is fewer than 2 requests per period; the run would miss resets", c.Load, c.Rate)
+	}
 	if c.Tick < time.Minute || c.Tick%time.Minute != 0 {
 		return fmt.Errorf("tick: must be a whole number of minutes, not %v", c.Tick)
 	}
@@ -101,7 +106,7 @@ func calendarCases(c Config) []calendarCase {
 		changes = []time.Time{first}
 	}
 	for _, d := range changes {
-		cases = append(cases, calendarCase{name: fmt.Sprintf("daily-%dh", int(dayLength(d).Hours())), unit: ratekeeper.Daily,
+		cases = append(cases, calendarCase{name: "daily-" + shortDuration(dayLength(d)), unit: ratekeeper.Daily,
 			nominal: calendarDay, dst: d, from: d.AddDate(0, 0, -2), to: d.AddDate(0, 0, 3),
 			limits: []calendarLimit{{"calendar", "daily", fixed(ratekeeper.Daily, 0)}, {"epoch-24h", "period 24h", epoch(calendarDay)}}})
 	}

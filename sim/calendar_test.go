@@ -168,8 +168,9 @@ func checkBoundaries(t *testing.T, o CalendarOutcome, loc *time.Location) {
 
 // In any zone and at any load, no period admits more than the quota and
 // the calendar resets at local midnight. A zone's cases are its changes:
-// Sydney's summer ends in April (25 hours) and starts in October (23), and
-// a zone without daylight saving has one daily case of 24-hour days.
+// Sydney's summer ends in April (25 hours) and starts in October (23), Lord
+// Howe moves by half an hour, and a zone without daylight saving has one
+// daily case of 24-hour days.
 func TestCalendarZonesAndLoads(t *testing.T) {
 	for _, tc := range []struct {
 		zone  string
@@ -182,6 +183,7 @@ func TestCalendarZonesAndLoads(t *testing.T) {
 		{"Australia/Sydney", 1.5, "monthly daily-25h daily-23h"},
 		{"Asia/Kolkata", 2, "monthly daily-24h"},
 		{"UTC", 1.5, "monthly daily-24h"},
+		{"Australia/Lord_Howe", 0.2, "monthly daily-24h30m daily-23h30m"},
 	} {
 		r := runCalendarT(t, func(c *Config) { c.Location, c.Load, c.Rate = zone(t, tc.zone), tc.load, 500 })
 		var names []string
@@ -252,6 +254,7 @@ func TestCalendarValidate(t *testing.T) {
 		{func(c *Config) { c.Tick = 30 * time.Second }, "tick: must be a whole number of minutes"},
 		{func(c *Config) { c.Tick = 90 * time.Second }, "tick: must be a whole number of minutes"},
 		{func(c *Config) { c.Rate, c.Load = 10_000_000, 10 }, "load: "},
+		{func(c *Config) { c.Rate, c.Load = 3, 0.5 }, "fewer than 2 requests per period"},
 	} {
 		c, err := Scenario("calendar", tc.set)
 		if err != nil {

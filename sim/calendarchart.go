@@ -120,10 +120,12 @@ func (r *CalendarResult) panelTitle(cs calendarCase) string {
 	if cs.unit == ratekeeper.Monthly {
 		return "monthly · the most admitted in one calendar month: " + strings.Join(most, ", ")
 	}
+	day := fmt.Sprintf("%s: %s hours", cs.dst.Format("Mon 2 January"), trimFloat(dayLength(cs.dst).Hours()))
 	before, _ := cs.dst.Zone()
-	after, _ := cs.dst.Add(dayLength(cs.dst) - time.Minute).Zone()
-	return fmt.Sprintf("daily, across %s: %s hours (%s to %s) · the most admitted in one local date: %s",
-		cs.dst.Format("Mon 2 January"), trimFloat(dayLength(cs.dst).Hours()), before, after, strings.Join(most, ", "))
+	if after, _ := cs.dst.Add(dayLength(cs.dst) - time.Minute).Zone(); after != before {
+		day += " (" + before + " to " + after + ")"
+	}
+	return "daily, across " + day + " · the most admitted in one local date: " + strings.Join(most, ", ")
 }
 
 // resetLabel writes a reset at local instant t, then its time in UTC: with
