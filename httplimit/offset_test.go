@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/ratekeeper/ratekeeper"
 	"github.com/ratekeeper/ratekeeper/internal/server/metrics"
-	"github.com/ratekeeper/ratekeeper/memstore"
 	"github.com/ratekeeper/ratekeeper/storetest"
 )
 
@@ -30,11 +30,18 @@ rules:
 // client whose proxy says 14d is refused until the 15th, one without the
 // header until March; the header from anyone else is nothing. A new
 // offset starts that client afresh and no one else; a bad one is counted
-// and leaves the rule's.
+// and leaves the rule's. Every store of banStores decides it, Redis at
+// the request's instant.
 func TestOffsetHeaderMovesReset(t *testing.T) {
-	clk := storetest.NewClock(time.Date(2026, 2, 10, 12, 0, 0, 0, time.UTC))
-	store := memstore.New(memstore.WithClock(clk))
-	t.Cleanup(func() { store.Close() })
+	for name, open := range banStores {
+		t.Run(name, func(t *testing.T) {
+			clk := storetest.NewClock(time.Date(2026, 2, 10, 12, 0, 0, 0, time.UTC))
+			testOffsetHeaderMovesReset(t, open(t, clk), clk)
+		})
+	}
+}
+
+func testOffsetHeaderMovesReset(t *testing.T, store ratekeeper.Store, clk *storetest.Clock) {
 	mt := metrics.New(prometheus.NewRegistry())
 	mw, err := New(store, mustSet(t, billingYAML), WithClock(clk), WithMetrics(mt))
 	if err != nil {
