@@ -333,3 +333,17 @@ func BenchmarkMatchOffsetHeader(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLimitHex is what a client's offset costs without the cache:
+// the limit's hash, computed.
+func BenchmarkLimitHex(b *testing.B) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		b.Fatal(err)
+	}
+	l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 100, Calendar: ratekeeper.Monthly, Location: berlin, Offset: 3 * 24 * time.Hour}
+	b.ReportAllocs()
+	for b.Loop() {
+		limitHex(l)
+	}
+}
