@@ -373,7 +373,8 @@ func (g *Gateway) httpTransport(target *url.URL) (*http.Transport, error) {
 
 // rewriteTo is the proxy's Rewrite to target. It passes X-Forwarded-For
 // on, with the peer appended, from a trusted proxy only. From anyone else
-// it drops it, the other client address headers, and the tier headers.
+// it drops it, the other client address headers, and the tier and offset
+// headers (rules.Set.ProxyHeaders).
 func (g *Gateway) rewriteTo(target *url.URL) func(*httputil.ProxyRequest) {
 	return func(pr *httputil.ProxyRequest) {
 		set := g.mw.Rules()
@@ -383,8 +384,8 @@ func (g *Gateway) rewriteTo(target *url.URL) func(*httputil.ProxyRequest) {
 			for _, h := range clientIPHeaders {
 				delete(pr.Out.Header, h) // X-Real-IP and its kin, as X-Forwarded-For
 			}
-			for _, h := range set.TierHeaders() {
-				delete(pr.Out.Header, h) // a plan the rules did not believe
+			for _, h := range set.ProxyHeaders() {
+				delete(pr.Out.Header, h) // a plan or offset the rules did not believe
 			}
 		}
 		pr.SetURL(target)

@@ -614,21 +614,21 @@ func (c *conn) forward(buf []byte) bool {
 	return keep
 }
 
-// lowerTiers is set's tier headers in lower case, cached for the set in
-// use.
+// lowerTiers is set's proxy headers (tiers and offsets) in lower case,
+// cached for the set in use.
 func (f *Server) lowerTiers(set *rules.Set) []string {
 	if t := f.tiers.Load(); t != nil && t.set == set {
 		return t.lower
 	}
 	t := &tierNames{set: set}
-	for _, h := range set.TierHeaders() {
+	for _, h := range set.ProxyHeaders() {
 		t.lower = append(t.lower, strings.ToLower(h))
 	}
 	f.tiers.Store(t)
 	return t.lower
 }
 
-// tierNames are a rules set's tier headers in lower case.
+// tierNames are a rules set's proxy headers in lower case.
 type tierNames struct {
 	set   *rules.Set
 	lower []string
@@ -694,13 +694,13 @@ func (c *conn) writeRequestLine(w *bufio.Writer) {
 // writeClientHeaders writes the client's end-to-end header lines as
 // net/http would pass them on. It leaves out Content-Length, which
 // writeUpstream writes itself. It writes the first User-Agent only, and
-// none when empty. It drops a tier header from a client the rules do not
-// trust.
+// none when empty. It drops a tier or offset header from a client the
+// rules do not trust.
 func (c *conn) writeClientHeaders(w *bufio.Writer, buf []byte) {
 	agent := false
-	// The upstream would believe a plan the rules did not.
+	// The upstream would believe a plan or offset the rules did not.
 	var drop []string
-	if set := c.f.mw.Rules(); len(set.TierHeaders()) > 0 && !set.ClientIP().Trusts(&c.req) {
+	if set := c.f.mw.Rules(); len(set.ProxyHeaders()) > 0 && !set.ClientIP().Trusts(&c.req) {
 		drop = c.f.lowerTiers(set)
 	}
 	for _, s := range c.head.Lines {
