@@ -116,6 +116,9 @@ type Rule struct {
 	// Alts are the overrides' and tiers' limits, which replace Limit for
 	// the requests they apply to (Match.Alt).
 	Alts []Alt
+	// OverLimit says what happens to a request past the limit: refused
+	// (the zero value), forwarded or rerouted.
+	OverLimit OverLimit
 
 	// What a request's decision reads is above, near match and key.
 	match  func(v view) bool
@@ -336,7 +339,11 @@ func (rl *Rule) describeRefusal(b *strings.Builder) {
 		} else {
 			fmt.Fprintf(b, "; queue: held FIFO up to %d waiting, refused beyond", rl.Limit.Capacity())
 		}
-	default:
+	case Enforce:
+		if rl.OverLimit.Action != Refuse {
+			rl.describeOverLimit(b)
+			return
+		}
 		fmt.Fprintf(b, "; %d beyond", rl.Refused.Status)
 		if rl.Ban > 0 {
 			fmt.Fprintf(b, ", and the key is banned for %v", rl.Ban)
@@ -462,6 +469,8 @@ type Set struct {
 	allow    []netip.Prefix
 	deny     []netip.Prefix
 	tiers    []string // the rules' tier headers, canonical, each once
+	over     []string // the rules' over_limit headers, canonical, each once
+	reroutes []string // the rules' over_limit upstreams, each once
 	// byPath indexes the rules that match one exact path; others lists the
 	// rest. Both hold rule indexes in order, so Match visits only the rules
 	// that can match and keeps the written order.
@@ -479,9 +488,16 @@ func (s *Set) index() {
 	s.byPath = map[string][]int{}
 	s.others = s.others[:0]
 	s.tiers = s.tiers[:0]
+	s.over, s.reroutes = s.over[:0], s.reroutes[:0]
 	for i, rl := range s.Rules {
 		if h := rl.tierHeader; h != "" && !slices.Contains(s.tiers, h) {
 			s.tiers = append(s.tiers, h)
+		}
+		if h := rl.OverLimit.Header; h != "" && !slices.Contains(s.over, h) {
+			s.over = append(s.over, h)
+		}
+		if u := rl.OverLimit.Upstream; u != "" && !slices.Contains(s.reroutes, u) {
+			s.reroutes = append(s.reroutes, u)
 		}
 		if p := rl.Config.Match.Path; p != "" {
 			p = cleanPath(p)
