@@ -374,8 +374,8 @@ type scratch struct {
 	conc     []int         // indexes into matches of concurrency rules
 	bans     []int         // indexes into matches of the ban checks after the enforced reqs
 	permits  []*ratekeeper.Permit
-	body     reqBody // the request's body, when a rule reads its reserve there
-	over     []int   // indexes into matches of the rules that forward or reroute
+	body     reqBody              // the request's body, when a rule reads its reserve there
+	over     []int                // indexes into matches of the rules that forward or reroute
 	overReqs []ratekeeper.Request // the store request of each of over (zero for a concurrency rule)
 	exceeded []int                // the indexes in over whose limit the request exceeded
 	overM    []rules.Match        // the exceeded rules, for WithDecided
