@@ -1,0 +1,223 @@
+package gateway
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// over_limit in the gateway: a rule that forwards names itself in the
+// operator's header to the upstream, a rule that reroutes sends the
+// request to its own upstream, and a client's own copy of such a header
+// never reaches any upstream, on every transport.
+
+const forwardRules = `rules:
+  - name: monthly
+    key: [ip]
+    limit: {algorithm: fixed_window, rate: 2, period: 1h}
+    over_limit: {action: forward, header: X-Quota-Exceeded}
+  - name: daily
+    key: [ip]
+    limit: {algorithm: fixed_window, rate: 3, period: 1h}
+    over_limit: {action: forward, header: X-Quota-Exceeded}
+  - name: hard
+    key: [ip]
+    limit: {algorithm: fixed_window, rate: 5, period: 1h}
+`
+
+// TestOverLimitForwardHeader: the upstream gets the header exactly when
+// the request is over a forwarding rule's limit, listing every rule
+// exceeded in the file's order; the client's forged copies never reach
+// it; the enforced rule still refuses. The fast path serves it all.
+func TestOverLimitForwardHeader(t *testing.T) {
+	want := []string{"", "", "monthly", "monthly, daily", "monthly, daily"}
+	for _, tr := range transports {
+		t.Run(tr.String(), func(t *testing.T) {
+			up := newRecUpstream(t, nil)
+			addr := startVia(t, tr, up.URL, forwardRules)
+			for i := range 6 {
+				resp, _ := rawExchange(t, addr, fmt.Sprintf("GET /f/%d HTTP/1.1\r\nHost: gw.test\r\nX-Quota-Exceeded: forged\r\nx-quota-exceeded: forged2\r\n\r\n", i))
+				wantStatus := 200
+				if i == 5 {
+					wantStatus = 429
+				}
+				if resp.StatusCode != wantStatus {
+					t.Fatalf("request %d: %d, want %d", i+1, resp.StatusCode, wantStatus)
+				}
+				if i == 2 && resp.Header.Get("X-Ratelimit-Remaining") != "0" {
+					t.Errorf("request 3: X-RateLimit-Remaining %q, want 0 (monthly is spent)", resp.Header.Get("X-Ratelimit-Remaining"))
+				}
+			}
+			got := up.take()
+			if len(got) != len(want) {
+				t.Fatalf("the upstream got %d requests, want %d", len(got), len(want))
+			}
+			for i, r := range got {
+				if vs := r.Header.Values("X-Quota-Exceeded"); strings.Join(vs, "|") != want[i] {
+					t.Errorf("request %d (%s): X-Quota-Exceeded %q, want %q", i+1, r.URI, vs, want[i])
+				}
+			}
+			if tr.client == "fast" {
+				if n := handOffCount(addr); n != 0 {
+					t.Errorf("%d hand-offs to net/http: the fast path serves forward", n)
+				}
+			}
+		})
+	}
+}
+
+// stripRules forward in a header no request reaches the limit of, and
+// match only /limited: the header is stripped from every request.
+const stripRules = `rules:
+  - name: billed
+    match: {path: /limited}
+    key: [ip]
+    limit: {algorithm: fixed_window, rate: 1000, period: 1h}
+    over_limit: {action: forward, header: X-Quota-Exceeded}
+  - name: spill
+    match: {path: /never}
+    key: [ip]
+    limit: {algorithm: fixed_window, rate: 1000, period: 1h}
+    over_limit: {action: reroute, upstream: "http://127.0.0.1:1", header: X-Rerouted}
+`
+
+// TestOverLimitClientCopiesStripped: a client that sends an over_limit
+// header itself, in any case and any number of times, never has it reach
+// the upstream, whatever the request matched, over HTTP/1.1 on every
+// transport.
+func TestOverLimitClientCopiesStripped(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.String(), func(t *testing.T) {
+			up := newRecUpstream(t, nil)
+			addr := startVia(t, tr, up.URL, stripRules)
+			for _, path := range []string{"/limited", "/other"} {
+				for _, hdr := range []string{"X-Quota-Exceeded: billed\r\n", "x-rerouted: spill\r\nX-QUOTA-EXCEEDED: a\r\nX-Quota-Exceeded: b\r\n"} {
+					resp, _ := rawExchange(t, addr, "GET "+path+" HTTP/1.1\r\nHost: gw.test\r\n"+hdr+"\r\n")
+					if resp.StatusCode != 200 {
+						t.Fatalf("%s: %d", path, resp.StatusCode)
+					}
+				}
+			}
+			checkStripped(t, up, 4)
+		})
+	}
+}
+
+// checkStripped fails if the upstream did not get n requests, or got an
+// over_limit header in one.
+func checkStripped(t *testing.T, up *recUpstream, n int) {
+	t.Helper()
+	got := up.take()
+	if len(got) != n {
+		t.Fatalf("the upstream got %d requests, want %d", len(got), n)
+	}
+	for _, r := range got {
+		for _, h := range []string{"X-Quota-Exceeded", "X-Rerouted"} {
+			if vs := r.Header.Values(h); len(vs) > 0 {
+				t.Errorf("%s: the upstream got the client's %s %q", r.URI, h, vs)
+			}
+		}
+	}
+}
+
+// TestOverLimitClientCopiesStrippedHTTP2: the same over HTTP/2, h2c and
+// TLS, on every transport.
+func TestOverLimitClientCopiesStrippedHTTP2(t *testing.T) {
+	for _, edge := range h2Edges {
+		for _, tr := range transports {
+			t.Run(edge+"/"+tr.String(), func(t *testing.T) {
+				up := newRecUpstream(t, nil)
+				g := startH2(t, tr, edge, up.URL, stripRules)
+				c := g.dial(t)
+				for _, path := range []string{"/limited", "/other"} {
+					a := c.get(":method", "GET", ":scheme", g.scheme(), ":authority", "gw.test", ":path", path,
+						"x-quota-exceeded", "billed", "x-rerouted", "spill", "x-quota-exceeded", "again")
+					if a.status != 200 {
+						t.Fatalf("%s: %d", path, a.status)
+					}
+				}
+				checkStripped(t, up, 2)
+			})
+		}
+	}
+}
+
+const rerouteRules = `rules:
+  - name: cheap
+    key: [ip]
+    limit: {algorithm: fixed_window, rate: 2, period: 1h}
+    over_limit: {action: reroute, upstream: "%s", header: X-Rerouted}
+  - name: hard
+    key: [ip]
+    limit: {algorithm: fixed_window, rate: 4, period: 1h}
+`
+
+// TestOverLimitReroute: within the limit requests reach the main
+// upstream; over it they reach the rule's, with the header, and the main
+// upstream never sees them; the enforced rule still refuses, on every
+// transport (the fast path hands them to net/http).
+func TestOverLimitReroute(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.String(), func(t *testing.T) {
+			main, cheap := newRecUpstream(t, nil), newRecUpstream(t, nil)
+			addr := startVia(t, tr, main.URL, fmt.Sprintf(rerouteRules, cheap.URL))
+			for i, want := range []int{200, 200, 200, 200, 429} {
+				resp, _ := rawExchange(t, addr, fmt.Sprintf("GET /r/%d HTTP/1.1\r\nHost: gw.test\r\nX-Rerouted: forged\r\n\r\n", i))
+				if resp.StatusCode != want {
+					t.Fatalf("request %d: %d, want %d", i+1, resp.StatusCode, want)
+				}
+			}
+			checkReached(t, "main", main.take(), []string{"/r/0", "/r/1"}, "")
+			checkReached(t, "cheap", cheap.take(), []string{"/r/2", "/r/3"}, "cheap")
+		})
+	}
+}
+
+// checkReached fails unless up got exactly the requests uris, each with
+// X-Rerouted equal to header.
+func checkReached(t *testing.T, name string, got []upReq, uris []string, header string) {
+	t.Helper()
+	var seen []string
+	for _, r := range got {
+		seen = append(seen, r.URI)
+		if vs := r.Header.Values("X-Rerouted"); strings.Join(vs, "|") != header {
+			t.Errorf("%s got %s with X-Rerouted %q, want %q", name, r.URI, vs, header)
+		}
+	}
+	if !slices.Equal(seen, uris) {
+		t.Errorf("%s upstream got %q, want %q", name, seen, uris)
+	}
+}
+
+// TestOverLimitRerouteReload: a reload that changes the reroute's URL
+// sends the next request over the limit to the new one.
+func TestOverLimitRerouteReload(t *testing.T) {
+	main, first, second := newRecUpstream(t, nil), newRecUpstream(t, nil), newRecUpstream(t, nil)
+	g := runGateway(t, "fast", main.URL, fmt.Sprintf(rerouteRules, first.URL))
+	addr := g.Addr().String()
+	get := func(path string) {
+		t.Helper()
+		if resp, _ := rawExchange(t, addr, "GET "+path+" HTTP/1.1\r\nHost: gw.test\r\n\r\n"); resp.StatusCode != 200 {
+			t.Fatalf("%s: %d", path, resp.StatusCode)
+		}
+	}
+	for _, p := range []string{"/a", "/b", "/c"} {
+		get(p)
+	}
+	b, err := os.ReadFile(g.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(g.path, []byte(strings.Replace(string(b), first.URL, second.URL, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	get("/d")
+	checkReached(t, "main", main.take(), []string{"/a", "/b"}, "")
+	checkReached(t, "first", first.take(), []string{"/c"}, "cheap")
+	checkReached(t, "second", second.take(), []string{"/d"}, "cheap")
+}
