@@ -1,11 +1,15 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ratekeeper/ratekeeper/internal/server/dashboard"
 )
 
 // over_limit in the gateway: a rule that forwards names itself in the
@@ -171,6 +175,9 @@ func TestOverLimitReroute(t *testing.T) {
 			}
 			checkReached(t, "main", main.take(), []string{"/r/0", "/r/1"}, "")
 			checkReached(t, "cheap", cheap.take(), []string{"/r/2", "/r/3"}, "cheap")
+			if tr == transports[0] && handOffCount(addr) != 5 {
+				t.Errorf("%d hand-offs, want 5: the fast path takes no request a rule may reroute", handOffCount(addr))
+			}
 		})
 	}
 }
@@ -220,4 +227,48 @@ func TestOverLimitRerouteReload(t *testing.T) {
 	checkReached(t, "main", main.take(), []string{"/a", "/b"}, "")
 	checkReached(t, "first", first.take(), []string{"/c"}, "cheap")
 	checkReached(t, "second", second.take(), []string{"/d"}, "cheap")
+}
+
+// TestOverLimitLoggedAndListed: a request past a forwarding limit is
+// logged in access_log: refused, with the rule and its key, and its key
+// is listed among the rule's limited clients in /v1/top; /v1/rules shows
+// the rule's over_limit.
+func TestOverLimitLoggedAndListed(t *testing.T) {
+	up := newRecUpstream(t, nil)
+	path := filepath.Join(t.TempDir(), "gw.yaml")
+	yaml := "listen: 127.0.0.1:0\nwatch: -1s\naccess_log: refused\nupstream: " + up.URL + "\nrules:\n" +
+		"  - name: billed\n    key: [ip]\n    limit: {algorithm: fixed_window, rate: 1, period: 1h}\n    over_limit: {action: forward, header: X-Over}\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf lockedBuffer
+	g, err := New(context.Background(), path, Options{AccessLog: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.proc.Close() })
+	for i := range 3 {
+		if code := clientGet(g, "192.0.2.7", "/x"); code != 200 {
+			t.Fatalf("request %d: %d", i+1, code)
+		}
+	}
+	lines := buf.lines(t)
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want the 2 over the limit: %v", len(lines), lines)
+	}
+	for i, l := range lines {
+		if toJSON(l["over_limit"]) != `["billed"]` || l["refused_by"] != "" || l["key"] != "192.0.2.7" {
+			t.Errorf("line %d: %v", i, l)
+		}
+	}
+	var top dashboard.TopAnswer
+	adminJSON(t, g, "/v1/top?rule=billed", &top)
+	if r := top.Rules[0]; r.Kind != "refused" || r.Total != 2 || len(r.Entries) != 1 || r.Entries[0].Key != "192.0.2.7" {
+		t.Errorf("billed's limited clients: %+v", r)
+	}
+	var rules AdminRules
+	adminJSON(t, g, "/v1/rules", &rules)
+	if o := rules.Rules[0].OverLimit; o == nil || *o != (AdminOverLimit{Action: "forward", Header: "X-Over"}) {
+		t.Errorf("/v1/rules over_limit: %+v", o)
+	}
 }

@@ -510,9 +510,9 @@ func (m *Middleware) Admit(w http.ResponseWriter, r *http.Request, set *rules.Se
 	return a
 }
 
-// admit decides r. Refused, it answers on w; admitted, it sets the rate
-// limit headers on w, the over_limit headers on r, and waits out a queue's
-// delay. reroute is the upstream an over_limit sends r to, if any. With a
+// admit decides r. Refused, it answers on w. Admitted, it sets the rate
+// limit headers on w and the over_limit headers on r, and waits out a
+// queue's delay. reroute is the upstream an over_limit sends r to, if any. With a
 // set (the fast path), a request is Deferred, before anything is taken,
 // when it needs Handler (see needsHandler) or the rules in use are no
 // longer set.
