@@ -141,6 +141,43 @@ func checkOverCombination(at string, rc RuleConfig, rl *Rule, fail func(string, 
 	}
 }
 
+// checkOverLimit reports an OverLimit that NewSet's rule rl cannot
+// apply, as buildOverLimit refuses it in a file.
+func (rl *Rule) checkOverLimit() error {
+	o := rl.OverLimit
+	var err error
+	switch {
+	case o.Action == Refuse:
+		if o.Header != "" || o.Upstream != "" {
+			err = errors.New("refuse takes no header or upstream")
+		}
+		return wrapRule(rl.Name, err)
+	case o.Action != Forward && o.Action != Reroute:
+		err = fmt.Errorf("OverLimit.Action %d is not Refuse, Forward or Reroute", o.Action)
+	case rl.Mode != Enforce || rl.Ban > 0 || !rl.CountOnly.IsZero() || rl.Cost.AfterResponse():
+		err = fmt.Errorf("%s needs an enforced rule without a ban, CountOnly or a cost from the response", o.Action)
+	case o.Action == Forward && (o.Header == "" || o.Upstream != ""):
+		err = errors.New("forward needs a Header and no Upstream")
+	case o.Action == Reroute:
+		err = CheckUpstream(o.Upstream)
+	}
+	if err == nil && o.Header != "" {
+		var name string
+		if name, err = overHeaderName(o.Header); err == nil && name != o.Header {
+			err = fmt.Errorf("header %q is not in canonical form (%s)", o.Header, name)
+		}
+	}
+	return wrapRule(rl.Name, err)
+}
+
+// wrapRule names rule name in err, if any.
+func wrapRule(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("rule %q: over_limit: %w", name, err)
+}
+
 // overHeaderName is the canonical form of an over_limit header, or an
 // error when the gateway cannot write it as the upstream's alone.
 func overHeaderName(name string) (string, error) {

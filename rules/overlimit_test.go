@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ratekeeper/ratekeeper"
 )
 
 const overLimit = "    limit: {algorithm: fixed_window, rate: 10, period: 1d}\n"
@@ -132,4 +135,40 @@ func FuzzOverLimit(f *testing.F) {
 			}
 		}
 	})
+}
+
+// NewSet takes a rule's OverLimit set in code, and refuses one that a
+// file could not write.
+func TestNewSetOverLimit(t *testing.T) {
+	l := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1, Period: time.Minute}
+	for _, c := range []struct {
+		o    OverLimit
+		mode Mode
+		want string // "" for none
+	}{
+		{OverLimit{Action: Forward, Header: "X-Over"}, Enforce, ""},
+		{OverLimit{Action: Reroute, Upstream: "http://c:1"}, Enforce, ""},
+		{OverLimit{Action: Forward}, Enforce, "forward needs a Header"},
+		{OverLimit{Action: Forward, Header: "x-over"}, Enforce, "not in canonical form"},
+		{OverLimit{Action: Forward, Header: "X-Forwarded-For"}, Enforce, "X-Forwarded-For is written by any client"},
+		{OverLimit{Action: Reroute, Upstream: "c:1"}, Enforce, "has no scheme"},
+		{OverLimit{Action: Forward, Header: "X-Over"}, Shadow, "needs an enforced rule"},
+		{OverLimit{Header: "X-Over"}, Enforce, "refuse takes no header"},
+		{OverLimit{Action: 7}, Enforce, "is not Refuse, Forward or Reroute"},
+	} {
+		rl, err := NewRule("r", l, c.mode, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rl.OverLimit = c.o
+		set, err := NewSet(ClientIP{}, rl)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%+v: %v", c.o, err)
+		case c.want == "" && (c.o.Header != "" && !slices.Equal(set.OverLimitHeaders(), []string{c.o.Header}) || c.o.Upstream != "" && !slices.Equal(set.Reroutes(), []string{c.o.Upstream})):
+			t.Errorf("%+v: headers %q, reroutes %q", c.o, set.OverLimitHeaders(), set.Reroutes())
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%+v: %v, want %q", c.o, err, c.want)
+		}
+	}
 }

@@ -512,8 +512,9 @@ func (s *Set) index() {
 }
 
 // NewSet builds a Set from rules built with NewRule (the middleware's
-// programmatic form). Names must be distinct, and a rule with CountOnly
-// must enforce a rate limit of cost 1.
+// programmatic form). Names must be distinct, a rule with CountOnly must
+// enforce a rate limit of cost 1, and an OverLimit must be one a file
+// could write (a canonical header name).
 func NewSet(clientIP ClientIP, rules ...*Rule) (*Set, error) {
 	seen := map[string]bool{}
 	s := &Set{clientIP: clientIP}
@@ -523,6 +524,9 @@ func NewSet(clientIP ClientIP, rules ...*Rule) (*Set, error) {
 		}
 		seen[r.Name] = true
 		if err := r.checkCountOnly(); err != nil {
+			return nil, err
+		}
+		if err := r.checkOverLimit(); err != nil {
 			return nil, err
 		}
 		rc := *r
