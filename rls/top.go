@@ -179,6 +179,8 @@ func (s *Server) status(context.Context) (dashboard.Status, error) {
 		mode := "enforce"
 		if r.shadow {
 			mode = "shadow"
+		} else if r.quota {
+			mode = "quota"
 		}
 		st.Rules = append(st.Rules, dashboard.RuleStatus{
 			Name: r.stat, Mode: mode, Limit: r.describe(),
