@@ -40,8 +40,9 @@ func dropOverHeaders(r *http.Request, set *rules.Set) {
 }
 
 // decideOver takes for each rule that forwards or reroutes on its own, and
-// notes in s.exceeded those whose limit is spent. A store that fails
-// reports the rule as uncounted and within its limit.
+// notes in s.exceeded those whose limit is spent. A store that fails, or
+// whose failure policy decided without counting, reports the rule as
+// uncounted and within its limit: a rule acts on a count only.
 func (m *Middleware) decideOver(ctx context.Context, v verdict, s *scratch) {
 	for j, i := range s.over {
 		mt := &s.matches[i]
@@ -56,6 +57,9 @@ func (m *Middleware) decideOver(ctx context.Context, v verdict, s *scratch) {
 				limit = mt.Limit().Capacity()
 			}
 			d = ratekeeper.Decision{Allowed: true, Fallback: ratekeeper.FallbackUncounted, Limit: limit}
+		}
+		if d.Fallback == ratekeeper.FallbackUncounted {
+			d.Allowed = true
 		}
 		s.results[i] = d
 		if !d.Allowed {

@@ -3,9 +3,11 @@ package httplimit
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
-
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/failsafe"
 )
 
 const overYAML = `
@@ -179,4 +181,32 @@ rules:
 		}
 	}))
 	f.do("GET", "/", "192.0.2.1")
+}
+
+// With the store down and the deny policy, a rule that forwards or
+// reroutes does not act on the policy's uncounted refusal: the request
+// goes on as within the limit, unmarked and not rerouted.
+func TestOverLimitUncountedIsWithin(t *testing.T) {
+	f, got := overFixture(t)
+	overFailsafe(t, f, failsafe.Deny)
+	f.h = f.mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, _ := Reroute(r)
+		*got = append(*got, seen{r.Header.Values("X-Quota-Exceeded"), r.Header.Values("X-Rerouted"), u})
+	}))
+	// hard, enforced, is refused by the policy (503); only the rules that
+	// forward or reroute are on this path.
+	f.mw.SetRules(mustSet(t, strings.Replace(overYAML, "  - name: hard\n    key: [header:X-User-ID]\n    limit: {algorithm: fixed_window, rate: 5, period: 1h}\n", "", 1)))
+	for i := range 3 {
+		if w := f.do("GET", "/", "192.0.2.1", "X-User-ID", "alice", "X-Quota-Exceeded", "forged"); w.Code != 200 {
+			t.Fatalf("request %d: %d", i+1, w.Code)
+		}
+	}
+	for i, g := range *got {
+		if len(g.exceeded) > 0 || len(g.rerouted) > 0 || g.reroute != "" {
+			t.Errorf("request %d: %+v, want nothing over", i+1, g)
+		}
+	}
+	if len(*got) != 3 {
+		t.Errorf("handler saw %d requests, want 3", len(*got))
+	}
 }

@@ -139,6 +139,9 @@ func checkOverCombination(at string, rc RuleConfig, rl *Rule, fail func(string, 
 	if rc.Cost.ResponseHeader != "" || len(rc.Cost.ResponseJSON) > 0 {
 		fail(at, "%s cannot charge the response's cost yet: give a fixed cost or a request header's", what)
 	}
+	if r := rc.Refused; r.Status != 0 || r.Type != "" || r.Title != "" || r.Detail != "" || r.RetryAfterJitter != 0 {
+		fail(strings.TrimSuffix(at, ".over_limit")+".refused", "a rule that forwards or reroutes never refuses: only hide_headers applies to it")
+	}
 }
 
 // checkOverLimit reports an OverLimit that NewSet's rule rl cannot

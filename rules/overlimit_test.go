@@ -79,6 +79,7 @@ func TestOverLimitRefused(t *testing.T) {
 		{rule + "    ban: 1h\n" + overLimit + fwd, "f.yaml:5: rules[0].over_limit: forward never refuses, so nothing starts a ban"},
 		{rule + overLimit + "    count_only: {status: [201]}\n" + fwd, "f.yaml:5: rules[0].over_limit: forward cannot count outcomes"},
 		{rule + overLimit + "    cost: {response_header: X-Cost, max: 10}\n" + fwd, "f.yaml:5: rules[0].over_limit: forward cannot charge the response's cost"},
+		{rule + overLimit + "    refused: {status: 503}\n" + fwd, "f.yaml:4: rules[0].refused: a rule that forwards or reroutes never refuses"},
 		// No rule may read a header over_limit writes.
 		{rule + overLimit + fwd + "  - name: b\n    key: [header:x-over]\n" + overLimit, "f.yaml:6: rules[1].key[0]: X-Over is written by the gateway for the upstream"},
 		{rule + overLimit + fwd + "  - name: b\n    match: {headers: {X-Over: \"*\"}}\n" + overLimit, "f.yaml:6: rules[1].match.headers.X-Over: X-Over is written by the gateway"},
