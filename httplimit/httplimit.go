@@ -315,8 +315,11 @@ func (m *Middleware) SetRules(set *rules.Set) {
 			ri.bans = bm.Bans(rl.Name)
 		}
 		if m.metrics != nil {
-			for j, res := range []string{ResultAllowed, ResultLimited, ResultShadowLimited, ResultQueued, ResultOverLimit} {
+			for j, res := range []string{ResultAllowed, ResultLimited, ResultShadowLimited, ResultQueued} {
 				ri.counters[j] = m.metrics.Counter(rl.Name, res)
+			}
+			if rl.OverLimit.Action != rules.Refuse {
+				ri.counters[cOver] = m.metrics.Counter(rl.Name, ResultOverLimit)
 			}
 		}
 	}
