@@ -3,10 +3,12 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ratekeeper/ratekeeper/internal/server/dashboard"
@@ -270,5 +272,46 @@ func TestOverLimitLoggedAndListed(t *testing.T) {
 	adminJSON(t, g, "/v1/rules", &rules)
 	if o := rules.Rules[0].OverLimit; o == nil || *o != (AdminOverLimit{Action: "forward", Header: "X-Over"}) {
 		t.Errorf("/v1/rules over_limit: %+v", o)
+	}
+}
+
+// TestOverLimitConcurrencySpillOver: a concurrency rule that reroutes
+// sends what it cannot hold to the other backend while the main one holds
+// its request, on every transport.
+func TestOverLimitConcurrencySpillOver(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.String(), func(t *testing.T) {
+			reached, release := make(chan struct{}), make(chan struct{})
+			main := newRecUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/hold" {
+					close(reached)
+					<-release
+				}
+				defaultReply(w, r)
+			})
+			var once sync.Once
+			free := func() { once.Do(func() { close(release) }) }
+			t.Cleanup(free) // before main closes, should the test stop early
+			spill := newRecUpstream(t, nil)
+			addr := startVia(t, tr, main.URL, "rules:\n  - name: primary\n    concurrency: {max: 1}\n    over_limit: {action: reroute, upstream: \""+spill.URL+"\", header: X-Rerouted}\n")
+			held := make(chan int, 1)
+			go func() {
+				resp, err := http.Get("http://" + addr + "/hold")
+				if err != nil {
+					held <- 0
+					return
+				}
+				resp.Body.Close()
+				held <- resp.StatusCode
+			}()
+			<-reached
+			resp, _ := rawExchange(t, addr, "GET /spill HTTP/1.1\r\nHost: gw.test\r\n\r\n")
+			free()
+			if resp.StatusCode != 200 || <-held != 200 {
+				t.Fatalf("spilled %d", resp.StatusCode)
+			}
+			checkReached(t, "main", main.take(), []string{"/hold"}, "")
+			checkReached(t, "spill", spill.take(), []string{"/spill"}, "primary")
+		})
 	}
 }
