@@ -2,8 +2,11 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/ratekeeper/ratekeeper/internal/server/dashboard"
+	"github.com/ratekeeper/ratekeeper/internal/tlstest"
 )
 
 // over_limit in the gateway: a rule that forwards names itself in the
@@ -313,5 +317,43 @@ func TestOverLimitConcurrencySpillOver(t *testing.T) {
 			checkReached(t, "main", main.take(), []string{"/hold"}, "")
 			checkReached(t, "spill", spill.take(), []string{"/spill"}, "primary")
 		})
+	}
+}
+
+// TestOverLimitRerouteTLS: a reroute to an https:// upstream is verified
+// with upstream_tls, which an http:// main upstream leaves to it; without
+// an https:// upstream anywhere, upstream_tls is refused.
+func TestOverLimitRerouteTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "reroute CA")
+	ca.Write(t, dir, "upca")
+	cheap := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "cheap") }))
+	cheap.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Server(t, "cheap.internal").TLS(t)}}
+	cheap.StartTLS()
+	t.Cleanup(cheap.Close)
+	main := newRecUpstream(t, nil)
+	rule := "rules:\n  - name: r\n    limit: {algorithm: fixed_window, rate: 1, period: 1h}\n    over_limit: {action: reroute, upstream: \"%s\"}\n"
+	path := filepath.Join(dir, "gw.yaml")
+	yaml := "upstream: " + main.URL + "\nupstream_tls: {ca_file: upca.crt, server_name: cheap.internal}\n" + fmt.Sprintf(rule, cheap.URL)
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.proc.Close() })
+	for i, want := range []string{"hello GET /x", "cheap"} {
+		w := httptest.NewRecorder()
+		g.handler.ServeHTTP(w, httptest.NewRequest("GET", "/x", nil))
+		if w.Code != 200 || w.Body.String() != want {
+			t.Errorf("request %d: %d %q, want %q", i+1, w.Code, w.Body, want)
+		}
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(yaml, cheap.URL, main.URL, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadFile(path); err == nil || !strings.Contains(err.Error(), "upstream_tls: is set but the upstream") {
+		t.Errorf("upstream_tls with no https:// upstream: %v", err)
 	}
 }
