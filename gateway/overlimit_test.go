@@ -272,6 +272,11 @@ func TestOverLimitLoggedAndListed(t *testing.T) {
 	if r := top.Rules[0]; r.Kind != "refused" || r.Total != 2 || len(r.Entries) != 1 || r.Entries[0].Key != "192.0.2.7" {
 		t.Errorf("billed's limited clients: %+v", r)
 	}
+	var st dashboard.Status
+	adminJSON(t, g, "/v1/status", &st)
+	if r := st.Rules[0]; r.OverLimit != 2 || r.Allowed != 1 || r.Refused != 0 {
+		t.Errorf("/v1/status: %+v, want 1 allowed and 2 over the limit", r)
+	}
 	var rules AdminRules
 	adminJSON(t, g, "/v1/rules", &rules)
 	if o := rules.Rules[0].OverLimit; o == nil || *o != (AdminOverLimit{Action: "forward", Header: "X-Over"}) {

@@ -70,7 +70,7 @@ func (g *Gateway) status(context.Context) (dashboard.Status, error) {
 			Name: rl.Name, Mode: rl.Mode.String(), Limit: limit,
 			Allowed: n[metrics.Allowed] + n[metrics.Queued],
 			Refused: n[metrics.Limited],
-			Shadow:  n[metrics.ShadowLimited],
+			Shadow:  n[metrics.ShadowLimited], OverLimit: n[metrics.OverLimit],
 		})
 	}
 	// The store is healthy unless its breaker sends decisions to the
