@@ -643,10 +643,17 @@ func (m *Middleware) hold(ctx context.Context, d time.Duration, s *scratch) bool
 	}
 }
 
+// refundAll gives back what the enforced rate rules took, and what the
+// rate rules that forward or reroute took once decided (decideOver).
 func (m *Middleware) refundAll(ctx context.Context, s *scratch) {
 	for i, req := range s.reqs {
 		if s.decs[i].Allowed {
 			_ = m.store.Refund(ctx, req, s.decs[i])
+		}
+	}
+	for j, i := range s.over {
+		if d := s.results[i]; d.Allowed && d.Fallback != ratekeeper.FallbackUncounted && !s.matches[i].Rule.IsConcurrency() {
+			_ = m.store.Refund(ctx, s.overReqs[j], d)
 		}
 	}
 }

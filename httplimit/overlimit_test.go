@@ -1,13 +1,17 @@
 package httplimit
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/failsafe"
+	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
 const overYAML = `
@@ -209,4 +213,40 @@ func TestOverLimitUncountedIsWithin(t *testing.T) {
 	if len(*got) != 3 {
 		t.Errorf("handler saw %d requests, want 3", len(*got))
 	}
+}
+
+// A queued request whose client leaves gives back what a rule that
+// forwards took for it too: that rule's next request is within its limit.
+func TestOverLimitQueuedClientLeavesRefunds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New()
+		defer store.Close()
+		mw, _ := New(store, mustSet(t, `
+rules:
+  - name: paced
+    mode: queue
+    limit: {algorithm: leaky_bucket, rate: 1, period: 1s, burst: 1}
+  - name: billed
+    limit: {algorithm: fixed_window, rate: 2, period: 1000d}
+    over_limit: {action: forward, header: X-Over}
+`))
+		var over []string
+		h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { over = append(over, r.Header.Get("X-Over")) }))
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil).WithContext(ctx))
+			close(done)
+		}()
+		synctest.Wait()
+		cancel()
+		<-done
+		for range 2 {
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+		}
+		if !slices.Equal(over, []string{"", "", "billed"}) {
+			t.Errorf("X-Over %q, want [\"\" \"\" billed]: the request that left kept billed's unit", over)
+		}
+	})
 }
