@@ -48,4 +48,5 @@ charts: build
 	bin/ratekeeper simulate shared-skewed --out docs/img
 	bin/ratekeeper simulate concurrency --out docs/img
 	bin/ratekeeper simulate tokens --out docs/img
+	bin/ratekeeper simulate calendar --out docs/img
 	bench/charts.sh

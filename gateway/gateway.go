@@ -392,7 +392,8 @@ func (g *Gateway) httpTransport(target *url.URL) (*http.Transport, error) {
 
 // rewriteTo is the proxy's Rewrite to target. It passes X-Forwarded-For
 // on, with the peer appended, from a trusted proxy only. From anyone else
-// it drops it, the other client address headers, and the tier headers.
+// it drops it, the other client address headers, and the tier and offset
+// headers (rules.Set.ProxyHeaders).
 func (g *Gateway) rewriteTo(target *url.URL) func(*httputil.ProxyRequest) {
 	return func(pr *httputil.ProxyRequest) {
 		set := g.mw.Rules()
@@ -402,8 +403,8 @@ func (g *Gateway) rewriteTo(target *url.URL) func(*httputil.ProxyRequest) {
 			for _, h := range clientIPHeaders {
 				delete(pr.Out.Header, h) // X-Real-IP and its kin, as X-Forwarded-For
 			}
-			for _, h := range set.TierHeaders() {
-				delete(pr.Out.Header, h) // a plan the rules did not believe
+			for _, h := range set.ProxyHeaders() {
+				delete(pr.Out.Header, h) // a plan or offset the rules did not believe
 			}
 		}
 		pr.SetURL(target)
@@ -463,11 +464,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		g.proc.Close()
 		return err
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = g.tracing.Shutdown(ctx) // sends the spans not yet sent
-	}()
+	defer g.tracing.Close(ctx) // sends the spans not yet sent
 	defer g.fleet.Start(ctx)()
 	g.logger.Info("gateway listening", "addr", g.addr.String(), "tls", cfg.TLS.Enabled(), "h2c", cfg.H2C, "admin", g.adminAddr.String(), "upstream", redactedURL(cfg.Upstream), "store", cfg.Store.String(), "rules", len(g.mw.Rules().Rules))
 	return g.proc.Run(ctx, server.Run{

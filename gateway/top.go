@@ -92,14 +92,15 @@ func (g *Gateway) status(context.Context) (dashboard.Status, error) {
 // scope over Redis, from every gateway's last published ones. Over the
 // memory store a fleet query answers with the local scope.
 func (g *Gateway) topClients(ctx context.Context, q dashboard.TopQuery) (dashboard.TopAnswer, error) {
-	var names []string
-	for _, rl := range g.mw.Rules().Rules {
-		if q.Rule == "" || q.Rule == rl.Name {
-			names = append(names, rl.Name)
+	names, err := q.Rules(func(yield func(string) bool) {
+		for _, rl := range g.mw.Rules().Rules {
+			if !yield(rl.Name) {
+				return
+			}
 		}
-	}
-	if q.Rule != "" && len(names) == 0 {
-		return dashboard.TopAnswer{}, fmt.Errorf("%w: %q", dashboard.ErrUnknownRule, q.Rule)
+	})
+	if err != nil {
+		return dashboard.TopAnswer{}, err
 	}
 	if q.Scope == dashboard.ScopeFleet && g.fleet != nil {
 		return g.fleetTop(ctx, names, q)

@@ -121,6 +121,16 @@ type BanMetrics interface {
 	Bans(rule string) Counter
 }
 
+// OffsetMetrics is a Metrics that also counts, by rule, the requests
+// whose offset header (rules.RuleConfig.OffsetHeader) a trusted proxy
+// gave a value that is no offset of the limit: the limit's own applied.
+// The middleware asks once per rule with an offset header when it takes a
+// rules set.
+type OffsetMetrics interface {
+	Metrics
+	BadOffsets(rule string) Counter
+}
+
 // Decided is what the middleware decided for one request, as WithDecided
 // reports it.
 type Decided struct {
@@ -263,6 +273,7 @@ type ruleInfo struct {
 	alts     []string   // the RateLimit-Policy item of each of the rule's Alts
 	units    Adder      // the quota units charged, for a rule whose cost is not 1; nil without UnitsMetrics
 	bans     Counter    // the bans the rule started; nil without BanMetrics or a ban
+	offsets  Counter    // the bad offset headers; nil without OffsetMetrics or an offset header
 }
 
 // Adder counts quota units. It is an alias of the interface literal, as
@@ -314,6 +325,9 @@ func (m *Middleware) SetRules(set *rules.Set) {
 		if bm, ok := m.metrics.(BanMetrics); ok && rl.Ban > 0 {
 			ri.bans = bm.Bans(rl.Name)
 		}
+		if om, ok := m.metrics.(OffsetMetrics); ok && rl.Config.OffsetHeader != "" {
+			ri.offsets = om.BadOffsets(rl.Name)
+		}
 		if m.metrics != nil {
 			for j, res := range []string{ResultAllowed, ResultLimited, ResultShadowLimited, ResultQueued} {
 				ri.counters[j] = m.metrics.Counter(rl.Name, res)
@@ -351,7 +365,7 @@ func (c *compiled) appendPolicy(b []byte, mt *rules.Match, at time.Time) []byte 
 		l, item = &mt.Rule.Alts[mt.Alt-1].Limit, ri.alts[mt.Alt-1]
 	}
 	if l.Calendar != "" && !mt.Rule.IsConcurrency() {
-		q, w := ratefields.Policy(*l, at)
+		q, w := ratefields.Policy(mt.Limit(), at) // the client's own offset included
 		b = append(append(b, ri.quoted...), ";q="...)
 		b = append(strconv.AppendInt(b, int64(q), 10), ";w="...)
 		return strconv.AppendInt(b, w, 10)
@@ -724,6 +738,13 @@ func (m *Middleware) match(r *http.Request, v *verdict, s *scratch) bool {
 		return false
 	}
 	s.matches, s.keyBuf = set.AppendMatches(s.matches, s.keyBuf, r, v.ip)
+	for i := range s.matches {
+		if s.matches[i].BadOffset {
+			if c := v.c.rules[s.matches[i].Rule.Index].offsets; c != nil {
+				c.Inc()
+			}
+		}
+	}
 	return len(s.matches) > 0
 }
 

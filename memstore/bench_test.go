@@ -44,6 +44,20 @@ func BenchmarkDecide(b *testing.B) {
 			}
 		})
 	}
+	// A calendar window against the epoch one above: a month in Berlin,
+	// the boundaries made once per period and limit.
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cal := ratekeeper.Limit{Algorithm: ratekeeper.FixedWindow, Rate: 1 << 30, Calendar: ratekeeper.Monthly, Location: berlin, Offset: 14 * 24 * time.Hour}
+	b.Run("algo=fixed_window/calendar=monthly/via=allow", func(b *testing.B) {
+		s, lim := benchLimiter(b, cal)
+		defer s.Close()
+		for b.Loop() {
+			lim.Allow(ctx, key)
+		}
+	})
 	b.Run("via=takeall", func(b *testing.B) {
 		s := memstore.New()
 		defer s.Close()

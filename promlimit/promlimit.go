@@ -1,8 +1,8 @@
 // Package promlimit reports the decisions of the httplimit middleware to
 // Prometheus, on a registry the caller gives. Its series are the ones the
 // gateway exports: ratekeeper_decisions_total{rule,result},
-// ratekeeper_queue_delay_seconds, ratekeeper_cost_units_total{rule} and
-// ratekeeper_bans_total{rule}.
+// ratekeeper_queue_delay_seconds, ratekeeper_cost_units_total{rule},
+// ratekeeper_bans_total{rule} and ratekeeper_bad_offsets_total{rule}.
 //
 //	reg := prometheus.NewRegistry()
 //	pm, err := promlimit.New(reg)
@@ -24,6 +24,7 @@ type Metrics struct {
 	queueDelay prometheus.Histogram
 	units      *prometheus.CounterVec
 	bans       *prometheus.CounterVec
+	badOffsets *prometheus.CounterVec
 }
 
 // New creates the metrics and registers them on reg. It fails, rather
@@ -47,8 +48,12 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "ratekeeper_bans_total",
 			Help: "Bans started by rule: each refusal that banned a key (a rule's ban) counts once.",
 		}, []string{"rule"}),
+		badOffsets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratekeeper_bad_offsets_total",
+			Help: "Requests whose offset_header, from a trusted proxy, held no offset of the limit (malformed, negative or too long): the limit's own offset applied.",
+		}, []string{"rule"}),
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.queueDelay, m.units, m.bans} {
+	for _, c := range []prometheus.Collector{m.decisions, m.queueDelay, m.units, m.bans, m.badOffsets} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -72,6 +77,13 @@ func (m *Metrics) ForgetRule(rule string) {
 	m.decisions.DeletePartialMatch(prometheus.Labels{"rule": rule})
 	m.units.DeleteLabelValues(rule)
 	m.bans.DeleteLabelValues(rule)
+	m.badOffsets.DeleteLabelValues(rule)
+}
+
+// BadOffsets returns the counter of rule's requests whose offset header
+// was bad (httplimit.OffsetMetrics).
+func (m *Metrics) BadOffsets(rule string) interface{ Inc() } {
+	return m.badOffsets.WithLabelValues(rule)
 }
 
 // Bans returns the counter of the bans rule started

@@ -227,11 +227,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.proc.Close()
 		return err
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = s.tr.Shutdown(ctx) // sends the spans not yet sent
-	}()
+	defer s.tr.Close(ctx) // sends the spans not yet sent
 	defer s.fleet.Start(ctx)()
 	servers := []server.Server{s.newGRPCServer(gln)}
 	if hln != nil {

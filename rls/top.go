@@ -111,14 +111,15 @@ const fleetPrefix = topfleet.Prefix + "serve:"
 // local scope.
 func (s *Server) topClients(ctx context.Context, q dashboard.TopQuery) (dashboard.TopAnswer, error) {
 	now := time.Now()
-	var names []string
-	for _, r := range s.svc.Rules().rules {
-		if q.Rule == "" || q.Rule == r.stat {
-			names = append(names, r.stat)
+	names, err := q.Rules(func(yield func(string) bool) {
+		for _, r := range s.svc.Rules().rules {
+			if !yield(r.stat) {
+				return
+			}
 		}
-	}
-	if q.Rule != "" && len(names) == 0 {
-		return dashboard.TopAnswer{}, fmt.Errorf("%w: %q", dashboard.ErrUnknownRule, q.Rule)
+	})
+	if err != nil {
+		return dashboard.TopAnswer{}, err
 	}
 	if q.Scope == dashboard.ScopeFleet && s.fleet != nil {
 		tops, err := s.fleet.Read(ctx, names, q.Span, q.N)

@@ -147,6 +147,7 @@ func buildRule(at string, i int, rc RuleConfig, ci ClientIP, fail func(string, s
 	} else {
 		rl.prefix = keyPrefix(rc.Name, l)
 		buildAlts(at, rc, rl, ci, fail)
+		buildOffsetHeader(at, rc, rl, ci, fail)
 		rl.Cost = buildCost(at, rc, rl, fail)
 	}
 	buildCountOnly(at, rc, rl, fail)
@@ -198,7 +199,7 @@ func checkNoRateFields(at string, rc RuleConfig, fail func(string, string, ...an
 	for _, f := range []struct {
 		field string
 		set   bool
-	}{{"cost", !rc.Cost.isZero()}, {"overrides", len(rc.Overrides) > 0}, {"tiers", rc.Tiers.Header != "" || len(rc.Tiers.Limits) > 0}} {
+	}{{"cost", !rc.Cost.isZero()}, {"overrides", len(rc.Overrides) > 0}, {"tiers", rc.Tiers.Header != "" || len(rc.Tiers.Limits) > 0}, {"offset_header", rc.OffsetHeader != ""}} {
 		if f.set {
 			fail(at+"."+f.field, "applies to rate limits, not to a concurrency rule")
 		}

@@ -97,6 +97,10 @@ type RuleConfig struct {
 	Overrides map[string]LimitConfig `yaml:"overrides"`
 	// Tiers choose the limit by a header that a trusted proxy sets.
 	Tiers TiersConfig `yaml:"tiers"`
+	// OffsetHeader names a header that a trusted proxy
+	// (client_ip.trusted_proxies) writes a client's own calendar offset in,
+	// as the offset field writes one (14d, 9h). Only a calendar rule has it.
+	OffsetHeader string `yaml:"offset_header"`
 	// Refused shapes the answer to a request the rule refuses.
 	Refused RefusedConfig `yaml:"refused"`
 	// CountOnly counts a request only when its response has one of the
@@ -348,17 +352,11 @@ func scalePeriod(period string, k int64) string {
 // 1h30m) or as whole days or weeks (1d, 2w).
 type Duration time.Duration
 
-var dayWeek = regexp.MustCompile(`^([0-9]{1,6})([dw])$`)
-
-// ParseDuration parses a Go duration or a whole number of days or weeks.
+// ParseDuration parses a Go duration or a whole number of days or weeks
+// (1 to 6 digits, then d or w). It allocates only to report an error.
 func ParseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
-	if m := dayWeek.FindStringSubmatch(s); m != nil {
-		n, _ := strconv.Atoi(m[1])
-		unit := 24 * time.Hour
-		if m[2] == "w" {
-			unit *= 7
-		}
+	if n, unit, ok := dayWeek(s); ok {
 		return time.Duration(n) * unit, nil
 	}
 	d, err := time.ParseDuration(s)
@@ -366,6 +364,29 @@ func ParseDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("%q is not a duration (like 500ms, 90s, 24h, 1d or 1w)", s)
 	}
 	return d, nil
+}
+
+// dayWeek reads s as 1 to 6 digits then d or w: the count and its unit.
+func dayWeek(s string) (int, time.Duration, bool) {
+	if len(s) < 2 || len(s) > 7 {
+		return 0, 0, false
+	}
+	unit := 24 * time.Hour
+	switch s[len(s)-1] {
+	case 'w':
+		unit *= 7
+	case 'd':
+	default:
+		return 0, 0, false
+	}
+	n := 0
+	for _, c := range []byte(s[:len(s)-1]) {
+		if c < '0' || c > '9' {
+			return 0, 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, unit, true
 }
 
 // UnmarshalYAML decodes a duration, reporting a bad one with its line.

@@ -148,17 +148,23 @@ type Alt struct {
 	// Limit is applied instead of the rule's.
 	Limit ratekeeper.Limit
 
-	prefix string // keyPrefix(rule name, Limit)
-	field  string // where the file writes it
+	prefix    string // keyPrefix(rule name, Limit)
+	field     string // where the file writes it
+	ownOffset bool   // an override that writes its offset: offset_header does not move it
 }
 
 // Limit is the limit that applies to the match's key: its rule's, or the
-// override's or tier's that replaces it.
+// override's or tier's that replaces it, moved by the client's own offset
+// when OwnOffset.
 func (m *Match) Limit() ratekeeper.Limit {
+	l := m.Rule.Limit
 	if m.Alt > 0 {
-		return m.Rule.Alts[m.Alt-1].Limit
+		l = m.Rule.Alts[m.Alt-1].Limit
 	}
-	return m.Rule.Limit
+	if m.OwnOffset {
+		l.Offset = m.Offset
+	}
+	return l
 }
 
 // pickAlt returns 1 + the index in rl.Alts of the limit for the request
@@ -215,10 +221,11 @@ func overrideLimit(rule, lc LimitConfig) LimitConfig {
 // buildAlts compiles a rule's overrides and tiers into rl.Alts.
 func buildAlts(at string, rc RuleConfig, rl *Rule, ci ClientIP, fail func(string, string, ...any)) {
 	add := func(field string, tier bool, name string, lc LimitConfig) int {
+		own := !tier && lc.Offset != nil
 		lc = overrideLimit(rc.Limit, lc)
 		l := limitOf(lc)
 		checkLimit(field, lc, l, fail)
-		rl.Alts = append(rl.Alts, Alt{Tier: tier, Name: name, Limit: l, prefix: keyPrefix(rc.Name, l), field: field})
+		rl.Alts = append(rl.Alts, Alt{Tier: tier, Name: name, Limit: l, prefix: keyPrefix(rc.Name, l), field: field, ownOffset: own})
 		return len(rl.Alts)
 	}
 	if len(rc.Overrides) > 0 {
@@ -247,17 +254,8 @@ func buildAlts(at string, rc RuleConfig, rl *Rule, ci ClientIP, fail func(string
 		fail(at+".tiers.header", "is missing: the header a trusted proxy writes the tier's name in")
 	}
 	if t.Header != "" {
-		name := http.CanonicalHeaderKey(strings.TrimSpace(t.Header))
-		switch {
-		case !validHeaderName(name):
-			fail(at+".tiers.header", "%q is not a header name", t.Header)
-		case checkRuleHeader(name) != nil:
-			fail(at+".tiers.header", "%v", checkRuleHeader(name))
-		case name == "Host":
-			fail(at+".tiers.header", "Host is written by the client, not by a proxy")
-		case len(ci.Trusted) == 0:
-			fail(at+".tiers.header", "is believed only from client_ip.trusted_proxies, and there are none: no request could choose a tier")
-		case len(t.Limits) == 0:
+		name := proxyHeader(at+".tiers.header", t.Header, ci, "choose a tier", fail)
+		if name != "" && len(t.Limits) == 0 {
 			fail(at+".tiers.limits", "is missing: the limit of each tier")
 		}
 		rl.tierHeader = name
@@ -271,6 +269,26 @@ func buildAlts(at string, rc RuleConfig, rl *Rule, ci ClientIP, fail func(string
 			rl.tiers[k] = add(field, true, k, t.Limits[k])
 		}
 	}
+}
+
+// proxyHeader is the canonical name of h, a header that only a trusted
+// proxy may write, or "" after failing at field. what says what the
+// header does, for the error without trusted proxies.
+func proxyHeader(field, h string, ci ClientIP, what string, fail func(string, string, ...any)) string {
+	name := http.CanonicalHeaderKey(strings.TrimSpace(h))
+	switch {
+	case !validHeaderName(name) || name == "":
+		fail(field, "%q is not a header name", h)
+	case checkRuleHeader(name) != nil:
+		fail(field, "%v", checkRuleHeader(name))
+	case name == "Host":
+		fail(field, "Host is written by the client, not by a proxy")
+	case len(ci.Trusted) == 0:
+		fail(field, "is believed only from client_ip.trusted_proxies, and there are none: no request could %s", what)
+	default:
+		return name
+	}
+	return ""
 }
 
 // overrideKey returns the function that encodes an override's key value

@@ -244,6 +244,7 @@ func checkOverHeaders(c *Config, over []string, fail func(string, string, ...any
 			bad(at+".match.absent_headers."+n, n)
 		}
 		bad(at+".tiers.header", rc.Tiers.Header)
+		bad(at+".offset_header", rc.OffsetHeader)
 		bad(at+".cost.header", rc.Cost.Header)
 	}
 }

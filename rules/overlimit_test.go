@@ -85,6 +85,7 @@ func TestOverLimitRefused(t *testing.T) {
 		{rule + overLimit + fwd + "  - name: b\n    match: {headers: {X-Over: \"*\"}}\n" + overLimit, "f.yaml:6: rules[1].match.headers.X-Over: X-Over is written by the gateway"},
 		{rule + overLimit + fwd + "  - name: b\n    match: {absent_headers: [X-Over]}\n" + overLimit, "f.yaml:6: rules[1].match.absent_headers.X-Over: X-Over is written"},
 		{rule + overLimit + fwd + "  - name: b\n    cost: {header: X-Over, max: 3}\n" + overLimit, "f.yaml:6: rules[1].cost.header: X-Over is written"},
+		{rule + fwd + "    limit: {algorithm: fixed_window, rate: 10, calendar: monthly}\n    offset_header: X-Over\n", "f.yaml:5: rules[0].offset_header: X-Over is written"},
 		{rule + fwd + overLimit + "    tiers: {header: X-Over, limits: {pro: {algorithm: fixed_window, rate: 1, period: 1s}}}\n", "f.yaml:5: rules[0].tiers.header: X-Over is written"},
 	} {
 		_, err := Parse("f.yaml", []byte(c.yaml))

@@ -134,6 +134,9 @@ type Rule struct {
 	overrides  map[string]int // encoded key parts -> 1 + index in Alts
 	tierHeader string         // canonical; "" without tiers
 	tiers      map[string]int // tier name -> 1 + index in Alts
+	// offsetHeader is offset_header, canonical; "" without one.
+	offsetHeader string
+	offsetHexes  *offsetHexes // the limit hashes of clients' offsets
 }
 
 // NewRule builds a rule outside a config file: it matches every request
@@ -207,12 +210,29 @@ func BoundKey(s string) string {
 // changed limit starts with fresh counters and two rules never share one.
 // A calendar window's unit, time zone and offset are part of its limit.
 func keyPrefix(name string, l ratekeeper.Limit) string {
-	b := fmt.Appendf(nil, "%s|%d|%d|%d|%t|%t", l.Algorithm, l.Rate, l.Period, l.Burst, l.Stagger, l.LogRejected)
+	h := limitHex(l)
+	return name + ":" + string(h[:]) + ":"
+}
+
+// limitHex is the hash of l in a key's prefix: eight hex digits of the
+// SHA-256 of its fields. It does not allocate.
+func limitHex(l ratekeeper.Limit) [8]byte {
+	var arr [192]byte
+	b := append(arr[:0], l.Algorithm...)
+	for _, n := range [...]int64{int64(l.Rate), int64(l.Period), int64(l.Burst)} {
+		b = strconv.AppendInt(append(b, '|'), n, 10)
+	}
+	b = strconv.AppendBool(append(b, '|'), l.Stagger)
+	b = strconv.AppendBool(append(b, '|'), l.LogRejected)
 	if l.Calendar != "" { // so that an epoch limit's keys stay as they were
-		b = fmt.Appendf(b, "|%s|%s|%d", l.Calendar, l.Location, l.Offset)
+		b = append(append(append(b, '|'), l.Calendar...), '|')
+		b = append(append(b, l.Location.String()...), '|')
+		b = strconv.AppendInt(b, int64(l.Offset), 10)
 	}
 	h := sha256.Sum256(b)
-	return name + ":" + hex.EncodeToString(h[:4]) + ":"
+	var out [8]byte
+	hex.Encode(out[:], h[:4])
+	return out
 }
 
 // KeyPrefix is the start of every key of the rule: its name and a hash of
@@ -278,6 +298,9 @@ func (rl *Rule) Describe() string {
 		} else {
 			fmt.Fprintf(&b, "; client %q: %s", a.Name, describeLimit(a.Limit))
 		}
+	}
+	if rl.offsetHeader != "" {
+		fmt.Fprintf(&b, "; a client's boundaries moved by the offset in %s from a trusted proxy", rl.offsetHeader)
 	}
 	if rl.Refused.HideHeaders {
 		b.WriteString("; not shown in the rate limit headers")
@@ -468,7 +491,7 @@ type Set struct {
 	clientIP ClientIP
 	allow    []netip.Prefix
 	deny     []netip.Prefix
-	tiers    []string // the rules' tier headers, canonical, each once
+	proxied  []string // the rules' tier and offset headers, canonical, each once
 	over     []string // the rules' over_limit headers, canonical, each once
 	reroutes []string // the rules' over_limit upstreams, each once
 	// byPath indexes the rules that match one exact path; others lists the
@@ -478,20 +501,23 @@ type Set struct {
 	others []int
 }
 
-// index builds byPath and others.
-// TierHeaders are the headers the rules choose a tier by, canonical: a
-// trusted proxy's to set, so that a gateway passes them on from trusted
-// proxies only, as it does X-Forwarded-For. The slice is the set's.
-func (s *Set) TierHeaders() []string { return s.tiers }
+// ProxyHeaders are the headers the rules believe from trusted proxies
+// only, canonical: tiers.header and offset_header. A gateway passes them
+// on from trusted proxies only, as it does X-Forwarded-For. The slice is
+// the set's.
+func (s *Set) ProxyHeaders() []string { return s.proxied }
 
+// index builds byPath, others and proxied.
 func (s *Set) index() {
 	s.byPath = map[string][]int{}
 	s.others = s.others[:0]
-	s.tiers = s.tiers[:0]
+	s.proxied = s.proxied[:0]
 	s.over, s.reroutes = s.over[:0], s.reroutes[:0]
 	for i, rl := range s.Rules {
-		if h := rl.tierHeader; h != "" && !slices.Contains(s.tiers, h) {
-			s.tiers = append(s.tiers, h)
+		for _, h := range [...]string{rl.tierHeader, rl.offsetHeader} {
+			if h != "" && !slices.Contains(s.proxied, h) {
+				s.proxied = append(s.proxied, h)
+			}
 		}
 		if h := rl.OverLimit.Header; h != "" && !slices.Contains(s.over, h) {
 			s.over = append(s.over, h)
@@ -608,6 +634,14 @@ type Match struct {
 	// Alt is 0 when the rule's own limit applies to the key, else 1 + the
 	// index in Rule.Alts of the override or tier that does (Limit).
 	Alt int
+	// Offset replaces that limit's calendar offset when OwnOffset: the
+	// client's own, from a trusted proxy's offset_header.
+	Offset time.Duration
+	// OwnOffset says that Offset applies.
+	OwnOffset bool
+	// BadOffset says that a trusted proxy's offset_header was no offset of
+	// the limit (malformed, negative or too long): the limit's own applies.
+	BadOffset bool
 }
 
 // Match appends to dst the rules r falls under, in order, with their keys.
@@ -649,10 +683,10 @@ func (s *Set) AppendMatches(dst []Match, buf []byte, r *http.Request, ip netip.A
 		if !rl.match(v) {
 			continue
 		}
-		var alt int
+		var m Match
 		var ok bool
-		if buf, alt, ok = rl.appendMatchKey(buf, v, ip); ok {
-			dst = append(dst, Match{Rule: rl, Alt: alt})
+		if buf, m, ok = rl.appendMatchKey(buf, v, ip); ok {
+			dst = append(dst, m)
 			ends = append(ends, len(buf))
 		}
 	}
@@ -671,32 +705,41 @@ func (s *Set) AppendMatches(dst []Match, buf []byte, r *http.Request, ip netip.A
 // not rl's match covers r: its key, and the override or tier whose limit
 // applies. It returns false when r has no key (on_missing_key: skip).
 func (rl *Rule) MatchOf(r *http.Request, ip netip.Addr) (Match, bool) {
-	buf, alt, ok := rl.appendMatchKey(nil, newView(r), ip)
+	buf, m, ok := rl.appendMatchKey(nil, newView(r), ip)
 	if !ok {
 		return Match{}, false
 	}
-	return Match{Rule: rl, Key: string(buf), Alt: alt}, true
+	m.Key = string(buf)
+	return m, true
 }
 
 // appendMatchKey appends to dst the key of the request v under rl, and
-// returns 1 + the index in rl.Alts of the override or tier that applies
-// (0: the rule's own limit). It returns dst unchanged and false when the
+// returns its Match without Key: the override or tier that applies, and
+// the client's own offset. It returns dst unchanged and false when the
 // request has no key.
-func (rl *Rule) appendMatchKey(dst []byte, v view, ip netip.Addr) ([]byte, int, bool) {
+func (rl *Rule) appendMatchKey(dst []byte, v view, ip netip.Addr) ([]byte, Match, bool) {
 	start := len(dst)
 	dst, ok := rl.appendKey(dst, v, ip)
 	if !ok {
-		return dst[:start], 0, false
+		return dst[:start], Match{}, false
 	}
-	alt := 0
+	m := Match{Rule: rl}
 	if rl.Alts != nil {
 		// An override or a tier: the same parts under its limit's
 		// prefix, as long as the rule's.
-		if alt = rl.pickAlt(dst[start:], v); alt > 0 {
-			copy(dst[start:], rl.Alts[alt-1].prefix)
+		if m.Alt = rl.pickAlt(dst[start:], v); m.Alt > 0 {
+			copy(dst[start:], rl.Alts[m.Alt-1].prefix)
 		}
 	}
-	return dst, alt, true
+	if rl.offsetHeader != "" {
+		rl.clientOffset(&m, v)
+		if m.OwnOffset {
+			// The limit's hash in the prefix, for the client's offset.
+			h := rl.offsetHex(m.Alt, m.Limit())
+			copy(dst[start+len(rl.Name)+1:], h[:])
+		}
+	}
+	return dst, m, true
 }
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
@@ -757,6 +800,9 @@ func (s *Set) HeadersRead() (names []string, all bool) {
 		}
 		if rl.Tiers.Header != "" {
 			add(rl.Tiers.Header)
+		}
+		if rl.OffsetHeader != "" {
+			add(rl.OffsetHeader)
 		}
 		if rl.Cost.Header != "" {
 			add(rl.Cost.Header)

@@ -52,6 +52,12 @@ const (
 	// runs twice on the same requests: charged after the response only,
 	// then reserving 2,000 at admission and settling at the end.
 	KindTokens Kind = "tokens"
+	// KindCalendar is fixed windows that follow the calendar of Location,
+	// beside epoch-aligned ones of the same nominal length, on requests
+	// arriving evenly: Load × Rate per 30 days, or per 24 hours. A monthly
+	// quota runs across the two month ends around 2026's first daylight
+	// saving change, and a daily one across each change of the year.
+	KindCalendar Kind = "calendar"
 )
 
 // Behaviour is how a worker paces itself on the limiter.
@@ -140,21 +146,25 @@ type Config struct {
 	// SyncPeriods are the periods T that sync and lease modes run at
 	// (shared).
 	SyncPeriods []time.Duration
-	// Load is the requests offered: per Period as a multiple of Rate
-	// (shared), or as a multiple of the Max/Hold per second that the slots
-	// serve (concurrency).
+	// Load is the requests offered. It is a multiple of Rate per Period
+	// (shared), of the Max/Hold per second that the slots serve
+	// (concurrency), or of Rate per 30 days or 24 hours (calendar).
 	Load float64
 	// Hold is how long an admitted request stays in flight: every one of
 	// them, or their mean when Jitter (concurrency).
 	Hold   time.Duration
 	Jitter bool
 
+	// Location is the time zone whose calendar the windows follow
+	// (calendar).
+	Location *time.Location
+
 	// Duration is how long traffic clients send requests, or requests
 	// arrive (traffic, shared, concurrency). The shared kind's is a whole
 	// number of Periods, each a window of its chart.
 	Duration time.Duration
 	// Tick is the width of the bars: what is admitted is counted per Tick
-	// (workers, traffic, concurrency).
+	// (workers, traffic, concurrency, calendar).
 	Tick time.Duration
 	// Seed drives the traffic generator and the concurrency holds: the same
 	// Config gives the same result.
@@ -164,7 +174,7 @@ type Config struct {
 // Scenarios lists the named scenarios Scenario knows, in the order the
 // docs present them.
 var Scenarios = []string{"pacing", "pacing-with-pauses", "boundary", "accuracy", "custom",
-	"shared-roundrobin", "shared-skewed", "concurrency", "tokens"}
+	"shared-roundrobin", "shared-skewed", "concurrency", "tokens", "calendar"}
 
 // Scenario returns the named scenario. set, if not nil, changes it before
 // the values that depend on others are filled in (the boundary run's items
@@ -198,10 +208,22 @@ var Scenarios = []string{"pacing", "pacing-with-pauses", "boundary", "accuracy",
 // (exponentially distributed, seed 1), offered at 1.5 times the 100 per
 // second the slots serve, for 10 s, counted per 250 ms. Without the limit
 // 15 would be in flight; with it, about a third are refused.
+//
+// The calendar one is a quota of 10,000 per period in Europe/Berlin,
+// offered 1.5 times that evenly, counted per hour. It runs monthly from 22
+// February to 16 April 2026, then daily across 29 March (23 hours) and 25
+// October (25 hours). It fails without the time zone database.
 func Scenario(name string, set func(*Config)) (Config, error) {
 	c, ok := named(name)
 	if !ok {
 		return Config{}, fmt.Errorf("unknown scenario %q (%s)", name, strings.Join(Scenarios, ", "))
+	}
+	if c.Kind == KindCalendar {
+		loc, err := time.LoadLocation(calendarZone)
+		if err != nil {
+			return Config{}, fmt.Errorf("scenario %s: %w", name, err)
+		}
+		c.Location = loc
 	}
 	if set != nil {
 		set(&c)
@@ -244,6 +266,8 @@ func named(name string) (Config, bool) {
 	case "tokens":
 		return Config{Name: name, Kind: KindTokens, Rate: 10_000, Period: time.Minute, Burst: tokensCostMax,
 			Seed: 1, Duration: 5 * time.Minute, Tick: time.Second}, true
+	case "calendar":
+		return Config{Name: name, Kind: KindCalendar, Rate: 10_000, Load: 1.5, Tick: time.Hour}, true
 	default:
 		return Config{}, false
 	}
@@ -267,8 +291,10 @@ func (c Config) Validate() error {
 		return c.validateConcurrency()
 	case KindTokens:
 		return c.validateTokens()
+	case KindCalendar:
+		return c.validateCalendar()
 	}
-	return fmt.Errorf("kind: %q is not %s, %s, %s, %s or %s", c.Kind, KindWorkers, KindTraffic, KindShared, KindConcurrency, KindTokens)
+	return fmt.Errorf("kind: %q is not %s, %s, %s, %s, %s or %s", c.Kind, KindWorkers, KindTraffic, KindShared, KindConcurrency, KindTokens, KindCalendar)
 }
 
 // String describes c in one line, for the tables and the charts' titles.
@@ -280,6 +306,8 @@ func (c Config) String() string {
 		return c.concurrencyString()
 	case KindTokens:
 		return c.tokensString()
+	case KindCalendar:
+		return c.calendarString()
 	}
 	return c.algorithmsString()
 }

@@ -42,8 +42,8 @@ func WithStart(t time.Time) Option {
 
 // Run simulates c with the simulator of its Kind and measures what each
 // limit let through. The Report is a *Result (workers, traffic), a
-// *SharedResult (shared), a *ConcurrencyResult (concurrency) or a
-// *TokensResult (tokens). Run returns
+// *SharedResult (shared), a *ConcurrencyResult (concurrency), a
+// *TokensResult (tokens) or a *CalendarResult (calendar). Run returns
 // an error for a bad Config or a failing store; a refused request is not an
 // error. The options apply to the workers and traffic kinds; the others run
 // on stores of their own.
@@ -65,6 +65,8 @@ func Run(ctx context.Context, c Config, opts ...Option) (Report, error) {
 		return orNil(runConcurrency(ctx, c))
 	case KindTokens:
 		return orNil(runTokens(ctx, c))
+	case KindCalendar:
+		return orNil(runCalendar(ctx, c))
 	}
 	return orNil(runAlgorithms(ctx, c, o))
 }

@@ -32,7 +32,7 @@ var (
 	faultsFlag = flag.String("faults", "short", "faults to run: short, all, or a comma-separated list of names")
 	modesFlag  = flag.String("modes", "", "store modes for the Redis faults (default: exact,sync,lease with -faults all, else exact,lease)")
 	outFlag    = flag.String("out", "", "directory for each run's CSV and chart and the summary (default: a temporary one)")
-	margin     = flag.Duration("margin", 250*time.Millisecond, "how much longer than the store timeout (50ms) a request may take")
+	margin     = flag.Duration("margin", 250*time.Millisecond, "how much longer than the store timeout (50ms) all but 0.5% of requests may take")
 	recoverBy  = flag.Duration("recover", 10*time.Second, "how soon after the topology recovers decisions must come from Redis again")
 )
 

@@ -176,7 +176,7 @@ type fleet struct {
 // storeSection is the gateways' store: 50 ms per call, then the local
 // fallback with a third of each limit per gateway.
 func storeSection(url, mode string) string {
-	return fmt.Sprintf("store: {url: %q, timeout: 50ms, on_error: local, instances: %d, mode: %s, sync_period: 100ms}\n", url, gateways, mode)
+	return fmt.Sprintf("store: {url: %q, timeout: %v, on_error: local, instances: %d, mode: %s, sync_period: 100ms}\n", url, storeTimeout, gateways, mode)
 }
 
 // rulesSection is the gateways' rules; cold's rate is the one a reload
@@ -223,7 +223,7 @@ func newFleet(t testing.TB, storeURL, mode string) *fleet {
 	os.WriteFile(domain, fmt.Appendf(nil, "domain: faults\ndescriptors:\n  - key: api_key\n    rate_limit: {unit: second, requests_per_unit: %d}\n", serveRate), 0o644)
 	s := &proc{t: t, name: "serve", listen: fmt.Sprintf("127.0.0.1:%d", freePort(t, false)), admin: fmt.Sprintf("127.0.0.1:%d", freePort(t, false)), logPath: filepath.Join(f.dir, "serve.log")}
 	s.args = []string{"serve", "--config", domain, "--grpc-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t, false)), "--http-listen", s.listen, "--admin-listen", s.admin,
-		"--store", storeURL, "--store-timeout", "50ms", "--store-on-error", "local", "--store-mode", mode, "--store-sync-period", "100ms", "--log-format", "json"}
+		"--store", storeURL, "--store-timeout", storeTimeout.String(), "--store-on-error", "local", "--store-mode", mode, "--store-sync-period", "100ms", "--log-format", "json"}
 	s.start()
 	t.Cleanup(func() { s.signal(syscall.SIGKILL) })
 	f.serve = s

@@ -38,6 +38,7 @@ type result struct {
 	total, fail int
 	failures    []string
 	maxLat, p99 time.Duration
+	slow        int           // requests over the store timeout plus the margin
 	fellBack    float64       // fallback decisions in all
 	recovery    time.Duration // from the topology's recovery to the last fallback decision; -1: none
 	recovered   bool
@@ -94,6 +95,9 @@ func analyse(r *run, samples []sample, ticks [][2]float64) result {
 			}
 		}
 		res.maxLat = max(res.maxLat, s.lat)
+		if s.lat > storeTimeout+*margin {
+			res.slow++
+		}
 	}
 	for i := range res.rows {
 		res.rows[i].sec = i
@@ -253,9 +257,8 @@ func allowance(r *run, episodes int, spread time.Duration) float64 {
 	switch {
 	case episodes > 0:
 		a += 2 * hotBurst * float64(episodes)
-		if spread > 0 {
-			a += float64(gateways-1) / gateways * hotRate * (min(spread, time.Second) + scrapeEvery).Seconds()
-		}
+		// A spread of 0 is within one scrape: up to scrapeEvery apart.
+		a += float64(gateways-1) / gateways * hotRate * (min(spread, time.Second) + scrapeEvery).Seconds()
 		if r.fault.losesState {
 			// A failover loses what the replica had not received yet:
 			// about 100 ms of admissions at most on one machine.
@@ -277,14 +280,25 @@ func allowance(r *run, episodes int, spread time.Duration) float64 {
 	return a
 }
 
+// storeTimeout is the fleet's store timeout.
+const storeTimeout = 50 * time.Millisecond
+
+// stall is how long two busy cores may leave a process unscheduled, on
+// top of the margin, for the few requests that 0.5% allows. One request
+// that late is the machine; many are a call that ignored its deadline.
+const stall = 1500 * time.Millisecond
+
 // check fails the test for each property the run broke.
 func (res result) check(t testing.TB) {
 	t.Helper()
 	if res.fail > 0 {
 		t.Errorf("%d of %d requests failed (only 200 and the policy's answers may come back): %s", res.fail, res.total, strings.Join(res.failures, "; "))
 	}
-	if limit := 50*time.Millisecond + *margin; res.maxLat > limit {
-		t.Errorf("a request took %v, more than the store timeout plus the margin (%v)", res.maxLat, limit)
+	if most := res.total / 200; res.slow > most {
+		t.Errorf("%d requests took more than the store timeout plus the margin (%v), more than 0.5%% of %d", res.slow, storeTimeout+*margin, res.total)
+	}
+	if limit := storeTimeout + *margin + stall; res.maxLat > limit {
+		t.Errorf("a request took %v, more than the store timeout, the margin and a stall of the machine (%v)", res.maxLat, limit)
 	}
 	if !res.recovered {
 		t.Errorf("decisions still came from the fallback at the end of the run, %v after the topology recovered", after)

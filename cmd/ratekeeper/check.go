@@ -219,7 +219,8 @@ func printConfig(w io.Writer, c *gateway.Config, set *rules.Set, now time.Time) 
 // printResets prints the next two resets after now of rule r's calendar
 // limits, in their time zone and in UTC: the rule's own, then those of its
 // overrides and tiers that reset at other times. It prints the rule's zone
-// data too (rules.ZoneData).
+// data too (rules.ZoneData), and the bound of the offsets its clients'
+// proxies may give (offset_header).
 func printResets(w io.Writer, r *rules.Rule, now time.Time) {
 	_, own, _ := algo.CalendarPeriod(r.Limit, now)
 	say := func(who string, l ratekeeper.Limit) {
@@ -236,6 +237,10 @@ func printResets(w io.Writer, r *rules.Rule, now time.Time) {
 	}
 	for _, a := range r.Alts {
 		say(fmt.Sprintf("%q ", a.Name), a.Limit)
+	}
+	if h := r.Config.OffsetHeader; h != "" && r.Limit.Calendar != "" {
+		fmt.Fprintf(w, "     a client whose trusted proxy gives %s resets at its own boundaries: the offset, 0 up to less than %s (an override's written offset wins)\n",
+			h, rules.Duration(r.Limit.Calendar.MaxOffset()))
 	}
 }
 

@@ -148,3 +148,28 @@ func TestCheckServeCalendarOnRedis(t *testing.T) {
 		t.Errorf("got %s\nwant %s", out.String(), want)
 	}
 }
+
+// TestCheckOffsetHeader: check says how far a client's own offset may
+// move a calendar rule's resets, and refuses offset_header on a rule that
+// is no calendar window, at its file:line.
+func TestCheckOffsetHeader(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	run := func(yaml string) (string, error) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out, errOut bytes.Buffer
+		err := runCheck(context.Background(), []string{"--config", path}, &out, &errOut)
+		return out.String() + errOut.String(), err
+	}
+	const head = "upstream: builtin:demo\nclient_ip: {trusted_proxies: [10.0.0.1]}\nrules:\n  - name: quota\n    key: [header:X-Key]\n"
+	out, err := run(head + "    limit: {algorithm: fixed_window, rate: 100, calendar: monthly}\n    offset_header: X-Billing-Offset\n")
+	if want := "     a client whose trusted proxy gives X-Billing-Offset resets at its own boundaries: the offset, 0 up to less than 31d"; err != nil || !strings.Contains(out, want) {
+		t.Errorf("check: %v\n%s\nwant %s", err, out, want)
+	}
+	out, err = run(head + "    limit: {algorithm: fixed_window, rate: 100, period: 1d}\n    offset_header: X-Billing-Offset\n")
+	if want := path + ":7: rules[0].offset_header: moves the boundaries of a calendar window, and the rule's limit has no calendar"; err == nil || !strings.Contains(out+err.Error(), want) {
+		t.Errorf("check of an epoch rule: %v\n%s\nwant %s", err, out, want)
+	}
+}

@@ -537,6 +537,7 @@ admin_listen: 127.0.0.1:0
 upstream: builtin:demo
 watch: -1s
 store: {url: "`+deadRedis+`", timeout: 20ms, on_error: local}
+client_ip: {trusted_proxies: [10.0.0.1]}
 rules:
   - name: enforced
     match: {path_prefix: /enforced}
@@ -558,6 +559,10 @@ rules:
     match: {path_prefix: /ban}
     limit: {algorithm: fixed_window, rate: 1, period: 24h}
     ban: 1h
+  - name: billing
+    match: {path_prefix: /billing}
+    limit: {algorithm: fixed_window, rate: 10, calendar: monthly}
+    offset_header: X-Billing-Offset
 `)
 	g, err := gateway.New(ctx, gwConfig, gateway.Options{})
 	if err != nil {

@@ -26,7 +26,9 @@ shared store mode) shapes the workload: a summary table (or --json), and with
 the shared scenarios per window, header t_ms,mode,sync_period_ms,admitted,bound)
 and the charts (DIR/NAME.svg, DIR/NAME.png); for concurrency per tick, header
 t_ms,peak_in_flight,mean_in_flight,admitted,refused,max; for tokens per mode
-and tick, header t_ms,mode,tokens,window_tokens,admitted,refused,limit).
+and tick, header t_ms,mode,tokens,window_tokens,admitted,refused,limit; for
+calendar per case, limit and tick, header
+case,limit,tick_utc,admitted,refused,used).
 
 scenarios:
   pacing              1 worker, 10,000 items at most 1,000/s (burst 1,000),
@@ -61,13 +63,23 @@ long requests whose cost comes from the response; nothing sleeps):
                       the response only, then reserving 2,000 at admission
                       and settling at the end; for 5m, counted per second
 
+calendar scenario (fixed windows that follow the calendar of --time-zone,
+beside epoch-aligned ones of the same nominal length; nothing sleeps):
+  calendar            a quota of 10,000 per period in Europe/Berlin, offered
+                      1.5x evenly: monthly (and billed on the 15th) against
+                      period 30d across 2026's ends of February and March;
+                      daily against period 24h across the 23-hour and the
+                      25-hour day; counted per hour
+
 Every flag overrides the scenario's value; a flag that does not apply to the
 scenario is an error. --out, --name and --json apply to every scenario;
---rate and --period to all but concurrency and tokens; --duration to all;
---instances, --split and --sync-periods to the shared ones only; --load to
-the shared ones and concurrency; --max, --hold and --jitter to concurrency
-only; --seed to all but the shared ones; --tick to all but the shared ones
-and tokens; the others to the algorithms' scenarios only.
+--rate to all but concurrency and tokens; --period to all but those and
+calendar; --duration to all but calendar; --instances, --split and
+--sync-periods to the shared ones only; --load to the shared ones,
+concurrency and calendar; --max, --hold and --jitter to concurrency only;
+--time-zone to calendar only; --seed to all but the shared ones and
+calendar; --tick to all but the shared ones and tokens; the others to the
+algorithms' scenarios only.
 
 flags:
 `
@@ -102,10 +114,14 @@ type simulateFlags struct {
 	hold   time.Duration
 	jitter bool
 
+	// The calendar scenario's.
+	timeZone string
+
 	// The list flags, as parseLists reads them.
 	algorithmList []ratekeeper.Algorithm
 	splitList     []int
 	periodList    []time.Duration
+	location      *time.Location
 }
 
 // algorithmFlags are the flags of the scenarios that compare algorithms.
@@ -120,6 +136,7 @@ var kindFlags = map[sim.Kind][]string{
 	sim.KindShared:      {"rate", "period", "duration", "instances", "split", "load", "sync-periods"},
 	sim.KindConcurrency: {"max", "load", "hold", "jitter", "duration", "tick", "seed"},
 	sim.KindTokens:      {"duration", "seed"},
+	sim.KindCalendar:    {"rate", "load", "tick", "time-zone"},
 }
 
 // pauseList is the repeatable --pause flag.
@@ -303,13 +320,13 @@ func (f *simulateFlags) flagSet(stderr io.Writer) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&f.algorithms, "algorithms", "all", "comma-separated `list` of algorithms to compare: "+algorithmNames())
-	fs.IntVar(&f.rate, "rate", 0, "the limit's rate per period (default 1000; accuracy and shared 100); not for concurrency, whose limit is --max, nor tokens")
+	fs.IntVar(&f.rate, "rate", 0, "the limit's rate per period (default 1000; accuracy and shared 100; calendar 10000); not for concurrency, whose limit is --max, nor tokens")
 	fs.DurationVar(&f.period, "period", 0, "the limit's period (default 1s)")
 	fs.IntVar(&f.burst, "burst", 0, "the buckets' capacity (default: the rate)")
 	fs.IntVar(&f.items, "items", 0, "items the workers must do (default 10000; boundary: twice the rate)")
 	fs.IntVar(&f.clients, "clients", 0, "workers sharing one limit, or traffic clients with a limit each (default 1; boundary 20; accuracy 100)")
 	fs.StringVar(&f.worker, "worker", "", "how workers pace themselves: ask (Allow until allowed, waiting RetryAfter) or wait (Reserve and wait out Delay, as Limiter.Wait) (default ask)")
-	fs.DurationVar(&f.tick, "tick", 0, "width of a bar: items (requests) are counted per tick (default 100ms; concurrency 250ms)")
+	fs.DurationVar(&f.tick, "tick", 0, "width of a bar: items (requests) are counted per tick (default 100ms; concurrency 250ms; calendar 1h, whole minutes)")
 	fs.Var(&f.pauses, "pause", "pause the workers: they do nothing from AT for FOR, written `AT+FOR` such as 4s+1s; repeatable (replaces the scenario's pauses)")
 	fs.DurationVar(&f.duration, "duration", 0, "how long traffic clients send requests (accuracy; default 30s), or requests arrive (shared: whole periods; default 10s; concurrency 10s; tokens 5m, whole seconds)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the traffic generator, or of concurrency's holds, or of tokens' holds and costs: the same seed gives the same output")
@@ -319,11 +336,12 @@ func (f *simulateFlags) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.store, "store", storeconfig.DefaultURL, "store `URL`: memory:// or a Redis URL (redis://host:port/db), decided at the virtual clock's instants")
 	fs.IntVar(&f.instances, "instances", 0, "shared-roundrobin: how many instances share the limit (default 3)")
 	fs.StringVar(&f.split, "split", "", "shared: the balancer's `weights`, one per instance, such as 70,20,10 (default: 1,1,1 round-robin; 70,20,10 skewed)")
-	fs.Float64Var(&f.load, "load", 0, "shared: the requests offered, as a multiple of the limit (default 2.5); concurrency: as a multiple of the max/hold per second the slots serve (default 1.5)")
+	fs.Float64Var(&f.load, "load", 0, "shared: the requests offered, as a multiple of the limit (default 2.5); concurrency: as a multiple of the max/hold per second the slots serve (default 1.5); calendar: as a multiple of the quota per 30 days or 24 hours (default 1.5)")
 	fs.StringVar(&f.syncPeriods, "sync-periods", "", "shared: the sync periods T of sync and lease modes, comma-separated `durations` (default 10ms,100ms,1s)")
 	fs.IntVar(&f.max, "max", 0, "concurrency: how many requests may be in flight at once (default 10)")
 	fs.DurationVar(&f.hold, "hold", 0, "concurrency: how long an admitted request stays in flight, the mean with --jitter (default 100ms)")
 	fs.BoolVar(&f.jitter, "jitter", false, "concurrency: holds drawn from an exponential distribution of mean --hold (from --seed); --jitter=false holds every request exactly --hold (default true)")
+	fs.StringVar(&f.timeZone, "time-zone", "", "calendar: the IANA time `zone` whose calendar the windows follow (default Europe/Berlin)")
 	return fs
 }
 
@@ -350,6 +368,11 @@ func (f *simulateFlags) parseLists(name string, set map[string]bool) error {
 			return errors.New("--instances is for shared-roundrobin; give the weights with --split")
 		}
 		f.splitList = slices.Repeat([]int{1}, max(0, f.instances))
+	}
+	if set["time-zone"] {
+		if f.location, err = time.LoadLocation(f.timeZone); err != nil || f.timeZone == "" {
+			return fmt.Errorf("--time-zone: %q is not a time zone (Europe/Berlin, America/New_York, UTC)", f.timeZone)
+		}
 	}
 	if set["sync-periods"] {
 		for _, p := range strings.Split(f.syncPeriods, ",") {
@@ -386,5 +409,6 @@ func (f *simulateFlags) setters() map[string]func(*sim.Config) {
 		"max":          func(c *sim.Config) { c.Max = f.max },
 		"hold":         func(c *sim.Config) { c.Hold = f.hold },
 		"jitter":       func(c *sim.Config) { c.Jitter = f.jitter },
+		"time-zone":    func(c *sim.Config) { c.Location = f.location },
 	}
 }

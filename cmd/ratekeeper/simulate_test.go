@@ -32,6 +32,7 @@ var simulateDocCharts = []struct {
 	{"shared-skewed", []string{"shared-skewed"}},
 	{"concurrency", []string{"concurrency"}},
 	{"tokens", []string{"tokens"}},
+	{"calendar", []string{"calendar"}},
 }
 
 // simulate runs the command and returns its stdout, stderr and error.
@@ -212,6 +213,42 @@ func TestSimulateCommandLine(t *testing.T) {
 	}
 }
 
+// The calendar scenario takes its zone, quota, load and tick: New York's
+// calendar resets at its midnight, 05:00 UTC in winter, 04:00 in summer.
+func TestSimulateCalendar(t *testing.T) {
+	out, errOut, err := simulate(t, "calendar", "--time-zone", "America/New_York", "--rate", "200", "--load", "2", "--tick", "30m", "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	var s []struct {
+		Case   string `json:"case"`
+		Limit  string `json:"limit"`
+		Quota  int    `json:"quota"`
+		Resets []struct {
+			UTC   string  `json:"utc"`
+			Hours float64 `json:"hours"`
+		} `json:"resets"`
+		MostInPeriod int `json:"most_in_period"`
+	}
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s) != 7 || s[0].Case != "monthly" || s[0].Limit != "calendar" || s[3].Case != "daily-23h" || s[3].Limit != "calendar" {
+		t.Fatalf("summaries %+v", s)
+	}
+	if r := s[0].Resets; len(r) != 2 || r[0].UTC != "2026-03-01T05:00:00Z" || r[1].UTC != "2026-04-01T04:00:00Z" {
+		t.Errorf("monthly resets %+v, want New York's midnights on the 1st", r)
+	}
+	if r := s[3].Resets; len(r) != 4 || r[1].UTC != "2026-03-08T05:00:00Z" || r[1].Hours != 23 {
+		t.Errorf("daily resets %+v, want the 23-hour 8 March from 05:00 UTC", r)
+	}
+	for _, x := range s {
+		if x.Quota != 200 || x.MostInPeriod != 200 {
+			t.Errorf("%s %s: quota %d, at most %d in a period", x.Case, x.Limit, x.Quota, x.MostInPeriod)
+		}
+	}
+}
+
 // concurrencySummary is the concurrency scenario's JSON object.
 type concurrencySummary struct {
 	Max               int     `json:"max"`
@@ -322,6 +359,14 @@ func TestSimulateErrors(t *testing.T) {
 		{[]string{"concurrency", "--duration", "0s"}, "duration"},
 		{[]string{"concurrency", "--tick", "0s"}, "tick"},
 		{[]string{"concurrency", "--name", "a/b"}, "name"},
+		{[]string{"calendar", "--period", "720h"}, "--period does not apply to the calendar scenario"},
+		{[]string{"calendar", "--duration", "24h"}, "--duration does not apply"},
+		{[]string{"calendar", "--seed", "2"}, "--seed does not apply"},
+		{[]string{"calendar", "--time-zone", "Mars/Olympus"}, `--time-zone: "Mars/Olympus" is not a time zone`},
+		{[]string{"calendar", "--time-zone", ""}, "--time-zone"},
+		{[]string{"calendar", "--tick", "30s"}, "tick"},
+		{[]string{"calendar", "--load", "-1"}, "load"},
+		{[]string{"pacing", "--time-zone", "UTC"}, "--time-zone does not apply to the pacing scenario"},
 	} {
 		_, _, err := simulate(t, tc.args...)
 		var u usageError

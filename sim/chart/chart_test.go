@@ -5,8 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/recorder"
 )
 
 func TestFormatTick(t *testing.T) {
@@ -90,5 +92,34 @@ func TestWriteSVGFonts(t *testing.T) {
 func TestSaveRefusesOtherFormats(t *testing.T) {
 	if err := Save(t.TempDir()+"/x.jpg", vg.Inch, vg.Inch, func(draw.Canvas) error { return nil }); err == nil {
 		t.Error("a .jpg saved")
+	}
+}
+
+// Marks draws the lines within the axis only, each label right of its
+// line, or left of it where it would reach past the overhang.
+func TestMarks(t *testing.T) {
+	p := plot.New()
+	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, 10, 0, 1
+	m := &Marks{Xs: []float64{-1, 2, 9.9}, Labels: []string{"outside", "right", "a label too long for the edge"}, Style: draw.LineStyle{Color: Red, Width: 1}}
+	p.Add(m)
+	rec := &recorder.Canvas{}
+	c := draw.NewCanvas(rec, 4*vg.Inch, 2*vg.Inch)
+	data := p.DataCanvas(c)
+	m.Plot(data, p)
+	x, _ := p.Transforms(&data)
+	got := map[string]vg.Length{}
+	for _, a := range rec.Actions {
+		if s, ok := a.(*recorder.FillString); ok {
+			got[s.String] = s.Point.X
+		}
+	}
+	if _, ok := got["outside"]; ok || len(got) != 2 {
+		t.Fatalf("labels drawn: %v", got)
+	}
+	if at := got["right"]; at <= x(2) {
+		t.Errorf("the label of x = 2 starts at %v, left of its line at %v", at, x(2))
+	}
+	if at := got["a label too long for the edge"]; at >= x(9.9) {
+		t.Errorf("the label at the edge starts at %v, right of its line at %v", at, x(9.9))
 	}
 }

@@ -176,3 +176,37 @@ func (s *Spans) Plot(c draw.Canvas, p *plot.Plot) {
 		}
 	}
 }
+
+// Marks draws a vertical line at each of Xs within the x axis and, in the
+// line's colour, its label right of it. The labels sit on text row Row,
+// counted from the top of the data area. A label that would reach more
+// than Overhang beyond the right edge goes left of its line.
+type Marks struct {
+	Xs       []float64
+	Labels   []string // one per X, or none
+	Row      int
+	Style    draw.LineStyle
+	Overhang vg.Length
+}
+
+// Plot implements plot.Plotter.
+func (m *Marks) Plot(c draw.Canvas, p *plot.Plot) {
+	x, _ := p.Transforms(&c)
+	st := Align(Sans(TickSize-1, false), draw.XLeft, draw.YTop)
+	st.Color = m.Style.Color
+	y := c.Max.Y - 3 - vg.Length(m.Row)*(st.Height("0")+2)
+	for i, v := range m.Xs {
+		if v < p.X.Min || v > p.X.Max {
+			continue
+		}
+		c.StrokeLine2(m.Style, x(v), c.Min.Y, x(v), c.Max.Y)
+		if i >= len(m.Labels) {
+			continue
+		}
+		s, at := st, x(v)+3
+		if at+st.Width(m.Labels[i]) > c.Max.X+m.Overhang {
+			s.XAlign, at = draw.XRight, x(v)-3
+		}
+		c.FillText(s, vg.Point{X: at, Y: y}, m.Labels[i])
+	}
+}

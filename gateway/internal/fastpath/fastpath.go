@@ -616,7 +616,8 @@ func (c *conn) forward(buf []byte) bool {
 
 // dropNames are the header names, in lower case, that writeClientHeaders
 // leaves out for set: the over_limit headers, and from a client the rules
-// do not trust, the tier headers too. They are cached for the set in use.
+// do not trust, the proxy headers (tiers and offsets) too. They are cached
+// for the set in use.
 func (f *Server) dropNames(set *rules.Set, trusted bool) []string {
 	t := f.tiers.Load()
 	if t == nil || t.set != set {
@@ -625,7 +626,7 @@ func (f *Server) dropNames(set *rules.Set, trusted bool) []string {
 			t.trusted = append(t.trusted, strings.ToLower(h))
 		}
 		t.untrusted = t.trusted[:len(t.trusted):len(t.trusted)]
-		for _, h := range set.TierHeaders() {
+		for _, h := range set.ProxyHeaders() {
 			t.untrusted = append(t.untrusted, strings.ToLower(h))
 		}
 		f.tiers.Store(t)
@@ -704,13 +705,14 @@ func (c *conn) writeRequestLine(w *bufio.Writer) {
 // net/http would pass them on. It leaves out Content-Length, which
 // writeUpstream writes itself. It writes the first User-Agent only, and
 // none when empty. It drops the over_limit headers, which the middleware
-// alone sets, and a tier header from a client the rules do not trust.
+// alone sets, and a tier or offset header from a client the rules do not
+// trust.
 func (c *conn) writeClientHeaders(w *bufio.Writer, buf []byte) {
 	agent := false
-	// The upstream would believe a plan the rules did not.
+	// The upstream would believe a plan or offset the rules did not.
 	var drop []string
-	if set := c.set; len(set.TierHeaders()) > 0 || len(set.OverLimitHeaders()) > 0 {
-		drop = c.f.dropNames(set, len(set.TierHeaders()) == 0 || set.ClientIP().Trusts(&c.req))
+	if set := c.set; len(set.ProxyHeaders()) > 0 || len(set.OverLimitHeaders()) > 0 {
+		drop = c.f.dropNames(set, len(set.ProxyHeaders()) == 0 || set.ClientIP().Trusts(&c.req))
 	}
 	for _, s := range c.head.Lines {
 		line := buf[s.Start:s.End]

@@ -2,6 +2,8 @@ package dashboard
 
 import (
 	"errors"
+	"fmt"
+	"iter"
 	"time"
 )
 
@@ -106,6 +108,21 @@ type TopQuery struct {
 	Span string
 	// Scope is ScopeLocal (default) or ScopeFleet.
 	Scope string
+}
+
+// Rules is the names among all (every rule's, in order) that q asks
+// for. A rule q names that is not among them is ErrUnknownRule.
+func (q TopQuery) Rules(all iter.Seq[string]) ([]string, error) {
+	var names []string
+	for name := range all {
+		if q.Rule == "" || q.Rule == name {
+			names = append(names, name)
+		}
+	}
+	if q.Rule != "" && len(names) == 0 {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownRule, q.Rule)
+	}
+	return names, nil
 }
 
 // TopAnswer is the answer to GET /v1/top.

@@ -176,6 +176,15 @@ func (m *Metrics) Bans(rule string) interface{ Inc() } {
 	return m.decisions.Bans(rule)
 }
 
+// BadOffsets is the counter of rule's requests whose offset header was
+// bad, for httplimit.OffsetMetrics; nil when m is nil.
+func (m *Metrics) BadOffsets(rule string) interface{ Inc() } {
+	if m == nil {
+		return nil
+	}
+	return m.decisions.BadOffsets(rule)
+}
+
 // DecisionCounter returns the counter of rule's decisions with result, so
 // that hot paths can look it up once per rule instead of per request.
 // It returns nil when m is nil; Inc on it then must be skipped (see Inc).

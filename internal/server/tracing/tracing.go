@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -92,6 +93,17 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 	}
 	return t.provider.Shutdown(ctx)
 }
+
+// Close is Shutdown for a server that stops: it waits for the export at
+// most closeWait, even after ctx is done.
+func (t *Tracing) Close(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeWait)
+	defer cancel()
+	_ = t.Shutdown(ctx)
+}
+
+// closeWait bounds Close's wait for the last export.
+const closeWait = 5 * time.Second
 
 // Span is one span; the zero Span does nothing.
 type Span struct{ s trace.Span }
