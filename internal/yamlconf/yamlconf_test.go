@@ -20,7 +20,7 @@ func TestUnknownFieldNamesValidOnes(t *testing.T) {
 		want  string
 	}{
 		{"rules: a rule", rulesParse, "rules:\n  - name: a\n    limt: {}\n",
-			"f.yaml:3: rules[0].limt: unknown field; valid: name, match, key, on_missing_key, limit, concurrency, mode, max_delay, ban, store_mode, cost, overrides, tiers, offset_header, refused, count_only, show_key"},
+			"f.yaml:3: rules[0].limt: unknown field; valid: name, match, key, on_missing_key, limit, concurrency, mode, max_delay, ban, store_mode, cost, overrides, tiers, offset_header, refused, count_only, show_key, over_limit"},
 		{"rules: a limit", rulesParse, "rules:\n  - name: a\n    limit:\n      algorithm: token_bucket\n      rat: 1\n",
 			"f.yaml:5: rules[0].limit.rat: unknown field; valid: algorithm, rate, period, burst, stagger, log_rejected, calendar, time_zone, offset"},
 		{"rules: top", rulesParse, "rule: []\n",
@@ -34,7 +34,7 @@ func TestUnknownFieldNamesValidOnes(t *testing.T) {
 		{"serve: rate_limit", serveParse, "domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      request_per_unit: 5\n",
 			"f.yaml:6: descriptors[0].rate_limit.request_per_unit: unknown field; valid: name, replaces, unit, requests_per_unit, unlimited, algorithm, burst, calendar_units"},
 		{"serve: nested descriptor", serveParse, "domain: d\ndescriptors:\n  - key: k\n    descriptors:\n      - key: j\n        shadow: true\n",
-			"f.yaml:6: descriptors[0].descriptors[0].shadow: unknown field; valid: key, value, rate_limit, descriptors, shadow_mode, detailed_metric"},
+			"f.yaml:6: descriptors[0].descriptors[0].shadow: unknown field; valid: key, value, rate_limit, descriptors, shadow_mode, quota_mode, detailed_metric, show_key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.parse([]byte(tc.yaml))
