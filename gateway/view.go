@@ -344,18 +344,19 @@ type timedWriter struct {
 	http.ResponseWriter
 	rc      *http.ResponseController // HTTP/1.1 only
 	timeout time.Duration
-	stream  *streamTimer // HTTP/2 only
+	h2      bool
+	stream  streamTimer // HTTP/2 only
 }
 
 func newTimedWriter(w http.ResponseWriter, timeout time.Duration, h2 bool) *timedWriter {
 	if h2 {
-		return &timedWriter{ResponseWriter: w, timeout: timeout, stream: &streamTimer{w: w}}
+		return &timedWriter{ResponseWriter: w, timeout: timeout, h2: true, stream: streamTimer{w: w}}
 	}
 	return &timedWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: timeout}
 }
 
 func (w *timedWriter) Write(p []byte) (int, error) {
-	if w.stream != nil {
+	if w.h2 {
 		w.stream.start(w.timeout)
 		defer w.stream.stop()
 	} else {
@@ -365,7 +366,7 @@ func (w *timedWriter) Write(p []byte) (int, error) {
 }
 
 func (w *timedWriter) FlushError() error {
-	if w.stream != nil {
+	if w.h2 {
 		w.stream.start(w.timeout)
 		defer w.stream.stop()
 		return http.NewResponseController(w.ResponseWriter).Flush()
