@@ -31,6 +31,7 @@
 # Output: bench/results/h2-profile.txt, and the profiles in
 # bench/results/h2-profile/ (go tool pprof -top bench/results/h2-profile/h2.cpu).
 set -euo pipefail
+trap 'echo "run-h2-profile: failed at line $LINENO" >&2' ERR
 cd "$(dirname "$0")"
 . ./lib.sh
 N=${N:-50000} N_STRACE=${N_STRACE:-20000} N_TRACE=${N_TRACE:-2000} DURATION=${DURATION:-15}
@@ -120,9 +121,10 @@ classify() {
       if (leaf ~ /Syscall6|^syscall\.|runtime\.(futex|usleep|osyield|epollwait)$/) {
         if (s ~ /runtime\.netpoll/) return "kernel: epoll_wait (scheduler)"
         if (leaf ~ /^runtime\./) return "kernel: futex, usleep (threads sleep and wake)"
-        if (s ~ /gateway\/internal\/upstream\./) return "kernel: upstream socket read/write"
-        if (s ~ /\(\*FD\)\.Write/) return "kernel: client socket write"
-        if (s ~ /\(\*FD\)\.Read/) return "kernel: client socket read"
+        # Client or upstream: the fast path writes to both from its own
+        # frames, so the stack does not tell them apart.
+        if (s ~ /\(\*FD\)\.Write/) return "kernel: socket writes, client and upstream"
+        if (s ~ /\(\*FD\)\.Read|[Rr]ecvfrom/) return "kernel: socket reads, upstream peek"
         return "kernel: other syscalls"
       }
       if (s ~ /runtime\.(gcBgMarkWorker|bgsweep|bgscavenge|gcAssistAlloc|markroot|gcStart|gcMarkDone)/) return "GC"
@@ -233,7 +235,7 @@ for w in "${workloads[@]}"; do
   wait "$tr"
   go tool trace -d=parsed "$tmp/trace.out" 2>/dev/null |
     awk '/NotExist->Runnable/ {g = 1; next} g == 1 && /TransitionStack=/ {g = 2; next} g == 2 && /^\t[a-zA-Z]/ {print $1; g = 0}' |
-    grep -v '^runtime' | sort | uniq -c |
+    { grep -v '^runtime' || true; } | sort | uniq -c |
     awk -v w="$w" -v per="${gor[$w]}" '{n[$2] = $1; t += $1} END {for (k in n) if (per > 0 && n[k] / t >= 0.01) printf "%s\t%.2f\t%s\n", w, per * n[k] / t, k}' >> "$tmp/creators"
   echo "run-h2-profile: $w done" >&2
 done
@@ -264,6 +266,33 @@ done
       printf "\nh2 - h1 by category, as a share of the difference (%.2f µs):\n", tot["h2"] - tot["h1"]
       for (a = 1; a <= nc; a++) if ((d = v[cats[a], "h2"] - v[cats[a], "h1"]) != 0)
         printf "  %-48s %+7.2f µs %6.1f%%\n", cats[a], d, 100 * d / (tot["h2"] - tot["h1"])
+    }' "$tmp/cats"
+  echo
+  echo "the same in groups: shares of each workload's CPU, and of h2's extra over h1"
+  awk -F'\t' -v ws="${workloads[*]}" '
+    function group(c) {
+      if (c ~ /^goroutine|^timers|futex|epoll_wait/) return "goroutines: per stream, per frame write (sched, stacks, timers)"
+      if (c ~ /^allocation|^GC/) return "allocation and GC"
+      if (c ~ /^net\/http|^HPACK/) return "net/http HTTP/2 server, HPACK"
+      if (c ~ /ReverseProxy|^upstream hop/) return "ReverseProxy, upstream hop as a RoundTripper"
+      if (c ~ /^kernel/) return "kernel: socket reads and writes"
+      if (c ~ /^TLS/) return "TLS: records, handshakes"
+      if (c ~ /^decision|^gateway/) return "decision, request view"
+      if (c ~ /^fast path/) return "fast path: HTTP/1.1 read, write"
+      return "other"
+    }
+    { g = group($3); v[g, $1] += $2; tot[$1] += $2; if (!(g in seen)) { seen[g] = 1; gs[++ng] = g } }
+    END {
+      nw = split(ws, w, " ")
+      for (a = 1; a <= ng; a++) k[gs[a]] = v[gs[a], w[1]] - v[gs[a], "h1"] # the largest extra first
+      for (a = 1; a <= ng; a++) for (b = a + 1; b <= ng; b++) if (k[gs[b]] > k[gs[a]]) { t = gs[a]; gs[a] = gs[b]; gs[b] = t }
+      printf "%-64s", "group"; for (i = 1; i <= nw; i++) printf " %6s", w[i]; if (tot["h2"] && tot["h1"]) printf " %8s", "h2 - h1"; printf "\n"
+      for (a = 1; a <= ng; a++) {
+        printf "%-64s", gs[a]
+        for (i = 1; i <= nw; i++) printf " %5.1f%%", tot[w[i]] ? 100 * v[gs[a], w[i]] / tot[w[i]] : 0
+        if (tot["h2"] && tot["h1"]) printf " %7.1f%%", 100 * (v[gs[a], "h2"] - v[gs[a], "h1"]) / (tot["h2"] - tot["h1"])
+        printf "\n"
+      }
     }' "$tmp/cats"
   echo
   echo "syscalls a request (strace -c -f)"
