@@ -1210,3 +1210,64 @@ func TestH2ShortBody(t *testing.T) {
 		t.Errorf("the next request on the connection: %d (lost %v)", a2.status, a2.lost)
 	}
 }
+
+// An HTTP/2 client that stops reading a large answer (it sends no
+// WINDOW_UPDATE) holds the upstream no longer than write_timeout: the
+// stalled write resets its stream, and the next stream on the connection
+// is served.
+func TestH2SlowReaderFreesUpstream(t *testing.T) {
+	chunk := strings.Repeat("z", 1<<20)
+	for _, edge := range h2Edges {
+		t.Run(edge, func(t *testing.T) {
+			done := make(chan struct{}, 1)
+			up := h1test.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/big" {
+					io.WriteString(w, "ok")
+					return
+				}
+				defer func() { done <- struct{}{} }()
+				w.Header().Set("Content-Length", strconv.Itoa(64*len(chunk)))
+				for range 64 {
+					if _, err := io.WriteString(w, chunk); err != nil {
+						return
+					}
+				}
+			}))
+			g := startH2(t, transports[0], edge, up.URL, "rules: []\nclient: {write_timeout: 500ms}\n")
+			c := g.dial(t)
+			id := c.open(true, ":method", "GET", ":scheme", g.scheme(), ":authority", "gw.test", ":path", "/big") // and read nothing
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("an HTTP/2 client that reads nothing held the upstream request for 5s, write_timeout 500ms")
+			}
+			if a := c.wait(id)[id]; !a.wasRst {
+				t.Errorf("the stalled stream ended with %v, not RST_STREAM", a)
+			}
+			if a := c.get(":method", "GET", ":scheme", g.scheme(), ":authority", "gw.test", ":path", "/next"); a.status != 200 {
+				t.Errorf("the next stream on the connection: %v", a)
+			}
+		})
+	}
+}
+
+// BenchmarkH2 is BenchmarkFastPath over HTTP/2, which net/http serves:
+// over TLS (h2 by ALPN) and clear text (h2c), every client's streams on
+// one connection. Its allocations count the client's and the upstream's
+// too; bench/run-h2-profile.sh counts the gateway's alone.
+func BenchmarkH2(b *testing.B) {
+	e := newEdge(b)
+	up := newRecUpstream(b, func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	rule := "rules:\n  - name: per-ip\n    key: [ip]\n    limit: {algorithm: leaky_bucket, rate: 1000000, period: 1s, burst: 1000}\n"
+	for _, edge := range h2Edges {
+		b.Run(edge, func(b *testing.B) {
+			extra, c, base := "h2c: true\n", h2cClient(), "http://127.0.0.1:"
+			if edge == "tls" {
+				extra, c, base = e.tlsSection(), e.client(true), "https://localhost:"
+			}
+			g := runGateway(b, "fast", up.URL, extra+rule)
+			defer c.CloseIdleConnections()
+			getParallelWith(b, c, base+portOf(g.Addr())+"/v1/items/7")
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/textproto"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -291,7 +292,7 @@ func (g *Gateway) checkRuleHeaders(w http.ResponseWriter, r *http.Request) bool 
 func (g *Gateway) buffer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d := g.settings.writeTimeout; d > 0 {
-			w = &timedWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: d, h2: r.ProtoMajor == 2}
+			w = newTimedWriter(w, d, r.ProtoMajor == 2)
 		}
 		if g.settings.grpc && httplimit.IsGRPC(r) {
 			// A gRPC call's messages stream both ways and may rest
@@ -335,33 +336,85 @@ func (g *Gateway) buffer(next http.Handler) http.Handler {
 // stops reading fails the write after timeout, and the proxy then gives
 // the upstream connection up.
 //
-// Over HTTP/2 the write deadline is lifted after each write. A stream's
-// deadline resets the stream when it passes, written to or not. Lifted, a
-// stream that pauses between writes (events, a gRPC stream) lives on. So
-// does an HTTP/1.1 connection, whose deadline only fails a write.
+// Over HTTP/1.1 each write sets the connection's write deadline, which
+// only fails a write. Over HTTP/2 a write that outlasts timeout resets its
+// stream (streamTimer), and a stream that pauses between writes (events, a
+// gRPC stream) lives on.
 type timedWriter struct {
 	http.ResponseWriter
-	rc      *http.ResponseController
+	rc      *http.ResponseController // HTTP/1.1 only
 	timeout time.Duration
 	h2      bool
+	stream  streamTimer // HTTP/2 only
+}
+
+func newTimedWriter(w http.ResponseWriter, timeout time.Duration, h2 bool) *timedWriter {
+	if h2 {
+		return &timedWriter{ResponseWriter: w, timeout: timeout, h2: true, stream: streamTimer{w: w}}
+	}
+	return &timedWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: timeout}
 }
 
 func (w *timedWriter) Write(p []byte) (int, error) {
-	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
-	n, err := w.ResponseWriter.Write(p)
 	if w.h2 {
-		_ = w.rc.SetWriteDeadline(time.Time{})
+		w.stream.start(w.timeout)
+		defer w.stream.stop()
+	} else {
+		_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
 	}
-	return n, err
+	return w.ResponseWriter.Write(p)
 }
 
 func (w *timedWriter) FlushError() error {
-	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
-	err := w.rc.Flush()
 	if w.h2 {
-		_ = w.rc.SetWriteDeadline(time.Time{})
+		w.stream.start(w.timeout)
+		defer w.stream.stop()
+		return http.NewResponseController(w.ResponseWriter).Flush()
 	}
-	return err
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+	return w.rc.Flush()
+}
+
+// streamTimer bounds the writes to one HTTP/2 stream. Its timer is the
+// handler's own: the stream hears of it only when a write outlasts its
+// bound. Setting and lifting the stream's write deadline around each write
+// would cost two messages to the connection's goroutine, and a timer there.
+type streamTimer struct {
+	w        http.ResponseWriter
+	mu       sync.Mutex
+	t        *time.Timer
+	deadline time.Time // of the write under way; zero between writes
+}
+
+// start bounds the write about to begin by d.
+func (s *streamTimer) start(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deadline = time.Now().Add(d)
+	if s.t == nil {
+		s.t = time.AfterFunc(d, s.expire)
+		return
+	}
+	s.t.Reset(d)
+}
+
+// stop lifts the bound of the write that has returned.
+func (s *streamTimer) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deadline = time.Time{}
+	s.t.Stop()
+}
+
+// expire resets the stream if a write is under way past its deadline: a
+// write deadline in the past resets it at once. A timer that fires late,
+// after that write, finds no deadline or a later one, and does nothing.
+func (s *streamTimer) expire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now := time.Now(); !s.deadline.IsZero() && !now.Before(s.deadline) {
+		_ = http.NewResponseController(s.w).SetWriteDeadline(now.Add(-time.Second))
+	}
 }
 
 // Unwrap lets ReverseProxy reach the connection's Hijack (upgrades, whose
@@ -429,6 +482,13 @@ var errClientGone = errors.New("the client left")
 // read bounded by body_timeout, so that a client that sends it slowly holds
 // no upstream connection. A larger body streams, each read still bounded.
 func (g *Gateway) bufferBody(w http.ResponseWriter, r *http.Request) error {
+	if r.ContentLength == 0 {
+		// An HTTP/2 request without a body (END_STREAM on its HEADERS,
+		// or content-length: 0, past which net/http resets the stream)
+		// has nothing to read, nor to wait for: ReverseProxy sends none.
+		r.Body = http.NoBody
+		return nil
+	}
 	rc := http.NewResponseController(w)
 	body := &timedBody{rc: rc, r: r.Body, timeout: g.settings.bodyTimeout}
 	limit := g.settings.bodyBuffer
