@@ -20,13 +20,23 @@ import (
 	"github.com/ratekeeper/ratekeeper/gateway/internal/upstream"
 )
 
+// testStoreTimeout is the store timeout of a test gateway whose file sets
+// none.
+const testStoreTimeout = 10 * time.Second
+
 func newTestGateway(tb testing.TB, yaml string) *Gateway {
 	tb.Helper()
 	path := filepath.Join(tb.TempDir(), "gw.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	g, err := New(context.Background(), path, Options{})
+	var o Options
+	if !strings.Contains(yaml, "timeout:") {
+		// Not a test of timeouts: a store call may take as long as a
+		// loaded machine needs, never the failure policy's answer.
+		o.Store.Timeout = testStoreTimeout
+	}
+	g, err := New(context.Background(), path, o)
 	if err != nil {
 		tb.Fatal(err)
 	}
