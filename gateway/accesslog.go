@@ -55,7 +55,8 @@ type record struct {
 	decided   bool
 	rules     []string
 	refusedBy string
-	key       string // the refusing rule's key as the admin shows it
+	over      []string // the rules whose over_limit let the request go on past them
+	key       string   // the refusing rule's key as the admin shows it, else the first over rule's
 }
 
 type recordKey struct{}
@@ -67,8 +68,14 @@ func logDecision(r *http.Request, d httplimit.Decided) {
 		rec.decided = true
 		rec.rules = append(rec.rules[:0], d.Rules...)
 		rec.refusedBy = d.RefusedBy
+		rec.over = rec.over[:0]
+		for _, m := range d.Over {
+			rec.over = append(rec.over, m.Rule.Name)
+		}
 		if rl := d.Refused.Rule; rl != nil {
 			rec.key = rl.DisplayKey(d.Refused.Key)
+		} else if len(d.Over) > 0 {
+			rec.key = d.Over[0].Rule.DisplayKey(d.Over[0].Key)
 		}
 	}
 }
@@ -83,12 +90,15 @@ func (a *accessLog) serve(next http.Handler, w http.ResponseWriter, r *http.Requ
 	if status == 0 {
 		status = http.StatusOK // nothing written: net/http answers 200
 	}
-	if a.refusedOnly && rec.refusedBy == "" {
+	if a.refusedOnly && rec.refusedBy == "" && len(rec.over) == 0 {
 		return
 	}
-	rules := rec.rules
+	rules, over := rec.rules, rec.over
 	if rules == nil {
 		rules = []string{}
+	}
+	if over == nil {
+		over = []string{}
 	}
 	a.logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("client", clientIP(r)),
@@ -97,6 +107,7 @@ func (a *accessLog) serve(next http.Handler, w http.ResponseWriter, r *http.Requ
 		slog.Int("status", status),
 		slog.Any("rules", rules),
 		slog.String("refused_by", rec.refusedBy),
+		slog.Any("over_limit", over),
 		slog.String("key", rec.key),
 		slog.Float64("duration", time.Since(start).Seconds()),
 	)

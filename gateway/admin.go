@@ -97,6 +97,16 @@ type AdminRule struct {
 	Ban         float64           `json:"ban_seconds,omitempty"`
 	StoreMode   string            `json:"store_mode,omitempty"`
 	KeyPrefix   string            `json:"key_prefix"`
+	// OverLimit is a rule's over_limit when it forwards or reroutes.
+	OverLimit *AdminOverLimit `json:"over_limit,omitempty"`
+}
+
+// AdminOverLimit is what a rule does past its limit: its action, header
+// and upstream (a password in it redacted).
+type AdminOverLimit struct {
+	Action   string `json:"action"`
+	Header   string `json:"header,omitempty"`
+	Upstream string `json:"upstream,omitempty"`
 }
 
 // AdminMatch is a rule's match with its header values redacted (a value
@@ -223,6 +233,9 @@ func (g *Gateway) adminRules(w http.ResponseWriter, _ *http.Request) {
 		ar := AdminRule{
 			Name: rl.Name, Match: m, Key: key, OnMissingKey: c.OnMissingKey,
 			Mode: rl.Mode.String(), MaxDelay: seconds(rl.MaxDelay), Ban: seconds(rl.Ban), StoreMode: rl.StoreMode, KeyPrefix: rl.KeyPrefix(),
+		}
+		if o := rl.OverLimit; o.Action != rules.Refuse {
+			ar.OverLimit = &AdminOverLimit{Action: o.Action.String(), Header: o.Header, Upstream: redactedURL(o.Upstream)}
 		}
 		if rl.IsConcurrency() {
 			ttl := rl.Concurrency.TTL

@@ -334,8 +334,8 @@ func (c *Config) tlsProblems(fail failFunc) {
 	if c.UpstreamTLS.IsZero() {
 		return
 	}
-	if !strings.HasPrefix(c.Upstream, "https:") {
-		fail("upstream_tls", "is set but the upstream %q is not https://", c.Upstream)
+	if !strings.HasPrefix(c.Upstream, "https:") && !slices.ContainsFunc(c.Rules, func(r rules.RuleConfig) bool { return strings.HasPrefix(r.OverLimit.Upstream, "https:") }) {
+		fail("upstream_tls", "is set but the upstream %q is not https://, nor is an over_limit's", c.Upstream)
 		return
 	}
 	for _, e := range c.upstreamTLS().Problems() {

@@ -79,6 +79,8 @@ func FuzzParse(f *testing.F) {
 		"tls: [1]\nupstream_tls: x\n",
 		"rules:\n  - name: a\n    limit: {algorithm: fixed_window, rate: 5, calendar: monthly, time_zone: Europe/Berlin, offset: 14d}\n",
 		"store: {url: redis://x:1}\nrules:\n  - name: a\n    limit: {algorithm: fixed_window, rate: 5, calendar: daily}\n",
+		"upstream: https://x\nupstream_tls: {ca_file: ca.crt}\nrules:\n  - name: a\n    limit: {algorithm: fixed_window, rate: 5, period: 1s}\n    over_limit: {action: reroute, upstream: \"https://y:9000\", header: X-Over}\n",
+		"rules:\n  - name: a\n    concurrency: {max: 2}\n    over_limit: forward\n  - name: b\n    key: header:x-over\n    over_limit: {action: forward, header: X-Over}\n",
 	} {
 		f.Add(seed)
 	}

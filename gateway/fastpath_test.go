@@ -854,8 +854,12 @@ func FuzzFrontRequestSameAsStandard(f *testing.F) {
 	for _, s := range h1test.Requests() {
 		f.Add([]byte(s))
 	}
+	f.Add([]byte("GET /o HTTP/1.1\r\nHost: a\r\nX-Quota-Exceeded: forged\r\nx-quota-exceeded: b\r\n\r\n"))
 	up := newRecUpstream(f, nil)
-	rules := "rules:\n  - name: per-ip\n    key: [ip]\n    limit: {algorithm: token_bucket, rate: 1000000, period: 1s, burst: 1000000000}\n"
+	// over is spent from the second request on: the upstream gets its
+	// header, and never a client's copy.
+	rules := "rules:\n  - name: per-ip\n    key: [ip]\n    limit: {algorithm: token_bucket, rate: 1000000, period: 1s, burst: 1000000000}\n" +
+		"  - name: over\n    limit: {algorithm: fixed_window, rate: 1, period: 1000d}\n    over_limit: {action: forward, header: X-Quota-Exceeded}\n"
 	fastAddr := startGateway(f, "fast", up.URL, rules)
 	stdAddr := startGateway(f, "standard", up.URL, rules)
 	var h h1.ReqHead

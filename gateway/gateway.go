@@ -61,6 +61,8 @@ type Gateway struct {
 	// (nil when requests take http.Transport).
 	direct *upstream.Transport
 	target *url.URL
+	// reroutes are the proxies to the upstreams over_limit reroutes to.
+	reroutes reroutes
 	// settings bound clients and the upstream; read at start.
 	settings settings
 	headers  atomic.Pointer[ruleHeaders] // the headers the rules read
@@ -160,6 +162,9 @@ func New(ctx context.Context, path string, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	up, err := g.upstream(cfg.Upstream, cfg.UpstreamTransport != "standard")
+	if err == nil {
+		err = g.loadReroutes(set.Reroutes())
+	}
 	if err != nil {
 		proc.Close()
 		return nil, err
@@ -255,21 +260,35 @@ func (g *Gateway) Addr() net.Addr { return g.addr.Get() }
 // without one).
 func (g *Gateway) AdminAddr() net.Addr { return g.adminAddr.Get() }
 
-// upstream builds the proxy to the upstream, or the demo API.
+// upstream builds the proxy to the upstream, or the demo API. A request
+// that an over_limit reroutes goes to that rule's upstream instead.
 func (g *Gateway) upstream(s string, direct bool) (http.Handler, error) {
-	if s == Demo {
-		return DemoHandler(), nil
-	}
-	rp, err := g.proxyTo(s, direct)
-	if err != nil {
-		return nil, err
-	}
-	g.upstreamProxy = rp
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if h := w.Header(); len(h) > 0 {
-			w = &keepAfter1xx{ResponseWriter: w, saved: maps.Clone(h)}
+	var main http.Handler = DemoHandler()
+	if s != Demo {
+		rp, err := g.proxyTo(s, direct)
+		if err != nil {
+			return nil, err
 		}
-		rp.ServeHTTP(w, r)
+		g.upstreamProxy = rp
+		main = rp
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := main
+		if u, ok := httplimit.Reroute(r); ok {
+			p, err := g.rerouteProxy(u)
+			if err != nil { // cannot happen: the URL was valid when loaded
+				problem.BadGateway(w, redactedURL(u), err)
+				return
+			}
+			h = p
+		} else if g.upstreamProxy == nil {
+			h.ServeHTTP(w, r) // the demo API writes no 1xx
+			return
+		}
+		if hd := w.Header(); len(hd) > 0 {
+			w = &keepAfter1xx{ResponseWriter: w, saved: maps.Clone(hd)}
+		}
+		h.ServeHTTP(w, r)
 	}), nil
 }
 
@@ -436,10 +455,9 @@ func notSent(err error) bool {
 // returns. It polls the file for changes meanwhile.
 func (g *Gateway) Run(ctx context.Context) error {
 	if g.upstreamProxy != nil {
-		if ci, ok := g.upstreamProxy.Transport.(interface{ CloseIdleConnections() }); ok {
-			defer ci.CloseIdleConnections()
-		}
+		defer closeIdle(g.upstreamProxy)
 	}
+	defer g.closeReroutes()
 	cfg := g.cfg.Load()
 	ln, aln, err := g.listen(cfg)
 	if err != nil {
@@ -619,6 +637,9 @@ func (g *Gateway) reload() (int, []any, error) {
 	cfg.Listen, cfg.AdminListen, cfg.Upstream, cfg.UpstreamTransport, cfg.ClientTransport, cfg.Store = old.Listen, old.AdminListen, old.Upstream, old.UpstreamTransport, old.ClientTransport, old.Store
 	cfg.Paths, cfg.Client, cfg.UpstreamTimeouts = old.Paths, old.Client, old.UpstreamTimeouts
 	cfg.TLS, cfg.H2C, cfg.UpstreamProtocol, cfg.UpstreamTLS = old.TLS, old.H2C, old.UpstreamProtocol, old.UpstreamTLS
+	if err := g.loadReroutes(set.Reroutes()); err != nil {
+		return 0, nil, err
+	}
 	g.mw.SetRules(set)
 	g.access.Store(newAccessLog(cfg.AccessLog, g.accessLogger))
 	g.cfg.Store(cfg)

@@ -18,8 +18,8 @@ import (
 const topKeys = 200
 
 // decided is the middleware's WithDecided hook: it counts the keys each
-// rule refused or admitted near its limit, and fills the access log's
-// record when there is one.
+// rule refused, let go on past its limit (over_limit) or admitted near its
+// limit, and fills the access log's record when there is one.
 func (g *Gateway) decided(r *http.Request, d httplimit.Decided) {
 	var now time.Time
 	if rl := d.Refused.Rule; rl != nil {
@@ -31,6 +31,14 @@ func (g *Gateway) decided(r *http.Request, d httplimit.Decided) {
 			now = time.Now()
 		}
 		g.top.Add(now, m.Rule.Name, topk.Near, m.Rule.DisplayKey(m.Key), 1)
+	}
+	// A key past a limit that forwards or reroutes is limited, though
+	// its request went on.
+	for _, m := range d.Over {
+		if now.IsZero() {
+			now = time.Now()
+		}
+		g.top.Add(now, m.Rule.Name, topk.Refused, m.Rule.DisplayKey(m.Key), 1)
 	}
 	if g.access.Load() != nil {
 		logDecision(r, d)
@@ -62,7 +70,7 @@ func (g *Gateway) status(context.Context) (dashboard.Status, error) {
 			Name: rl.Name, Mode: rl.Mode.String(), Limit: limit,
 			Allowed: n[metrics.Allowed] + n[metrics.Queued],
 			Refused: n[metrics.Limited],
-			Shadow:  n[metrics.ShadowLimited],
+			Shadow:  n[metrics.ShadowLimited], OverLimit: n[metrics.OverLimit],
 		})
 	}
 	// The store is healthy unless its breaker sends decisions to the

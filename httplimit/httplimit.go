@@ -108,6 +108,9 @@ const (
 	ResultForbidden = "forbidden"
 	// ResultError: the store failed; the request went through.
 	ResultError = "error"
+	// ResultOverLimit: the request was over the limit of a rule whose
+	// over_limit forwards or reroutes it; it went on.
+	ResultOverLimit = "over_limit"
 )
 
 // BanMetrics is a Metrics that also counts the bans each rule started
@@ -147,6 +150,10 @@ type Decided struct {
 	// tenth of their limit left, with their keys. The slice is the
 	// middleware's: valid only during the call.
 	Near []rules.Match
+	// Over are the rules whose over_limit forwards or reroutes, and whose
+	// limit the admitted request exceeded, with their keys, in the set's
+	// order. The slice is the middleware's: valid only during the call.
+	Over []rules.Match
 }
 
 // WithDecided calls f after each request the middleware decided, before
@@ -261,7 +268,7 @@ type compiled struct {
 type ruleInfo struct {
 	policy   string     // the rule's RateLimit-Policy item
 	quoted   string     // the rule's name as RateLimit writes it
-	counters [4]Counter // nil without metrics
+	counters [5]Counter // nil without metrics
 	hide     bool       // refused.hide_headers: in no rate limit header
 	alts     []string   // the RateLimit-Policy item of each of the rule's Alts
 	units    Adder      // the quota units charged, for a rule whose cost is not 1; nil without UnitsMetrics
@@ -288,6 +295,7 @@ const (
 	cLimited
 	cShadow
 	cQueued
+	cOver
 )
 
 // SetRules makes set the rules for the requests that arrive from now on.
@@ -323,6 +331,9 @@ func (m *Middleware) SetRules(set *rules.Set) {
 		if m.metrics != nil {
 			for j, res := range []string{ResultAllowed, ResultLimited, ResultShadowLimited, ResultQueued} {
 				ri.counters[j] = m.metrics.Counter(rl.Name, res)
+			}
+			if rl.OverLimit.Action != rules.Refuse {
+				ri.counters[cOver] = m.metrics.Counter(rl.Name, ResultOverLimit)
 			}
 		}
 	}
@@ -380,7 +391,11 @@ type scratch struct {
 	conc     []int         // indexes into matches of concurrency rules
 	bans     []int         // indexes into matches of the ban checks after the enforced reqs
 	permits  []*ratekeeper.Permit
-	body     reqBody // the request's body, when a rule reads its reserve there
+	body     reqBody              // the request's body, when a rule reads its reserve there
+	over     []int                // indexes into matches of the rules that forward or reroute
+	overReqs []ratekeeper.Request // the store request of each of over (zero for a concurrency rule)
+	exceeded []int                // the indexes in over whose limit the request exceeded
+	overM    []rules.Match        // the exceeded rules, for WithDecided
 }
 
 // allMatches yields the indexes of the enforced rules, then the shadow ones:
@@ -389,6 +404,12 @@ func (s *scratch) allMatches() func(func(int, int) bool) {
 	return func(yield func(int, int) bool) {
 		n := 0
 		for _, i := range s.enforced {
+			if !yield(n, i) {
+				return
+			}
+			n++
+		}
+		for _, i := range s.over {
 			if !yield(n, i) {
 				return
 			}
@@ -413,6 +434,10 @@ func (s *scratch) reset() {
 	s.results = s.results[:0]
 	s.conc = s.conc[:0]
 	s.bans = s.bans[:0]
+	s.over = s.over[:0]
+	clear(s.overReqs) // drop key strings
+	s.overReqs = s.overReqs[:0]
+	s.exceeded = s.exceeded[:0]
 	clear(s.permits)
 	s.permits = s.permits[:0]
 	s.body = reqBody{}
@@ -447,9 +472,12 @@ type verdict struct {
 // store's failure policy refused them) here.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a, p, held := m.admit(w, r, nil)
+		a, p, held, reroute := m.admit(w, r, nil)
 		if a != Admitted {
 			return
+		}
+		if reroute != "" {
+			r = r.WithContext(context.WithValue(r.Context(), rerouteKey{}, reroute))
 		}
 		if held != nil {
 			// Deferred: the slots come back however the handler ends,
@@ -495,15 +523,17 @@ const (
 // needs Handler, or that was read for set while the rules in use changed
 // (a reload), is Deferred before anything is taken.
 func (m *Middleware) Admit(w http.ResponseWriter, r *http.Request, set *rules.Set) Admission {
-	a, _, _ := m.admit(w, r, set) // with a set, no slot is taken: see decide
+	a, _, _, _ := m.admit(w, r, set) // with a set, no slot is taken nor reroute made: see decide
 	return a
 }
 
-// admit decides r. Refused, it answers on w; admitted, it sets the rate
-// limit headers on w and waits out a queue's delay. With a set (the fast
-// path), a request is Deferred, before anything is taken, when it needs
-// Handler (see needsHandler) or the rules in use are no longer set.
-func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Set) (Admission, *pending, []*ratekeeper.Permit) {
+// admit decides r. Refused, it answers on w. Admitted, it sets the rate
+// limit headers on w and the over_limit headers on r, and waits out a
+// queue's delay. reroute is the upstream an over_limit sends r to, if any. With a
+// set (the fast path), a request is Deferred, before anything is taken,
+// when it needs Handler (see needsHandler) or the rules in use are no
+// longer set.
+func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Set) (_ Admission, _ *pending, _ []*ratekeeper.Permit, reroute string) {
 	s := m.pool.Get().(*scratch)
 	ctx, end := r.Context(), func(Decided) {}
 	if m.trace != nil {
@@ -520,37 +550,40 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Se
 	case deferred:
 		s.reset()
 		m.pool.Put(s)
-		return Deferred, nil, nil
+		return Deferred, nil, nil, ""
 	case forbid:
 		m.pool.Put(s)
 		writeForbidden(w, r)
-		return Answered, nil, nil
+		return Answered, nil, nil, ""
 	case badCost:
 		s.reset()
 		m.pool.Put(s)
 		writeBadCost(w, r, v.costErr)
-		return Answered, nil, nil
+		return Answered, nil, nil, ""
 	case refuse:
 		m.writeHeaders(w.Header(), v, s)
 		rl := s.matches[v.worst].Rule
 		m.pool.Put(s)
 		writeTooMany(w, r, rl, v.retry, !v.c.rules[rl.Index].hide)
-		return Answered, nil, nil
+		return Answered, nil, nil, ""
 	case unavailable:
 		m.writeHeaders(w.Header(), v, s)
 		m.pool.Put(s)
 		writeUnavailable(w, r, v.retry)
-		return Answered, nil, nil
+		return Answered, nil, nil, ""
 	}
 	if len(s.matches) > 0 {
 		m.writeHeaders(w.Header(), v, s)
+	}
+	if len(s.exceeded) > 0 {
+		reroute = setOverHeaders(r, v.c.set, s)
 	}
 	if v.delay > 0 {
 		if !m.hold(r.Context(), v.delay, s) {
 			releaseAll(r.Context(), s.permits)
 			s.reset()
 			m.pool.Put(s)
-			return Answered, nil, nil // the client left while queued: nothing to answer
+			return Answered, nil, nil, "" // the client left while queued: nothing to answer
 		}
 	}
 	var p *pending
@@ -563,7 +596,7 @@ func (m *Middleware) admit(w http.ResponseWriter, r *http.Request, set *rules.Se
 	}
 	s.reset()
 	m.pool.Put(s)
-	return Admitted, p, held
+	return Admitted, p, held, reroute
 }
 
 // report calls the WithDecided hook, and end, with v.
@@ -582,6 +615,7 @@ func (m *Middleware) report(r *http.Request, v verdict, s *scratch, end func(Dec
 		}
 	default:
 		d.Near = s.nearLimit()
+		d.Over = s.overMatches()
 	}
 	if m.decided != nil {
 		m.decided(r, d)
@@ -591,14 +625,19 @@ func (m *Middleware) report(r *http.Request, v verdict, s *scratch, end func(Dec
 	s.names = d.Rules[:0]
 	clear(s.near)
 	s.near = s.near[:0]
+	clear(s.overM)
+	s.overM = s.overM[:0]
 }
 
-// nearLimit returns the enforced rules whose decisions admitted the
-// request with at most a tenth of their limit left.
+// nearLimit returns the enforced rules, and those that forward or
+// reroute, whose decisions admitted the request with at most a tenth of
+// their limit left.
 func (s *scratch) nearLimit() []rules.Match {
-	for _, i := range s.enforced {
-		if d := &s.results[i]; d.Allowed && d.Limit > 0 && d.Remaining*10 <= d.Limit {
-			s.near = append(s.near, s.matches[i])
+	for _, l := range [...][]int{s.enforced, s.over} {
+		for _, i := range l {
+			if d := &s.results[i]; d.Allowed && d.Limit > 0 && d.Remaining*10 <= d.Limit {
+				s.near = append(s.near, s.matches[i])
+			}
 		}
 	}
 	return s.near
@@ -618,10 +657,17 @@ func (m *Middleware) hold(ctx context.Context, d time.Duration, s *scratch) bool
 	}
 }
 
+// refundAll gives back what the enforced rate rules took, and what the
+// rate rules that forward or reroute took once decided (decideOver).
 func (m *Middleware) refundAll(ctx context.Context, s *scratch) {
 	for i, req := range s.reqs {
 		if s.decs[i].Allowed {
 			_ = m.store.Refund(ctx, req, s.decs[i])
+		}
+	}
+	for j, i := range s.over {
+		if d := s.results[i]; d.Allowed && d.Fallback != ratekeeper.FallbackUncounted && !s.matches[i].Rule.IsConcurrency() {
+			_ = m.store.Refund(ctx, s.overReqs[j], d)
 		}
 	}
 }
@@ -633,6 +679,7 @@ func (m *Middleware) refundAll(ctx context.Context, s *scratch) {
 func (m *Middleware) decide(ctx context.Context, w http.ResponseWriter, r *http.Request, s *scratch, only *rules.Set) verdict {
 	s.reset()
 	v := verdict{c: m.current.Load()}
+	dropOverHeaders(r, v.c.set)
 	if only != nil && only != v.c.set {
 		v.outcome = deferred
 		return v
@@ -670,6 +717,7 @@ func (m *Middleware) decide(ctx context.Context, w http.ResponseWriter, r *http.
 		return v
 	}
 	m.decideShadow(ctx, r, v, s, now)
+	m.decideOver(ctx, v, s)
 	m.countAdmitted(v, s)
 	v.worst = mostRestrictive(v.c, s)
 	return v
@@ -702,20 +750,21 @@ func (m *Middleware) match(r *http.Request, v *verdict, s *scratch) bool {
 
 // needsHandler reports whether one of ms needs what only Handler does:
 // hold the request in a queue, charge the response's cost or count its
-// status, or hold a concurrency slot until the response ends.
+// status, hold a concurrency slot until the response ends, or reroute.
 func needsHandler(ms []rules.Match) bool {
 	for _, mt := range ms {
-		if mt.Rule.Mode == rules.Queue || mt.Rule.Cost.AfterResponse() || mt.Rule.IsConcurrency() || !mt.Rule.CountOnly.IsZero() {
+		if mt.Rule.Mode == rules.Queue || mt.Rule.Cost.AfterResponse() || mt.Rule.IsConcurrency() || !mt.Rule.CountOnly.IsZero() || mt.Rule.OverLimit.Action == rules.Reroute {
 			return true
 		}
 	}
 	return false
 }
 
-// sortMatches files each match of s as shadow, concurrency or enforced,
-// and builds the store request of each enforced one, at now. A cost header
-// that cannot be read makes the request badCost, before anything is taken:
-// the client's error, not a limit's.
+// sortMatches files each match of s as shadow, concurrency, over (its
+// over_limit forwards or reroutes) or enforced, and builds the store
+// request of each enforced or over one, at now. A cost header that cannot
+// be read makes the request badCost, before anything is taken: the
+// client's error, not a limit's.
 func sortMatches(r *http.Request, v verdict, s *scratch, now time.Time) verdict {
 	for i := range s.matches {
 		mt := &s.matches[i]
@@ -723,6 +772,10 @@ func sortMatches(r *http.Request, v verdict, s *scratch, now time.Time) verdict 
 		switch {
 		case rl.Mode == rules.Shadow:
 			s.shadow = append(s.shadow, i)
+			continue
+		case rl.IsConcurrency() && rl.OverLimit.Action != rules.Refuse:
+			s.over = append(s.over, i) // after admission: decideOver
+			s.overReqs = append(s.overReqs, ratekeeper.Request{})
 			continue
 		case rl.IsConcurrency():
 			s.conc = append(s.conc, i) // after the rate rules: acquireSlots
@@ -742,8 +795,13 @@ func sortMatches(r *http.Request, v verdict, s *scratch, now time.Time) verdict 
 			}
 			v.charges = v.charges || rl.Cost.AfterResponse()
 		}
+		req := ratekeeper.Request{Key: mt.Key, Limit: mt.Limit(), N: n, Reserve: rl.Mode == rules.Queue, Now: now}
+		if rl.OverLimit.Action != rules.Refuse {
+			s.over, s.overReqs = append(s.over, i), append(s.overReqs, req)
+			continue
+		}
 		s.enforced = append(s.enforced, i)
-		s.reqs = append(s.reqs, ratekeeper.Request{Key: mt.Key, Limit: mt.Limit(), N: n, Reserve: rl.Mode == rules.Queue, Now: now})
+		s.reqs = append(s.reqs, req)
 	}
 	return v
 }
@@ -904,7 +962,8 @@ func (m *Middleware) refused(ctx context.Context, r *http.Request, v verdict, s 
 	if !counted {
 		v.outcome = unavailable
 	}
-	s.shadow = s.shadow[:0] // shadow rules are not asked about a refused request
+	s.shadow = s.shadow[:0] // shadow and over rules are not asked about a refused request
+	s.over = s.over[:0]
 	msg := "rate limited"
 	if v.outcome == unavailable {
 		msg = "rate limit store unavailable; refused by its failure policy"
@@ -915,7 +974,7 @@ func (m *Middleware) refused(ctx context.Context, r *http.Request, v verdict, s 
 
 // mostRestrictive picks the rule whose headers X-RateLimit-* report: the
 // one with the least remaining, the longest reset on a tie. Enforced rules
-// come before shadow ones. A decision that counted comes before one that
+// and those that forward or reroute come before shadow ones. A decision that counted comes before one that
 // did not (ratekeeper.FallbackUncounted), whose zero remaining means
 // nothing.
 func mostRestrictive(c *compiled, s *scratch) int {
@@ -937,6 +996,11 @@ func mostRestrictive(c *compiled, s *scratch) int {
 		return a.ResetAfter > b.ResetAfter
 	}
 	for _, i := range s.enforced {
+		if better(i) {
+			best = i
+		}
+	}
+	for _, i := range s.over {
 		if better(i) {
 			best = i
 		}

@@ -33,7 +33,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratekeeper_decisions_total",
-			Help: "Rate limit decisions by rule and result (allowed, limited, shadow_limited, queued, forbidden, error).",
+			Help: "Rate limit decisions by rule and result (allowed, limited, shadow_limited, queued, forbidden, error, over_limit).",
 		}, []string{"rule", "result"}),
 		queueDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "ratekeeper_queue_delay_seconds",

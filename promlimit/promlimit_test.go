@@ -41,7 +41,7 @@ func TestMiddlewareDecisions(t *testing.T) {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
 	}
 	want := `
-# HELP ratekeeper_decisions_total Rate limit decisions by rule and result (allowed, limited, shadow_limited, queued, forbidden, error).
+# HELP ratekeeper_decisions_total Rate limit decisions by rule and result (allowed, limited, shadow_limited, queued, forbidden, error, over_limit).
 # TYPE ratekeeper_decisions_total counter
 ratekeeper_decisions_total{result="allowed",rule="per-ip"} 2
 ratekeeper_decisions_total{result="limited",rule="per-ip"} 1

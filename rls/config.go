@@ -53,6 +53,10 @@ type DescriptorConfig struct {
 	Descriptors []DescriptorConfig `yaml:"descriptors"`
 	// ShadowMode decides and counts as usual but always answers OK.
 	ShadowMode bool `yaml:"shadow_mode"`
+	// QuotaMode decides and counts as usual; over the limit, the
+	// descriptor's status is OVER_LIMIT but the overall code stays OK, so
+	// that Envoy may route on it (envoyproxy/ratelimit's quota_mode).
+	QuotaMode bool `yaml:"quota_mode"`
 	// DetailedMetric labels this descriptor's metrics with the request's
 	// values rather than the configured ones. Its cardinality is the
 	// clients': enable it only where that is acceptable.
@@ -210,6 +214,9 @@ func validateDescriptors(ds []DescriptorConfig, at, zone string, errs *[]*Error)
 			*errs = append(*errs, &Error{Field: f + ".value", Err: fmt.Errorf("key %q with value %q is already described by %s[%d]", d.Key, d.Value, at, j)})
 		}
 		seen[k] = i
+		if d.QuotaMode && d.ShadowMode {
+			*errs = append(*errs, &Error{Field: f + ".quota_mode", Err: errors.New("shadow_mode answers OK with an OK status; quota_mode reports OVER_LIMIT in the status: keep one")})
+		}
 		if d.RateLimit != nil {
 			for _, e := range d.RateLimit.validate(zone) {
 				e.Field = f + ".rate_limit" + e.Field

@@ -154,10 +154,15 @@ type rule struct {
 	limit    ratekeeper.Limit // valid iff !unlimited && rpu > 0
 	cal      ratekeeper.Limit // a calendar unit's limit, for its periods; else zero
 	shadow   bool
+	quota    bool // over the limit, the status is OVER_LIMIT and the overall code OK
 	unlimit  bool
 	detailed bool // some descriptor on its path asked for detailed metrics
 	showKey  bool // some descriptor on its path asked to show its values
 }
+
+// alone reports whether r's refusal refuses nothing (shadow and quota
+// mode): it is decided apart from the enforced limits.
+func (r *rule) alone() bool { return r.shadow || r.quota }
 
 // Compile turns a loaded configuration into Rules.
 func Compile(c *Config) (*Rules, error) {
@@ -192,7 +197,7 @@ func (rs *Rules) compileLevel(ds []DescriptorConfig, stat, zone string, detailed
 			s += "_" + d.Value
 		}
 		if r := d.RateLimit; r != nil {
-			ru := &rule{id: len(rs.rules), stat: s, name: r.Name, shadow: d.ShadowMode, unlimit: r.Unlimited, detailed: n.detailed, showKey: n.showKey}
+			ru := &rule{id: len(rs.rules), stat: s, name: r.Name, shadow: d.ShadowMode, quota: d.QuotaMode, unlimit: r.Unlimited, detailed: n.detailed, showKey: n.showKey}
 			for _, rp := range r.Replaces {
 				ru.replaces = append(ru.replaces, rp.Name)
 			}
@@ -416,6 +421,7 @@ type Limit struct {
 	Algorithm       string   `json:"algorithm,omitempty"`
 	Unlimited       bool     `json:"unlimited,omitempty"`
 	ShadowMode      bool     `json:"shadow_mode,omitempty"`
+	QuotaMode       bool     `json:"quota_mode,omitempty"`
 	Replaces        []string `json:"replaces,omitempty"`
 	DetailedMetric  bool     `json:"detailed_metric,omitempty"`
 }
@@ -426,7 +432,7 @@ func (rs *Rules) Limits() []Limit {
 	out := make([]Limit, 0, len(rs.rules))
 	for _, r := range rs.rules {
 		l := Limit{Descriptor: r.stat, Name: r.name, RequestsPerUnit: r.rpu, Unlimited: r.unlimit,
-			ShadowMode: r.shadow, Replaces: r.replaces, DetailedMetric: r.detailed}
+			ShadowMode: r.shadow, QuotaMode: r.quota, Replaces: r.replaces, DetailedMetric: r.detailed}
 		if !r.unlimit {
 			l.Unit = r.unit.String()
 			if r.rpu > 0 {

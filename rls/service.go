@@ -90,7 +90,7 @@ type served struct {
 }
 
 type ruleCounters struct {
-	allowed, limited, shadow prometheus.Counter
+	allowed, limited, shadow, over prometheus.Counter
 }
 
 // Option configures a Service.
@@ -101,8 +101,8 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 // WithAllOrNothing makes a request that is over the limit on one
-// descriptor use no quota on the others (shadow-mode descriptors excepted:
-// they are decided on their own). Off by default, as in the reference
+// descriptor use no quota on the others (shadow- and quota-mode
+// descriptors excepted: they are decided on their own). Off by default, as in the reference
 // service, where every descriptor within its limit counts the request even
 // when another refuses it.
 func WithAllOrNothing(on bool) Option {
@@ -202,6 +202,9 @@ func (s *Service) SetRules(rules *Rules) {
 				limited: s.metrics.decisions.PromCounter(r.stat, metrics.Limited),
 				shadow:  s.metrics.decisions.PromCounter(r.stat, metrics.ShadowLimited),
 			}
+			if r.quota {
+				sv.counters[i].over = s.metrics.decisions.PromCounter(r.stat, metrics.OverLimit)
+			}
 		}
 	}
 	old := s.cur.Swap(sv)
@@ -279,6 +282,10 @@ const (
 // raw_body, which Envoy sends as the body of its answer, then says that
 // the rate limiter's store is unavailable. With WithResponseHeaders,
 // Retry-After is the policy's wait.
+//
+// A descriptor in quota mode over its limit has the status OVER_LIMIT,
+// but leaves the overall code as the others make it: Envoy passes the
+// request on and may route on the status.
 //
 // A descriptor whose cost (hits_addend) is more than its limit can ever
 // allow is OVER_LIMIT, not an error: Envoy lets a request through on an
@@ -603,7 +610,7 @@ func override(r *rule, domain string, ov *ratelimitv3.RateLimitDescriptor_RateLi
 	o := &rule{id: -1, stat: domain + ".override", unit: rlsv3.RateLimitResponse_RateLimit_Unit(ov.GetUnit()), mult: mult, period: d, rpu: ov.GetRequestsPerUnit()}
 	alg := ratekeeper.FixedWindow
 	if r != nil {
-		o.stat, o.name, o.replaces, o.shadow, o.detailed, o.showKey = r.stat, r.name, r.replaces, r.shadow, r.detailed, r.showKey
+		o.stat, o.name, o.replaces, o.shadow, o.quota, o.detailed, o.showKey = r.stat, r.name, r.replaces, r.shadow, r.quota, r.detailed, r.showKey
 		if !r.unlimit && r.rpu > 0 {
 			alg = r.limit.Algorithm
 		}
@@ -653,7 +660,7 @@ func (s *Service) decideTogether(ctx context.Context, slots []slot) error {
 		sl := &slots[i]
 		switch {
 		case !sl.asks():
-		case !sl.r.shadow && sl.kind == take:
+		case !sl.r.alone() && sl.kind == take:
 			sl.d = out[byKey[sl.key]]
 			sl.over = !sl.d.Allowed
 		default:
@@ -672,7 +679,7 @@ func (s *Service) decideTogether(ctx context.Context, slots []slot) error {
 func batch(slots []slot, byKey map[string]int) (reqs []ratekeeper.Request, doomed bool) {
 	for i := range slots {
 		sl := &slots[i]
-		if sl.r == nil || sl.r.shadow {
+		if sl.r == nil || sl.r.alone() {
 			continue
 		}
 		switch sl.kind {
@@ -798,6 +805,8 @@ func (s *Service) respond(cur *served, slots []slot, counts bool) (*rlsv3.RateLi
 		}
 		if sl.over && !sl.r.shadow {
 			b.st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		if sl.over && !sl.r.alone() {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 			t.markOver(sl)
 		}
@@ -874,7 +883,7 @@ func (t *tally) markTooMany(i, n int, sl *slot) {
 		t.tooMany = make([]bool, n)
 	}
 	t.tooMany[i] = true
-	if !sl.r.shadow && t.never == "" {
+	if !sl.r.alone() && t.never == "" {
 		t.never = fmt.Sprintf("cost %d is more than the limit of %d can ever allow: this request can never pass\n", sl.n, sl.r.limit.Capacity())
 	}
 }
@@ -953,6 +962,8 @@ func (s *Service) count(cur *served, sl *slot) {
 		result = metrics.Limited
 		if r.shadow {
 			result = metrics.ShadowLimited
+		} else if r.quota {
+			result = metrics.OverLimit
 		}
 		label := r.stat
 		if sl.stat != "" {
@@ -970,6 +981,8 @@ func (s *Service) count(cur *served, sl *slot) {
 		metrics.Inc(c.allowed)
 	case metrics.Limited:
 		metrics.Inc(c.limited)
+	case metrics.OverLimit:
+		metrics.Inc(c.over)
 	default:
 		metrics.Inc(c.shadow)
 	}

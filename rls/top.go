@@ -180,10 +180,12 @@ func (s *Server) status(context.Context) (dashboard.Status, error) {
 		mode := "enforce"
 		if r.shadow {
 			mode = "shadow"
+		} else if r.quota {
+			mode = "quota"
 		}
 		st.Rules = append(st.Rules, dashboard.RuleStatus{
 			Name: r.stat, Mode: mode, Limit: r.describe(),
-			Allowed: n[metrics.Allowed], Refused: n[metrics.Limited], Shadow: n[metrics.ShadowLimited],
+			Allowed: n[metrics.Allowed], Refused: n[metrics.Limited], Shadow: n[metrics.ShadowLimited], OverLimit: n[metrics.OverLimit],
 		})
 	}
 	// Healthy unless the breaker sends decisions to the failure policy

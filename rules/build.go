@@ -54,6 +54,7 @@ func (c *Config) build() (*Set, []*Error) {
 		s.Rules = append(s.Rules, rl)
 	}
 	s.index()
+	checkOverHeaders(c, s.over, fail)
 	return s, errs
 }
 
@@ -150,6 +151,7 @@ func buildRule(at string, i int, rc RuleConfig, ci ClientIP, fail func(string, s
 		rl.Cost = buildCost(at, rc, rl, fail)
 	}
 	buildCountOnly(at, rc, rl, fail)
+	buildOverLimit(at, rc, rl, fail)
 	return rl
 }
 

@@ -109,6 +109,9 @@ type RuleConfig struct {
 	// ShowKey shows header values in the admin's lists of limited clients
 	// as they are, not as fingerprints.
 	ShowKey bool `yaml:"show_key"`
+	// OverLimit says what happens to a request once the limit is spent:
+	// refuse (default), forward or reroute; see OverLimitConfig.
+	OverLimit OverLimitConfig `yaml:"over_limit"`
 }
 
 // CountOnlyConfig makes a rule count outcomes. A request is decided

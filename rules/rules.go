@@ -116,6 +116,9 @@ type Rule struct {
 	// Alts are the overrides' and tiers' limits, which replace Limit for
 	// the requests they apply to (Match.Alt).
 	Alts []Alt
+	// OverLimit says what happens to a request past the limit: refused
+	// (the zero value), forwarded or rerouted.
+	OverLimit OverLimit
 
 	// What a request's decision reads is above, near match and key.
 	match  func(v view) bool
@@ -359,7 +362,11 @@ func (rl *Rule) describeRefusal(b *strings.Builder) {
 		} else {
 			fmt.Fprintf(b, "; queue: held FIFO up to %d waiting, refused beyond", rl.Limit.Capacity())
 		}
-	default:
+	case Enforce:
+		if rl.OverLimit.Action != Refuse {
+			rl.describeOverLimit(b)
+			return
+		}
 		fmt.Fprintf(b, "; %d beyond", rl.Refused.Status)
 		if rl.Ban > 0 {
 			fmt.Fprintf(b, ", and the key is banned for %v", rl.Ban)
@@ -485,6 +492,8 @@ type Set struct {
 	allow    []netip.Prefix
 	deny     []netip.Prefix
 	proxied  []string // the rules' tier and offset headers, canonical, each once
+	over     []string // the rules' over_limit headers, canonical, each once
+	reroutes []string // the rules' over_limit upstreams, each once
 	// byPath indexes the rules that match one exact path; others lists the
 	// rest. Both hold rule indexes in order, so Match visits only the rules
 	// that can match and keeps the written order.
@@ -503,11 +512,18 @@ func (s *Set) index() {
 	s.byPath = map[string][]int{}
 	s.others = s.others[:0]
 	s.proxied = s.proxied[:0]
+	s.over, s.reroutes = s.over[:0], s.reroutes[:0]
 	for i, rl := range s.Rules {
 		for _, h := range [...]string{rl.tierHeader, rl.offsetHeader} {
 			if h != "" && !slices.Contains(s.proxied, h) {
 				s.proxied = append(s.proxied, h)
 			}
+		}
+		if h := rl.OverLimit.Header; h != "" && !slices.Contains(s.over, h) {
+			s.over = append(s.over, h)
+		}
+		if u := rl.OverLimit.Upstream; u != "" && !slices.Contains(s.reroutes, u) {
+			s.reroutes = append(s.reroutes, u)
 		}
 		if p := rl.Config.Match.Path; p != "" {
 			p = cleanPath(p)
@@ -522,8 +538,9 @@ func (s *Set) index() {
 }
 
 // NewSet builds a Set from rules built with NewRule (the middleware's
-// programmatic form). Names must be distinct, and a rule with CountOnly
-// must enforce a rate limit of cost 1.
+// programmatic form). Names must be distinct, a rule with CountOnly must
+// enforce a rate limit of cost 1, and an OverLimit must be one a file
+// could write (a canonical header name).
 func NewSet(clientIP ClientIP, rules ...*Rule) (*Set, error) {
 	seen := map[string]bool{}
 	s := &Set{clientIP: clientIP}
@@ -533,6 +550,9 @@ func NewSet(clientIP ClientIP, rules ...*Rule) (*Set, error) {
 		}
 		seen[r.Name] = true
 		if err := r.checkCountOnly(); err != nil {
+			return nil, err
+		}
+		if err := r.checkOverLimit(); err != nil {
 			return nil, err
 		}
 		rc := *r

@@ -257,9 +257,8 @@ func allowance(r *run, episodes int, spread time.Duration) float64 {
 	switch {
 	case episodes > 0:
 		a += 2 * hotBurst * float64(episodes)
-		if spread > 0 {
-			a += float64(gateways-1) / gateways * hotRate * (min(spread, time.Second) + scrapeEvery).Seconds()
-		}
+		// A spread of 0 is within one scrape: up to scrapeEvery apart.
+		a += float64(gateways-1) / gateways * hotRate * (min(spread, time.Second) + scrapeEvery).Seconds()
 		if r.fault.losesState {
 			// A failover loses what the replica had not received yet:
 			// about 100 ms of admissions at most on one machine.

@@ -122,5 +122,8 @@ func describeRateLimit(d rls.DescriptorConfig) string {
 	if d.ShadowMode {
 		s += ", shadow mode"
 	}
+	if d.QuotaMode {
+		s += ", quota mode (OVER_LIMIT in its status, the request passes)"
+	}
 	return s
 }

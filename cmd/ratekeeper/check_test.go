@@ -195,3 +195,49 @@ func TestCheckErrorsAsDocumented(t *testing.T) {
 		t.Errorf("check prints\n%s\ndocs/gateway.md shows\n%s", got, sample)
 	}
 }
+
+// check says what a rule does past its limit, and refuses with file:line
+// the over_limit combinations that cannot work.
+func TestCheckOverLimit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte("upstream: builtin:demo\nrules:\n"+s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`  - name: billed
+    limit: {algorithm: fixed_window, calendar: monthly, rate: 1000}
+    over_limit: {action: forward, header: X-Quota-Exceeded}
+  - name: spill
+    concurrency: {max: 10}
+    over_limit: {action: reroute, upstream: "http://u:secret@cheap:9000"}
+`)
+	var out, errOut bytes.Buffer
+	if err := runCheck(context.Background(), []string{"--config", path}, &out, &errOut); err != nil {
+		t.Fatalf("check: %v\n%s", err, errOut.String())
+	}
+	for _, want := range []string{"beyond, forwarded with its name in X-Quota-Exceeded", "beyond, rerouted to http://u:xxxxx@cheap:9000"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("check's output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "secret") {
+		t.Errorf("check shows the upstream's password:\n%s", out.String())
+	}
+	write(`  - name: billed
+    mode: shadow
+    ban: 1h
+    limit: {algorithm: fixed_window, rate: 10, period: 1m}
+    over_limit: {action: reroute}
+`)
+	out.Reset()
+	errOut.Reset()
+	if err := runCheck(context.Background(), []string{"--config", path}, &out, &errOut); err == nil {
+		t.Fatal("check accepted a shadow rule that reroutes nowhere")
+	}
+	for _, want := range []string{"c.yaml:7: rules[0].over_limit.upstream: is missing", "c.yaml:7: rules[0].over_limit: reroute applies to an enforced rule, not mode shadow"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("check's errors lack %q:\n%s", want, errOut.String())
+		}
+	}
+}

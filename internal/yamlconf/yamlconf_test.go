@@ -20,7 +20,7 @@ func TestUnknownFieldNamesValidOnes(t *testing.T) {
 		want  string
 	}{
 		{"rules: a rule", rulesParse, "rules:\n  - name: a\n    limt: {}\n",
-			"f.yaml:3: rules[0].limt: unknown field; valid: name, match, key, on_missing_key, limit, concurrency, mode, max_delay, ban, store_mode, cost, overrides, tiers, refused, count_only, show_key"},
+			"f.yaml:3: rules[0].limt: unknown field; valid: name, match, key, on_missing_key, limit, concurrency, mode, max_delay, ban, store_mode, cost, overrides, tiers, offset_header, refused, count_only, show_key"},
 		{"rules: a limit", rulesParse, "rules:\n  - name: a\n    limit:\n      algorithm: token_bucket\n      rat: 1\n",
 			"f.yaml:5: rules[0].limit.rat: unknown field; valid: algorithm, rate, period, burst, stagger, log_rejected, calendar, time_zone, offset"},
 		{"rules: top", rulesParse, "rule: []\n",

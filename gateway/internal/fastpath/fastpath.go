@@ -81,7 +81,7 @@ type Server struct {
 	handoff  *handoffListener
 	settings Settings
 	date     atomic.Pointer[cachedDate]
-	tiers    atomic.Pointer[tierNames] // lowerTiers' cache
+	tiers    atomic.Pointer[tierNames] // dropNames' cache
 
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
@@ -614,24 +614,34 @@ func (c *conn) forward(buf []byte) bool {
 	return keep
 }
 
-// lowerTiers is set's proxy headers (tiers and offsets) in lower case,
-// cached for the set in use.
-func (f *Server) lowerTiers(set *rules.Set) []string {
-	if t := f.tiers.Load(); t != nil && t.set == set {
-		return t.lower
+// dropNames are the header names, in lower case, that writeClientHeaders
+// leaves out for set: the over_limit headers, and from a client the rules
+// do not trust, the proxy headers (tiers and offsets) too. They are cached
+// for the set in use.
+func (f *Server) dropNames(set *rules.Set, trusted bool) []string {
+	t := f.tiers.Load()
+	if t == nil || t.set != set {
+		t = &tierNames{set: set}
+		for _, h := range set.OverLimitHeaders() {
+			t.trusted = append(t.trusted, strings.ToLower(h))
+		}
+		t.untrusted = t.trusted[:len(t.trusted):len(t.trusted)]
+		for _, h := range set.ProxyHeaders() {
+			t.untrusted = append(t.untrusted, strings.ToLower(h))
+		}
+		f.tiers.Store(t)
 	}
-	t := &tierNames{set: set}
-	for _, h := range set.ProxyHeaders() {
-		t.lower = append(t.lower, strings.ToLower(h))
+	if trusted {
+		return t.trusted
 	}
-	f.tiers.Store(t)
-	return t.lower
+	return t.untrusted
 }
 
-// tierNames are a rules set's proxy headers in lower case.
+// tierNames are the names, in lower case, that a rules set drops from a
+// trusted client's request and from another's.
 type tierNames struct {
-	set   *rules.Set
-	lower []string
+	set                *rules.Set
+	trusted, untrusted []string
 }
 
 // hasAnyName reports whether the header line is one of the fields named
@@ -694,14 +704,15 @@ func (c *conn) writeRequestLine(w *bufio.Writer) {
 // writeClientHeaders writes the client's end-to-end header lines as
 // net/http would pass them on. It leaves out Content-Length, which
 // writeUpstream writes itself. It writes the first User-Agent only, and
-// none when empty. It drops a tier or offset header from a client the
-// rules do not trust.
+// none when empty. It drops the over_limit headers, which the middleware
+// alone sets, and a tier or offset header from a client the rules do not
+// trust.
 func (c *conn) writeClientHeaders(w *bufio.Writer, buf []byte) {
 	agent := false
 	// The upstream would believe a plan or offset the rules did not.
 	var drop []string
-	if set := c.f.mw.Rules(); len(set.ProxyHeaders()) > 0 && !set.ClientIP().Trusts(&c.req) {
-		drop = c.f.lowerTiers(set)
+	if set := c.set; len(set.ProxyHeaders()) > 0 || len(set.OverLimitHeaders()) > 0 {
+		drop = c.f.dropNames(set, len(set.ProxyHeaders()) == 0 || set.ClientIP().Trusts(&c.req))
 	}
 	for _, s := range c.head.Lines {
 		line := buf[s.Start:s.End]
@@ -723,6 +734,14 @@ func (c *conn) writeClientHeaders(w *bufio.Writer, buf []byte) {
 			}
 		}
 		w.Write(line)
+	}
+	for _, h := range c.set.OverLimitHeaders() {
+		if vs := c.hdr[h]; len(vs) > 0 { // set by the middleware: rule names
+			w.WriteString(h)
+			w.WriteString(": ")
+			w.WriteString(vs[0])
+			w.WriteString("\r\n")
+		}
 	}
 }
 

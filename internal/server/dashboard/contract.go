@@ -39,6 +39,9 @@ type RuleStatus struct {
 	Refused uint64 `json:"refused"`
 	// Shadow counts the requests a shadow rule would have refused.
 	Shadow uint64 `json:"shadow"`
+	// OverLimit counts the requests past the limit of a rule whose
+	// over_limit forwarded or rerouted them (a descriptor's quota_mode).
+	OverLimit uint64 `json:"over_limit,omitempty"`
 }
 
 // StoreStatus is the state of the store the rules count in.

@@ -21,6 +21,7 @@ const (
 	Queued        = "queued"
 	Forbidden     = "forbidden"
 	Error         = "error"
+	OverLimit     = "over_limit"
 )
 
 // Metrics is the set of ratekeeper's metrics on one registry. Its methods
