@@ -30,12 +30,17 @@ const (
 	gateways  = 3
 )
 
+// binaryDir holds the binary binaryPath built ("" before), which TestMain
+// removes.
+var binaryDir string
+
 // binaryPath builds ratekeeper once per test binary.
 var binaryPath = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "rk-faults-")
 	if err != nil {
 		return "", err
 	}
+	binaryDir = dir
 	path := filepath.Join(dir, "ratekeeper")
 	out, err := exec.Command("go", "build", "-o", path, "github.com/ratekeeper/ratekeeper/cmd/ratekeeper").CombinedOutput()
 	if err != nil {

@@ -19,6 +19,15 @@ var (
 	buildErr  error
 )
 
+// TestMain removes the binary that binary built, once every test is done.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 // binary builds ratekeeper (with the race detector) once per test run.
 func binary(t *testing.T) string {
 	t.Helper()
