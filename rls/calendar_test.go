@@ -115,10 +115,12 @@ func TestCalendarUnits(t *testing.T) {
 // TestCalendarUnitsOnRedis: serve on a Redis store, with calendar_units,
 // admits a descriptor's day's requests and then answers OVER_LIMIT until
 // the next midnight in Berlin after Redis's now, which the test bounds by
-// its own observed now: an epoch day would end at midnight UTC.
+// its own observed now: an epoch day would end at midnight UTC. Its store
+// calls have a minute, not the default 50ms: a loaded machine can take
+// longer, and the failure policy would then answer OK without counting.
 func TestCalendarUnitsOnRedis(t *testing.T) {
 	_, client := runServer(t, "domain: d\ncalendar_units: Europe/Berlin\ndescriptors:\n  - key: day\n    rate_limit: {unit: day, requests_per_unit: 2}\n",
-		ServerOptions{Store: storeconfig.Config{URL: redistest.Server(t)}.WithDefaults()})
+		ServerOptions{Store: storeconfig.Config{URL: redistest.Server(t), Timeout: time.Minute}.WithDefaults()})
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
 		t.Fatal(err)
