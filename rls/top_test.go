@@ -196,7 +196,7 @@ func itoa(n uint64) string {
 // key first, with every count from both; each local list has its own share.
 func TestServerTopFleet(t *testing.T) {
 	const token = "top-token-0123456789abcdef"
-	o := ServerOptions{AdminToken: token, Store: storeconfig.Config{URL: redistest.Server(t)}.WithDefaults()}
+	o := ServerOptions{AdminToken: token, Store: storeconfig.Config{URL: redistest.Server(t), Timeout: time.Minute}.WithDefaults()}
 	a, ca := runServer(t, topConfig, o)
 	b, cb := runServer(t, topConfig, o)
 	if a.fleet == nil || b.fleet == nil {

@@ -29,7 +29,7 @@ func TestServerTraces(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+rcv.GRPC)
 	t.Setenv("OTEL_SERVICE_NAME", "")
 	ctx, stop := context.WithCancel(context.Background())
-	s, client := runServerCtx(t, ctx, topConfig, ServerOptions{Store: storeconfig.Config{URL: redistest.Server(t)}.WithDefaults()})
+	s, client := runServerCtx(t, ctx, topConfig, ServerOptions{Store: storeconfig.Config{URL: redistest.Server(t), Timeout: time.Minute}.WithDefaults()})
 	if s.tr == nil {
 		t.Fatal("tracing is off")
 	}

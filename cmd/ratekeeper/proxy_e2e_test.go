@@ -611,7 +611,7 @@ func TestE2EQuickstart(t *testing.T) {
 func TestE2ERedisSharedAcrossInstances(t *testing.T) {
 	url := redistest.Server(t)
 	up := newUpstream(t, nil)
-	args := []string{"--store", url, "--upstream", up.URL}
+	args := []string{"--store", url, "--store-timeout", "10s", "--upstream", up.URL}
 	p1 := startProxyFile(t, "../../examples/redis.yaml", args...)
 	p2 := startProxyFile(t, "../../examples/redis.yaml", args...)
 	passed := 0

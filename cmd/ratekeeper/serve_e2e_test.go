@@ -412,8 +412,8 @@ func TestServeRedisAllOrNothing(t *testing.T) {
 	url := redistest.Server(t)
 	dir := t.TempDir()
 	writeConfig(t, dir, "e2e.yaml", e2eConfig)
-	a := startServe(t, dir, "--store", url, "--all-or-nothing")
-	b := startServe(t, dir, "--store", url, "--all-or-nothing")
+	a := startServe(t, dir, "--store", url, "--store-timeout", "10s", "--all-or-nothing")
+	b := startServe(t, dir, "--store", url, "--store-timeout", "10s", "--all-or-nothing")
 	n := 0
 	for i := range 10 {
 		p := a
@@ -533,7 +533,7 @@ func TestServeRedisBoundedKeys(t *testing.T) {
 	url := redistest.Server(t)
 	dir := t.TempDir()
 	writeConfig(t, dir, "e2e.yaml", e2eConfig)
-	p := startServe(t, dir, "--store", url)
+	p := startServe(t, dir, "--store", url, "--store-timeout", "10s")
 	p.ask("e2e", 0, rd("fixed", strings.Repeat("v", 60<<10)))
 	p.ask("e2e", 0, rd("fixed", "short"))
 	opt, err := redis.ParseURL(url)

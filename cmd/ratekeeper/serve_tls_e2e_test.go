@@ -253,7 +253,7 @@ func TestServeRedisTLS(t *testing.T) {
 	f := newServeTLS(t)
 	url := redistest.Server(t, redistest.WithTLS(redistest.TLS{CA: f.ca, AuthClients: true}))
 	cfg := writeConfig(t, t.TempDir(), "e2e.yaml", e2eConfig)
-	p := startServe(t, cfg, "--store", url, "--store-on-error", "deny",
+	p := startServe(t, cfg, "--store", url, "--store-timeout", "10s", "--store-on-error", "deny",
 		"--store-tls-ca-file", f.caFile, "--store-tls-cert-file", f.clientCert, "--store-tls-key-file", f.clientKy, "--store-tls-server-name", "localhost")
 	if n := p.passes("e2e", rd("fixed", "redis-tls")); n != 5 {
 		t.Fatalf("%d passed, want 5 (0: Redis did not answer and on_error deny refused)", n)
