@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"net/http/httptest"
 	"regexp"
 	"strconv"
@@ -285,7 +286,11 @@ func FuzzHeaderOffset(f *testing.F) {
 			if m[2] == "w" {
 				unit *= 7
 			}
-			if err != nil || want != time.Duration(n)*unit {
+			if time.Duration(n) > math.MaxInt64/unit {
+				if err == nil {
+					t.Fatalf("%q: %v, want an error: longer than a duration", v, want)
+				}
+			} else if err != nil || want != time.Duration(n)*unit {
 				t.Fatalf("%q: %v %v, want %v", v, want, err, time.Duration(n)*unit)
 			}
 		}
