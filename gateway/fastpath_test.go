@@ -855,11 +855,14 @@ func FuzzFrontRequestSameAsStandard(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Add([]byte("GET /o HTTP/1.1\r\nHost: a\r\nX-Quota-Exceeded: forged\r\nx-quota-exceeded: b\r\n\r\n"))
+	f.Add([]byte("GET /o HTTP/1.1\r\nHost: a\r\nx-plan: pro\r\nX-BILLING-OFFSET: 14d\r\nX-Forwarded-For: 10.9.9.9\r\n\r\n"))
 	up := newRecUpstream(f, nil)
 	// over is spent from the second request on: the upstream gets its
-	// header, and never a client's copy.
-	rules := "rules:\n  - name: per-ip\n    key: [ip]\n    limit: {algorithm: token_bucket, rate: 1000000, period: 1s, burst: 1000000000}\n" +
-		"  - name: over\n    limit: {algorithm: fixed_window, rate: 1, period: 1000d}\n    over_limit: {action: forward, header: X-Quota-Exceeded}\n"
+	// header, and never a client's copy. The client is no trusted proxy:
+	// its tier and offset headers are dropped.
+	rules := "client_ip: {trusted_proxies: [10.9.9.9]}\nrules:\n  - name: per-ip\n    key: [ip]\n    limit: {algorithm: token_bucket, rate: 1000000, period: 1s, burst: 1000000000}\n" +
+		"  - name: over\n    limit: {algorithm: fixed_window, rate: 1, period: 1000d}\n    over_limit: {action: forward, header: X-Quota-Exceeded}\n" +
+		"  - name: plan\n    limit: {algorithm: fixed_window, rate: 1000000000, calendar: monthly}\n    offset_header: X-Billing-Offset\n    tiers: {header: X-Plan, limits: {pro: {rate: 2000000000}}}\n"
 	fastAddr := startGateway(f, "fast", up.URL, rules)
 	stdAddr := startGateway(f, "standard", up.URL, rules)
 	var h h1.ReqHead

@@ -362,3 +362,45 @@ func TestOverLimitRerouteTLS(t *testing.T) {
 		t.Errorf("upstream_tls with no https:// upstream: %v", err)
 	}
 }
+
+// TestOverLimitTrailerNotAnnounced: a client's request trailers, which
+// ReverseProxy never sends on, are not announced to the upstream either.
+// A Trailer naming an over_limit header reached it as r.Trailer's key,
+// over HTTP/1.1 (a chunked body longer than the buffer) and HTTP/2.
+func TestOverLimitTrailerNotAnnounced(t *testing.T) {
+	body := strings.Repeat("a", DefaultBodyBuffer+1)
+	raw := fmt.Sprintf("POST /other HTTP/1.1\r\nHost: gw.test\r\nTransfer-Encoding: chunked\r\nTrailer: X-Quota-Exceeded\r\n\r\n%x\r\n%s\r\n0\r\nX-Quota-Exceeded: billed\r\n\r\n", len(body), body)
+	check := func(t *testing.T, up *recUpstream, n int) {
+		t.Helper()
+		got := up.take()
+		if len(got) != n {
+			t.Fatalf("the upstream got %d requests, want %d", len(got), n)
+		}
+		for _, r := range got {
+			if len(r.Trailer) > 0 || len(r.Body) != len(body) {
+				t.Errorf("%s: the upstream got trailers %q and %d bytes, want none and %d", r.URI, r.Trailer, len(r.Body), len(body))
+			}
+		}
+	}
+	for _, tr := range transports {
+		t.Run(tr.String(), func(t *testing.T) {
+			up := newRecUpstream(t, nil)
+			addr := startVia(t, tr, up.URL, stripRules)
+			if resp, _ := rawExchange(t, addr, raw); resp.StatusCode != 200 {
+				t.Fatalf("%d", resp.StatusCode)
+			}
+			check(t, up, 1)
+		})
+	}
+	for _, edge := range h2Edges {
+		t.Run(edge, func(t *testing.T) {
+			up := newRecUpstream(t, nil)
+			g := startH2(t, transports[0], edge, up.URL, stripRules)
+			fields := []string{":method", "POST", ":scheme", g.scheme(), ":authority", "gw.test", ":path", "/other", "trailer", "x-quota-exceeded"}
+			if a := withBody(fields, []byte(body), "x-quota-exceeded", "billed")(g.dial(t)); a.status != 200 {
+				t.Fatalf("%d", a.status)
+			}
+			check(t, up, 1)
+		})
+	}
+}

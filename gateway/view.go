@@ -53,7 +53,9 @@ import (
 // the request served without it. Inside h2c above all, no request would
 // be counted. A request with Transfer-Encoding closes its connection after
 // the answer. net/http drops a Content-Length sent beside it, and RFC 9112
-// requires closing a connection whose request had both.
+// requires closing a connection whose request had both. A request's
+// trailers are not announced to the upstream: ReverseProxy never sends
+// their values, and a name could be an over_limit header's.
 //
 // Client addresses: headers that name one (X-Real-IP and its kin) reach
 // the upstream only from a trusted proxy, as X-Forwarded-For does.
@@ -181,6 +183,7 @@ func (g *Gateway) view(next http.Handler) http.Handler {
 		}
 		r.Header.Del("Http2-Settings")
 		dropHopByHop(r.Header)
+		r.Trailer = nil
 		if !g.checkRuleHeaders(w, r) {
 			return
 		}

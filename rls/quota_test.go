@@ -1,12 +1,18 @@
 package rls
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/ratekeeper/ratekeeper/failsafe"
 	"github.com/ratekeeper/ratekeeper/internal/server/metrics"
+	"github.com/ratekeeper/ratekeeper/memstore"
 )
 
 const quotaYAML = `domain: q
@@ -49,5 +55,59 @@ func TestQuotaModeWithShadowRefused(t *testing.T) {
 	_, err := ParseDomain("f.yaml", []byte("domain: d\ndescriptors:\n  - key: a\n    shadow_mode: true\n    quota_mode: true\n    rate_limit: {unit: hour, requests_per_unit: 1}\n"))
 	if err == nil || !strings.Contains(err.Error(), "f.yaml:5: descriptors[0].quota_mode: shadow_mode answers OK") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// A quota acts on a count only, as the gateway's over_limit does: while
+// the store is down, the failure policy's refusal, which counted nothing,
+// leaves a quota descriptor within its limit. Else every request of an
+// outage would be routed as over its quota. An enforced descriptor beside
+// it is still refused by the policy. Peek answers the same.
+func TestQuotaModeUncountedRefusal(t *testing.T) {
+	p := t.TempDir() + "/c.yaml"
+	if err := writeFile(p, quotaYAML); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := Compile(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, aon := range []bool{false, true} {
+		fs := failsafe.New(failing{}, failsafe.WithPolicy(failsafe.Deny), failsafe.WithLocalStore(memstore.New()))
+		t.Cleanup(func() { fs.Close() })
+		sm, err := NewMetrics(prometheus.NewRegistry(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc := NewService(fs, rules, WithMetrics(sm), WithAllOrNothing(aon))
+		for _, c := range []struct {
+			ds   []*ratelimitv3.RateLimitDescriptor
+			want string
+		}{
+			{ds(desc("backend", "premium")), "OK OK"},
+			{ds(desc("backend", "premium"), desc("user", "alice")), "OVER_LIMIT OK OVER_LIMIT"},
+		} {
+			r, err := svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "q", Descriptors: c.ds})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := codesOf(r); got != c.want {
+				t.Errorf("all-or-nothing %t, %d descriptors: %s, want %s", aon, len(c.ds), got, c.want)
+			}
+			r, err = svc.Peek(context.Background(), &rlsv3.RateLimitRequest{Domain: "q", Descriptors: c.ds})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := codesOf(r); got != c.want {
+				t.Errorf("all-or-nothing %t, %d descriptors, peeked: %s, want %s", aon, len(c.ds), got, c.want)
+			}
+		}
+		if n := testutil.ToFloat64(sm.decisions.PromCounter("q.backend_premium", metrics.OverLimit)); n != 0 {
+			t.Errorf("all-or-nothing %t: over_limit counted %v while the store was down, want 0", aon, n)
+		}
 	}
 }

@@ -404,7 +404,7 @@ func (s *Service) peek(ctx context.Context, slots []slot) error {
 			return err
 		}
 		sl.d = d
-		sl.over = !d.Allowed || d.RetryAfter > 0
+		sl.over = (!d.Allowed || d.RetryAfter > 0) && !(sl.r.quota && d.Fallback == ratekeeper.FallbackUncounted)
 	}
 	return nil
 }
@@ -726,7 +726,8 @@ func (s *Service) takeAll(ctx context.Context, reqs []ratekeeper.Request, out []
 }
 
 // takeOne decides sl alone. A slot costing more than its limit takes
-// nothing and is over.
+// nothing and is over. A quota acts on a count only: the failure
+// policy's refusal, which counted nothing, leaves it within its limit.
 func (s *Service) takeOne(ctx context.Context, sl *slot) error {
 	n := sl.n
 	if sl.kind == tooMany {
@@ -738,6 +739,9 @@ func (s *Service) takeOne(ctx context.Context, sl *slot) error {
 	}
 	sl.d = d
 	sl.over = !d.Allowed || sl.kind == tooMany
+	if sl.r.quota && sl.kind == take && d.Fallback == ratekeeper.FallbackUncounted {
+		sl.over = false
+	}
 	return nil
 }
 

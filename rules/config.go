@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"reflect"
 	"regexp"
@@ -357,6 +358,9 @@ type Duration time.Duration
 func ParseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	if n, unit, ok := dayWeek(s); ok {
+		if time.Duration(n) > math.MaxInt64/unit {
+			return 0, fmt.Errorf("%q is longer than a duration can be (106751d)", s)
+		}
 		return time.Duration(n) * unit, nil
 	}
 	d, err := time.ParseDuration(s)

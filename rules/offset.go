@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -66,9 +67,10 @@ func (rl *Rule) clientOffset(m *Match, v view) {
 
 // headerOffset reads an offset header's values vs as an offset of a
 // calendar c: one value, as the offset field writes it, from 0 up to less
-// than c's unit, in whole microseconds.
+// than c's unit, in whole microseconds. White space around it that HTTP
+// does not trim (U+00A0) makes it bad: the upstream would get it.
 func headerOffset(vs []string, c ratekeeper.Calendar) (time.Duration, bool) {
-	if len(vs) != 1 || len(vs[0]) > maxOffsetValue {
+	if len(vs) != 1 || len(vs[0]) > maxOffsetValue || strings.TrimSpace(vs[0]) != strings.Trim(vs[0], " \t") {
 		return 0, false
 	}
 	d, err := ParseDuration(vs[0])

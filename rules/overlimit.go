@@ -191,6 +191,12 @@ func overHeaderName(name string) (string, error) {
 	if name == "Host" || strings.HasPrefix(name, "X-Ratelimit-") || name == "Ratelimit" || name == "Ratelimit-Policy" || name == "Retry-After" {
 		return name, fmt.Errorf("%s has a meaning of its own: name a header of yours, like X-Quota-Exceeded", name)
 	}
+	switch name {
+	case "Traceparent", "Tracestate", "Baggage", "X-Http-Method-Override", "X-Http-Method", "X-Method-Override":
+		// With tracing on, the gateway replaces the trace context for the
+		// upstream; an upstream reads the others as a method.
+		return name, fmt.Errorf("%s has a meaning of its own, which the gateway or the upstream gives it: name a header of yours, like X-Quota-Exceeded", name)
+	}
 	return name, checkRuleHeader(name)
 }
 

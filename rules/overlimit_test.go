@@ -74,6 +74,11 @@ func TestOverLimitRefused(t *testing.T) {
 		{rule + overLimit + "    over_limit: {action: forward, header: Connection}\n", "f.yaml:4: rules[0].over_limit.header: Connection is a hop-by-hop"},
 		{rule + overLimit + "    over_limit: {action: forward, header: X-RateLimit-Remaining}\n", "f.yaml:4: rules[0].over_limit.header: X-Ratelimit-Remaining has a meaning of its own"},
 		{rule + overLimit + "    over_limit: {action: forward, header: \"X Over\"}\n", `f.yaml:4: rules[0].over_limit.header: "X Over" is not a header name`},
+		// The gateway replaces the trace context when tracing is on: the
+		// upstream would never learn that the request is over.
+		{rule + overLimit + "    over_limit: {action: forward, header: traceparent}\n", "f.yaml:4: rules[0].over_limit.header: Traceparent has a meaning of its own"},
+		{rule + overLimit + "    over_limit: {action: reroute, upstream: \"http://c:1\", header: Baggage}\n", "f.yaml:4: rules[0].over_limit.header: Baggage has a meaning of its own"},
+		{rule + overLimit + "    over_limit: {action: forward, header: X-HTTP-Method-Override}\n", "f.yaml:4: rules[0].over_limit.header: X-Http-Method-Override has a meaning of its own"},
 		{rule + "    mode: shadow\n" + overLimit + fwd, "f.yaml:5: rules[0].over_limit: forward applies to an enforced rule, not mode shadow"},
 		{rule + "    mode: queue\n    limit: {algorithm: leaky_bucket, rate: 10, period: 1s}\n" + fwd, "f.yaml:5: rules[0].over_limit: forward applies to an enforced rule, not mode queue"},
 		{rule + "    ban: 1h\n" + overLimit + fwd, "f.yaml:5: rules[0].over_limit: forward never refuses, so nothing starts a ban"},

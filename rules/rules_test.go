@@ -125,7 +125,8 @@ func TestDuration(t *testing.T) {
 			t.Errorf("%s: %v %v", in, got, err)
 		}
 	}
-	for _, in := range []string{"", "1", "1x", "d", "1.5d"} {
+	// 213504d would wrap around to 25m26.290448384s.
+	for _, in := range []string{"", "1", "1x", "d", "1.5d", "106752d", "213504d", "999999d", "15251w"} {
 		if _, err := ParseDuration(in); err == nil {
 			t.Errorf("%q parsed", in)
 		}
