@@ -27,8 +27,7 @@ descriptors:
 
 // A descriptor in quota mode past its limit reports OVER_LIMIT in its
 // status while the overall code stays OK, and counts over_limit; an
-// enforced descriptor still refuses; with all-or-nothing, the quota
-// descriptor is decided on its own.
+// enforced descriptor still refuses, with all-or-nothing or without.
 func TestQuotaMode(t *testing.T) {
 	for _, aon := range []bool{false, true} {
 		f := newFixtureYAML(t, quotaYAML, WithAllOrNothing(aon))
@@ -108,6 +107,34 @@ func TestQuotaModeUncountedRefusal(t *testing.T) {
 		}
 		if n := testutil.ToFloat64(sm.decisions.PromCounter("q.backend_premium", metrics.OverLimit)); n != 0 {
 			t.Errorf("all-or-nothing %t: over_limit counted %v while the store was down, want 0", aon, n)
+		}
+	}
+}
+
+// With all-or-nothing, a request another descriptor refuses takes nothing
+// from a quota, as the gateway's over_limit rules: a client hammering its
+// per-hour limit does not spend its quota. Without it, every descriptor
+// within its limit counts, as in the reference service.
+func TestQuotaModeRefusedTakesNothing(t *testing.T) {
+	const y = `domain: q
+descriptors:
+  - key: backend
+    value: premium
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 3}
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 1}
+`
+	for _, c := range []struct {
+		aon  bool
+		want []uint32 // the quota's remaining after each request
+	}{{true, []uint32{2, 2, 2, 1}}, {false, []uint32{2, 1, 0, 0}}} {
+		f := newFixtureYAML(t, y, WithAllOrNothing(c.aon))
+		for i, user := range []string{"alice", "alice", "alice", "bob"} {
+			r := f.ask(t, "q", 0, desc("backend", "premium"), desc("user", user))
+			if got := r.Statuses[0].LimitRemaining; got != c.want[i] {
+				t.Fatalf("all-or-nothing %t, request %d (%s, %s): quota remaining %d, want %d", c.aon, i+1, user, codesOf(r), got, c.want[i])
+			}
 		}
 	}
 }

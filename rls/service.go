@@ -101,8 +101,8 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 // WithAllOrNothing makes a request that is over the limit on one
-// descriptor use no quota on the others (shadow- and quota-mode
-// descriptors excepted: they are decided on their own). Off by default, as in the reference
+// descriptor use no quota on the others (shadow descriptors excepted: they
+// are decided on their own). Off by default, as in the reference
 // service, where every descriptor within its limit counts the request even
 // when another refuses it.
 func WithAllOrNothing(on bool) Option {
@@ -642,7 +642,9 @@ func (s *Service) decide(ctx context.Context, slots []slot) error {
 
 // decideTogether takes for the enforced slots all or nothing. Shadow slots
 // are decided alone, since their refusal refuses nothing. So are enforced
-// slots that cost more than their limit can ever allow.
+// slots that cost more than their limit can ever allow. Quota slots take
+// only for a request the enforced ones admit, as the gateway's over_limit
+// rules do; for a refused one they are asked, taking nothing.
 func (s *Service) decideTogether(ctx context.Context, slots []slot) error {
 	byKey := map[string]int{}
 	reqs, doomed := batch(slots, byKey)
@@ -656,6 +658,10 @@ func (s *Service) decideTogether(ctx context.Context, slots []slot) error {
 	if err != nil {
 		return err
 	}
+	refused := doomed
+	for _, d := range out {
+		refused = refused || !d.Allowed
+	}
 	for i := range slots {
 		sl := &slots[i]
 		switch {
@@ -663,12 +669,27 @@ func (s *Service) decideTogether(ctx context.Context, slots []slot) error {
 		case !sl.r.alone() && sl.kind == take:
 			sl.d = out[byKey[sl.key]]
 			sl.over = !sl.d.Allowed
+		case sl.r.quota && refused:
+			err = s.askOne(ctx, sl)
 		default:
-			if err := s.takeOne(ctx, sl); err != nil {
-				return err
-			}
+			err = s.takeOne(ctx, sl)
+		}
+		if err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// askOne decides sl taking nothing: over if what is left is less than sl
+// would take.
+func (s *Service) askOne(ctx context.Context, sl *slot) error {
+	d, err := s.take(ctx, ratekeeper.Request{Key: sl.key, Limit: sl.r.limit})
+	if err != nil {
+		return err
+	}
+	sl.d = d
+	sl.over = d.Remaining < sl.n && d.Fallback != ratekeeper.FallbackUncounted
 	return nil
 }
 
