@@ -310,3 +310,27 @@ func TestOverrideReloadResetsOnlyThatClient(t *testing.T) {
 		}
 	}
 }
+
+// A tier header from a peer the rules do not trust never reaches next:
+// the rules ignored it, and the handler behind must not believe it either.
+// A trusted proxy's passes.
+func TestUntrustedTierHeaderDropped(t *testing.T) {
+	f := newFixture(t, `client_ip: {trusted_proxies: [10.0.0.1]}
+rules:
+  - name: api
+    key: [ip]
+    limit: {algorithm: fixed_window, rate: 5, period: 1m}
+    tiers:
+      header: X-Plan
+      limits: {pro: {rate: 9}}
+`)
+	var seen []string
+	f.h = f.mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.Header.Get("X-Plan"))
+	}))
+	f.do("GET", "/", "192.0.2.9", "X-Plan", "pro")
+	f.do("GET", "/", "10.0.0.1", "X-Plan", "pro")
+	if len(seen) != 2 || seen[0] != "" || seen[1] != "pro" {
+		t.Fatalf("next saw X-Plan %q, want it from the trusted proxy only", seen)
+	}
+}

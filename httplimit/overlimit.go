@@ -32,10 +32,17 @@ func Reroute(r *http.Request) (upstream string, ok bool) {
 }
 
 // dropOverHeaders removes from r the headers set's over_limit write: only
-// the middleware sets them.
+// the middleware sets them. It also removes a tier or offset header
+// (set.ProxyHeaders) that an untrusted peer sent: the rules did not
+// believe it, so next must not either.
 func dropOverHeaders(r *http.Request, set *rules.Set) {
 	for _, h := range set.OverLimitHeaders() {
 		delete(r.Header, h)
+	}
+	if hs := set.ProxyHeaders(); len(hs) > 0 && !set.ClientIP().Trusts(r) {
+		for _, h := range hs {
+			delete(r.Header, h)
+		}
 	}
 }
 
