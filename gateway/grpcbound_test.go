@@ -352,7 +352,7 @@ func TestGRPCUpstreamEndsFirst(t *testing.T) {
 	for _, edge := range h2Edges {
 		t.Run(edge, func(t *testing.T) {
 			up := newHeldUpstream(t, true)
-			g := startH2(t, transports[0], edge, up.URL, "upstream_protocol: h2\n"+defaultRules+"client: {body_timeout: 300ms}\n")
+			g := startH2(t, transports[0], edge, up.URL, "upstream_protocol: h2\n"+defaultRules+"client: {body_timeout: 10s}\n")
 			for _, data := range [][]byte{nil, grpcPrefix(10), whole} {
 				c := g.dial(t)
 				ids := stall(c, g.scheme(), "/quick", "application/grpc", data, 20)
