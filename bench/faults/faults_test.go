@@ -11,7 +11,9 @@
 // its processes' and Redis nodes' logs (otherwise kept only for a run that
 // failed) and NAME-MODE-slow.txt, every request that took over 20 ms: when
 // it left, its kind (0 hot, 1 cold, 2 serve), the gateway that answered
-// (-1 serve), its latency and status.
+// (-1 serve), its latency and status; NAME-MODE-hot.csv, every hot request;
+// and NAME-MODE-ticks.csv, each gateway's fallback decisions per scrape
+// (writeRaw's columns).
 package faults
 
 import (
@@ -238,9 +240,11 @@ type run struct {
 	fleet *fleet
 	load  *load
 	start time.Time
-	// byGateway is each gateway's fallback decisions per scrapeEvery
-	// (the scraper's), once the run is over.
+	// byGateway is each gateway's fallback decisions per scrape, and
+	// scrapes when each scrape began and ended (the scraper's), once the
+	// run is over.
 	byGateway [][]float64
+	scrapes   [][2]time.Duration
 
 	mu    sync.Mutex
 	marks []mark
@@ -292,7 +296,7 @@ func runFault(t *testing.T, f fault, mode, out string) result {
 	time.Sleep(after)
 	samples := r.load.finish()
 	seconds := sc.finish()
-	r.byGateway = sc.byGateway
+	r.byGateway, r.scrapes = sc.byGateway, sc.times
 	leaks := checkLeaks(t, fl, top, base)
 
 	res := analyse(r, samples, seconds)
@@ -307,6 +311,9 @@ func runFault(t *testing.T, f fault, mode, out string) result {
 			}
 		}
 		if err := os.WriteFile(filepath.Join(out, name+"-slow.txt"), []byte(strings.Join(slow, "\n")), 0o644); err != nil {
+			t.Error(err)
+		}
+		if err := writeRaw(filepath.Join(out, name), samples, r); err != nil {
 			t.Error(err)
 		}
 	}
@@ -348,6 +355,9 @@ type scraper struct {
 	// per scrapeEvery since start, each gateway's own fallback decisions
 	// (by its index in the fleet's proxies): when each came back to Redis
 	byGateway [][]float64
+	// when each scrape began and ended, since start: a busy machine
+	// delays scrapes, and the ticker drops the ticks it missed
+	times [][2]time.Duration
 }
 
 func startScraper(f *fleet, start time.Time) *scraper {
@@ -368,6 +378,7 @@ func (s *scraper) run() {
 		case <-tk.C:
 		}
 		var de, df float64
+		began := time.Since(s.start)
 		gw := make([]float64, len(s.f.proxies))
 		for _, p := range s.f.all() {
 			if !p.alive() {
@@ -392,6 +403,7 @@ func (s *scraper) run() {
 		s.errs = append(s.errs, de)
 		s.fallbacks = append(s.fallbacks, df)
 		s.byGateway = append(s.byGateway, gw)
+		s.times = append(s.times, [2]time.Duration{began, time.Since(s.start)})
 	}
 }
 
@@ -447,4 +459,27 @@ func checkLeaks(t testing.TB, f *fleet, top *topology, b base) string {
 		t.Errorf("Redis connections grew from %d to %d", b.clients, c)
 	}
 	return strings.Join(report, "; ")
+}
+
+// writeRaw writes, for analysis, every hot request (sent, latency in µs,
+// gateway, status, X-RateLimit-Limit, answered) and each gateway's
+// fallback decisions per scrape, with when the scrape began and ended.
+func writeRaw(prefix string, samples []sample, r *run) error {
+	var b strings.Builder
+	for _, x := range samples {
+		if x.kind == kindHot {
+			fmt.Fprintf(&b, "%d,%d,%d,%d,%d,%d\n", x.at.Microseconds(), x.lat.Microseconds(), x.gateway, x.status, x.limit, x.done.Microseconds())
+		}
+	}
+	if err := os.WriteFile(prefix+"-hot.csv", []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	b.Reset()
+	for _, m := range r.marks {
+		fmt.Fprintf(&b, "#%s,%d\n", m.name, m.at.Microseconds())
+	}
+	for i, tick := range r.byGateway {
+		fmt.Fprintln(&b, strings.Trim(fmt.Sprint(tick), "[]"), r.scrapes[i][0].Microseconds(), r.scrapes[i][1].Microseconds())
+	}
+	return os.WriteFile(prefix+"-ticks.csv", []byte(b.String()), 0o644)
 }

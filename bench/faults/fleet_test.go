@@ -30,18 +30,26 @@ const (
 	gateways  = 3
 )
 
-// binaryDir holds the binary binaryPath built ("" before), which TestMain
-// removes.
-var binaryDir string
+// buildDir is where binaryPath builds ratekeeper: TestMain makes it, and
+// removes it when the tests are over (a CI machine that runs them again
+// and again would otherwise fill up with binaries).
+var buildDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "rk-faults-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	buildDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 // binaryPath builds ratekeeper once per test binary.
 var binaryPath = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "rk-faults-")
-	if err != nil {
-		return "", err
-	}
-	binaryDir = dir
-	path := filepath.Join(dir, "ratekeeper")
+	path := filepath.Join(buildDir, "ratekeeper")
 	out, err := exec.Command("go", "build", "-o", path, "github.com/ratekeeper/ratekeeper/cmd/ratekeeper").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build: %v: %s", err, out)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,12 +35,16 @@ const (
 // sample is one request's outcome.
 type sample struct {
 	at      time.Duration // sent, since the run began
+	done    time.Duration // answered, since the run began
 	lat     time.Duration
 	kind    uint8
 	status  int // 0: failed
 	retried bool
 	err     string
 	gateway int8 // the index of the gateway that answered, -1 for serve
+	// limit is the answer's X-RateLimit-Limit: a gateway's local
+	// fallback reports its share of the burst, Redis the whole burst.
+	limit int16
 }
 
 // load sends requests to the fleet until stopped, and records them.
@@ -106,8 +111,9 @@ func (l *load) send(kind uint8, path, key string) {
 		defer l.wg.Done()
 		s := sample{at: at, kind: kind}
 		t0 := time.Now()
-		s.status, s.retried, s.err, s.gateway = l.do(kind, path, key)
+		s.status, s.retried, s.err, s.gateway, s.limit = l.do(kind, path, key)
 		s.lat = time.Since(t0)
+		s.done = time.Since(l.start)
 		l.mu.Lock()
 		l.samples = append(l.samples, s)
 		l.mu.Unlock()
@@ -118,7 +124,7 @@ func (l *load) send(kind uint8, path, key string) {
 // believes up, once more to another if the connection fails before an
 // answer (a gateway killed with the request in flight, or before the
 // balancer's health check saw it go).
-func (l *load) do(kind uint8, path, key string) (status int, retried bool, errText string, gateway int8) {
+func (l *load) do(kind uint8, path, key string) (status int, retried bool, errText string, gateway int8, limit int16) {
 	var failed *proc
 	gateway = -1
 	for attempt := range 2 {
@@ -139,13 +145,14 @@ func (l *load) do(kind uint8, path, key string) (status int, retried bool, errTe
 				retried = true
 				continue
 			}
-			return 0, retried, err.Error(), gateway
+			return 0, retried, err.Error(), gateway, 0
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		return resp.StatusCode, retried, "", gateway
+		n, _ := strconv.Atoi(resp.Header.Get("X-RateLimit-Limit"))
+		return resp.StatusCode, retried, "", gateway, int16(n)
 	}
-	return 0, retried, "unreachable", gateway
+	return 0, retried, "unreachable", gateway, 0
 }
 
 // pick is the next gateway the balancer believes up, other than not (the

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"cmp"
 	"encoding/csv"
 	"fmt"
 	"image/color"
@@ -47,6 +48,7 @@ type result struct {
 	spread      time.Duration // between the first and the last gateway back on Redis
 	worst       string        // where the worst excess was
 	allowance   float64
+	terms       terms
 	leaks       string
 }
 
@@ -65,7 +67,7 @@ func analyse(r *run, samples []sample, ticks [][2]float64) result {
 	res.rows = make([]row, n)
 	lats := make([][]float64, n)
 	var all []float64
-	var hot []time.Duration
+	var admitted []flight
 	var hotSamples []sample
 	for _, s := range samples {
 		i := int(s.at / time.Second)
@@ -75,13 +77,15 @@ func analyse(r *run, samples []sample, ticks [][2]float64) result {
 		lats[i] = append(lats[i], ms)
 		all = append(all, ms)
 		res.total++
+		if s.kind == kindHot {
+			hotSamples = append(hotSamples, s)
+		}
 		switch s.status {
 		case 200:
 			rw.ok++
 			if s.kind == kindHot {
 				rw.hotAdmitted++
-				hot = append(hot, s.at)
-				hotSamples = append(hotSamples, s)
+				admitted = append(admitted, flight{s.at, s.done})
 			}
 		case 429:
 			rw.refused++
@@ -108,57 +112,68 @@ func analyse(r *run, samples []sample, ticks [][2]float64) result {
 		}
 	}
 	res.p99 = time.Duration(quantile(all, 0.99) * float64(time.Millisecond))
-	// Recovery: from when the topology served again to the start of the
-	// first half second after it in which the store, not the fallback,
-	// made nearly all the decisions (a rare timeout on two busy cores is
-	// not a fallback that lasts). Requests per tick are the load's rate.
-	mostly := func(i int) bool {
-		w := res.rows[i]
-		return seconds[i][1] <= 0.02*float64(w.ok+w.refused+w.policy+w.fail)
-	}
-	perTick := float64(hotPerTick*100+coldKeys*coldPerKey+servePerSec) * scrapeEvery.Seconds()
 	if rec := r.at("recovered"); rec >= 0 && res.fellBack > 0 {
-		res.recovered = false
-		half := perSecond / 2
-		for i := int(rec / scrapeEvery); i+half <= len(ticks); i++ {
-			clean := true
-			for _, v := range ticks[i : i+half] {
-				clean = clean && v[1] <= 0.02*perTick
-			}
-			if clean {
-				res.recovery = max(0, time.Duration(i)*scrapeEvery-rec)
-				res.recovered = true
-				break
-			}
-		}
+		res.recovery, res.recovered = recoveryAfter(rec, ticks)
 	}
-	// Episodes: runs of seconds in which the fallback decided.
+	// Episodes: runs of seconds in which the fallback decided (more than
+	// the 2% a rare timeout on two busy cores makes).
 	for i := range seconds {
-		if !mostly(i) && (i == 0 || mostly(i-1)) {
+		if !res.mostly(i, seconds) && (i == 0 || res.mostly(i-1, seconds)) {
 			res.episodes++
 		}
 	}
 	var from, to time.Duration
-	res.over, from, to = overAdmission(hot)
-	// Where the worst excess was, and which gateway admitted it: for a
-	// run that fails, the first thing to look at.
+	res.over, from, to = overAdmission(admitted)
 	if res.over > 0 {
-		by := make([]int, gateways)
-		for _, s := range hotSamples {
-			if s.at >= from && s.at < to && s.gateway >= 0 {
-				by[s.gateway]++
-			}
-		}
-		var ms []string
-		for _, m := range r.marks {
-			ms = append(ms, fmt.Sprintf("%s at %v", m.name, m.at.Round(time.Millisecond)))
-		}
-		res.worst = fmt.Sprintf("%v to %v (%s): admitted by gateway %v",
-			from, to, strings.Join(ms, ", "), by)
+		res.worst = whereWorst(r, hotSamples, from, to)
 	}
 	res.spread = returnSpread(r)
-	res.allowance = allowance(r, res.episodes, res.spread)
+	res.terms = allowance(r, hotSamples)
+	res.allowance = res.terms.sum()
 	return res
+}
+
+// mostly says whether the store, not the fallback, made nearly all of
+// second i's decisions.
+func (res *result) mostly(i int, seconds [][2]float64) bool {
+	w := res.rows[i]
+	return seconds[i][1] <= 0.02*float64(w.ok+w.refused+w.policy+w.fail)
+}
+
+// recoveryAfter is the time from when the topology served again (rec) to
+// the start of the first half second after it in which the store, not the
+// fallback, made nearly all the decisions (a rare timeout on two busy
+// cores is not a fallback that lasts); false if none came.
+func recoveryAfter(rec time.Duration, ticks [][2]float64) (time.Duration, bool) {
+	// Requests per tick are the load's rate.
+	perTick := float64(hotPerTick*100+coldKeys*coldPerKey+servePerSec) * scrapeEvery.Seconds()
+	half := int(time.Second/scrapeEvery) / 2
+	for i := int(rec / scrapeEvery); i+half <= len(ticks); i++ {
+		clean := true
+		for _, v := range ticks[i : i+half] {
+			clean = clean && v[1] <= 0.02*perTick
+		}
+		if clean {
+			return max(0, time.Duration(i)*scrapeEvery-rec), true
+		}
+	}
+	return -1, false
+}
+
+// whereWorst says where the worst excess was, and which gateway admitted
+// it: for a run that fails, the first thing to look at.
+func whereWorst(r *run, hot []sample, from, to time.Duration) string {
+	by := make([]int, gateways)
+	for _, s := range hot {
+		if s.status == 200 && s.at >= from && s.done <= to && s.gateway >= 0 {
+			by[s.gateway]++
+		}
+	}
+	var ms []string
+	for _, m := range r.marks {
+		ms = append(ms, fmt.Sprintf("%s at %v", m.name, m.at.Round(time.Millisecond)))
+	}
+	return fmt.Sprintf("%v to %v (%s): admitted by gateway %v", from, to, strings.Join(ms, ", "), by)
 }
 
 // returnSpread is how long after the first gateway the last came back to
@@ -206,28 +221,44 @@ func returnSpread(r *run) time.Duration {
 	return last - first
 }
 
+// flight is one request's time in flight: sent and answered, since the
+// run began. Its decision was made within it.
+type flight struct{ sent, answered time.Duration }
+
 // overAdmission is the most the hot key's admissions exceeded the token
 // bucket's promise (burst + rate·t over any interval of length t), over
-// intervals on a 50 ms grid.
-func overAdmission(admitted []time.Duration) (over float64, from, to time.Duration) {
+// intervals on a 50 ms grid. A request counts in an interval only when
+// it was sent and answered within it: its decision was then within it
+// too, however long a busy machine kept it in flight.
+func overAdmission(admitted []flight) (over float64, from, to time.Duration) {
 	if len(admitted) == 0 {
 		return 0, 0, 0
 	}
-	slices.Sort(admitted)
 	const step = 50 * time.Millisecond
-	g := int(admitted[len(admitted)-1]/step) + 2
-	count := make([]int, g+1) // count[i]: admissions before i·step
-	j := 0
-	for i := 0; i <= g; i++ {
-		for j < len(admitted) && admitted[j] < time.Duration(i)*step {
-			j++
+	g := 0
+	for _, f := range admitted {
+		g = max(g, int((f.answered+step-1)/step))
+	}
+	// in[a][b]: requests sent at or after a·step and answered by b·step.
+	in := make([][]int32, g+2)
+	in[g+1] = make([]int32, g+1)
+	for a := g; a >= 0; a-- {
+		in[a] = make([]int32, g+1)
+	}
+	for _, f := range admitted {
+		in[int(f.sent/step)][int((f.answered+step-1)/step)]++
+	}
+	for a := g; a >= 0; a-- {
+		var row int32
+		for b := range in[a] {
+			row += in[a][b]
+			in[a][b] = in[a+1][b] + row
 		}
-		count[i] = j
 	}
 	worst := math.Inf(-1)
 	for a := 0; a < g; a++ {
 		for b := a + 1; b <= g; b++ {
-			got := float64(count[b] - count[a])
+			got := float64(in[a][b])
 			promise := hotBurst + hotRate*(time.Duration(b-a)*step).Seconds()
 			if got-promise > worst {
 				worst, from, to = got-promise, time.Duration(a)*step, time.Duration(b)*step
@@ -237,47 +268,136 @@ func overAdmission(admitted []time.Duration) (over float64, from, to time.Durati
 	return max(0, worst), from, to
 }
 
-// allowance is the excess a run may show by design: the timing of the
-// measure (requests are timed when sent, decided a little later); for
-// each episode of fallback, two more bursts: the gateways' local buckets
-// start full when it takes over, and Redis's bucket, which never saw what
-// the fallback admitted, has filled up again when Redis takes back; and
-// while the gateways come back to Redis one by one (spread, measured, at
-// most a second), those still on their local share admit beside Redis:
-// (N−1)/N of the rate over the spread, and a scrape's resolution; when
-// counters were lost without a fallback, one burst (and a failover's
-// replication lag, 100 ms of admissions, beside a fallback); sync mode's stated
-// bound, (N−1)·r·(2T+2δ) with T = 100 ms and δ = the 50 ms timeout, and
-// with a fallback its second of deciding from what it last read.
-func allowance(r *run, episodes int, spread time.Duration) float64 {
+// terms are the parts of a run's allowance.
+type terms struct {
+	local  float64 // what the gateways' local shares could admit
+	runs   int     // runs of fallback decisions, gateway by gateway
+	outage float64 // what Redis could not admit while it decided nothing
+	lost   float64 // counters a fault lost
+	sync   float64 // sync mode's bound
+}
+
+func (t terms) sum() float64 { return clockSlack + t.local + t.outage + t.lost + t.sync }
+
+func (t terms) String() string {
+	return fmt.Sprintf("%.0f = %d + local %.0f (%d runs) %+.0f Redis's outages + lost %.0f + sync %.0f",
+		t.sum(), clockSlack, t.local, t.runs, t.outage, t.lost, t.sync)
+}
+
+// clockSlack covers an admission at an interval's edge that Redis's
+// clock and the load's place on either side of it.
+const clockSlack = 2
+
+// allowance is the excess a run may show by design. Redis's bucket keeps
+// its promise, but for what a fault loses. Each gateway's local share
+// admits, in each run of its fallback decisions, at most its bucket
+// (burst/N) and rate/N over the run, and no more than the decisions it
+// made. Where Redis decided nothing for longer than burst/rate, it did
+// not admit rate·D, and its bucket filled up again: it saves rate·D −
+// burst.
+func allowance(r *run, hot []sample) terms {
+	var t terms
 	if r.fault.unbounded {
-		return math.Inf(1)
+		t.local = math.Inf(1)
+		return t
 	}
-	a := 0.1*hotRate + 2
+	t.local, t.runs = localShares(r)
+	gaps := redisGaps(hot)
+	for _, d := range gaps {
+		t.outage -= hotRate*d.Seconds() - hotBurst
+	}
 	switch {
-	case episodes > 0:
-		a += 2 * hotBurst * float64(episodes)
-		// A spread of 0 is within one scrape: up to scrapeEvery apart.
-		a += float64(gateways-1) / gateways * hotRate * (min(spread, time.Second) + scrapeEvery).Seconds()
-		if r.fault.losesState {
-			// A failover loses what the replica had not received yet:
-			// about 100 ms of admissions at most on one machine.
-			a += 0.1 * hotRate
-		}
+	case r.fault.losesState && len(gaps) > 0:
+		// A failover loses what the replica had not received yet:
+		// about 100 ms of admissions at most on one machine. A bucket
+		// lost while Redis decided nothing is the one that filled up.
+		t.lost = 0.1 * hotRate
 	case r.fault.losesState:
-		a += hotBurst
+		t.lost = hotBurst
 	}
 	if r.mode == "sync" {
-		a += (gateways - 1) * hotRate * 0.3
-		if episodes > 0 {
+		// Sync's stated bound, (N−1)·r·(2T+2δ), T = 100 ms, δ = 50 ms.
+		t.sync = (gateways - 1) * hotRate * 0.3
+		if t.runs > 0 {
 			// While Redis does not answer, each gateway decides from
 			// what it last read for max(1 s, 10·T) before the policy
 			// takes over, unaware of the others' admissions meanwhile
 			// (docs/redis.md, "When Redis fails").
-			a += (gateways - 1) * hotRate * 1.0
+			t.sync += (gateways - 1) * hotRate * 1.0
 		}
 	}
-	return a
+	return t
+}
+
+// localShares bounds what the gateways' local fallbacks admitted of the
+// hot key. A gateway's run of scrapes with fallback decisions lasted from
+// the scrape before it began to the end of its last; in it, its share
+// admitted no more than those decisions nor than its bucket (burst/N) and
+// rate/N over the run. Runs less than burst/rate apart (a busy machine
+// drops scrapes, and one in a run may see no decision) are bounded
+// together too: the bucket had not filled up between them.
+func localShares(r *run) (local float64, runs int) {
+	share := func(d time.Duration) float64 { return (hotBurst + hotRate*d.Seconds()) / gateways }
+	for g := range gateways {
+		var group struct {
+			from, to             time.Duration
+			decisions, separated float64
+		}
+		flush := func() {
+			local += min(group.separated, group.decisions, share(group.to-group.from))
+			group.decisions, group.separated = 0, 0
+		}
+		for i := 0; i < len(r.byGateway); i++ {
+			if r.byGateway[i][g] == 0 {
+				continue
+			}
+			j, decisions := i, 0.0
+			for ; j < len(r.byGateway) && r.byGateway[j][g] > 0; j++ {
+				decisions += r.byGateway[j][g]
+			}
+			var began time.Duration
+			if i > 0 {
+				began = r.scrapes[i-1][0]
+			}
+			ended := r.scrapes[j-1][1]
+			if group.decisions > 0 && began-group.to >= time.Second*hotBurst/hotRate {
+				flush()
+			}
+			if group.decisions == 0 {
+				group.from = began
+			}
+			group.to = ended
+			group.decisions += decisions
+			group.separated += min(decisions, share(ended-began))
+			runs++
+			i = j
+		}
+		if group.decisions > 0 {
+			flush()
+		}
+	}
+	return local, runs
+}
+
+// redisGaps are the times longer than burst/rate in which Redis decided
+// no hot request: no request it answered (its X-RateLimit-Limit is the
+// whole burst; a local share's is smaller) was in flight.
+func redisGaps(hot []sample) []time.Duration {
+	var spans []flight
+	for _, s := range hot {
+		if (s.status == 200 || s.status == 429) && s.limit == hotBurst {
+			spans = append(spans, flight{s.at, s.done})
+		}
+	}
+	slices.SortFunc(spans, func(a, b flight) int { return cmp.Compare(a.sent, b.sent) })
+	var gaps []time.Duration
+	for i := 1; i < len(spans); i++ {
+		if d := spans[i].sent - spans[i-1].answered; d > time.Second*hotBurst/hotRate {
+			gaps = append(gaps, d)
+		}
+		spans[i].answered = max(spans[i].answered, spans[i-1].answered)
+	}
+	return gaps
 }
 
 // storeTimeout is the fleet's store timeout.
@@ -306,10 +426,10 @@ func (res result) check(t testing.TB) {
 		t.Errorf("decisions came back to Redis %v after the topology recovered, more than %v", res.recovery, *recoverBy)
 	}
 	if res.over > res.allowance {
-		t.Errorf("the hot limit admitted %.0f over its promise, more than the %.0f allowed by design in %s mode: %s", res.over, res.allowance, res.mode, res.worst)
+		t.Errorf("the hot limit admitted %.0f over its promise, more than the %v allowed by design in %s mode: %s", res.over, res.terms, res.mode, res.worst)
 	}
-	t.Logf("%s/%s: %d requests, %d failed, max %v, p99 %v, %.0f fallback decisions in %d episodes, back to Redis %v after recovery (gateways %v apart), over-admission %.0f (allowed %.0f), worst %s; %s",
-		res.fault, res.mode, res.total, res.fail, res.maxLat.Round(time.Millisecond), res.p99.Round(time.Millisecond), res.fellBack, res.episodes, res.recovery, res.spread, res.over, res.allowance, res.worst, res.leaks)
+	t.Logf("%s/%s: %d requests, %d failed, max %v, p99 %v, %.0f fallback decisions in %d episodes, back to Redis %v after recovery (gateways %v apart), over-admission %.0f (allowed %v), worst %s; %s",
+		res.fault, res.mode, res.total, res.fail, res.maxLat.Round(time.Millisecond), res.p99.Round(time.Millisecond), res.fellBack, res.episodes, res.recovery, res.spread, res.over, res.terms, res.worst, res.leaks)
 }
 
 func quantile(xs []float64, q float64) float64 {
