@@ -313,7 +313,9 @@ func allowance(r *run, hot []sample) terms {
 		// lost while Redis decided nothing is the one that filled up.
 		t.lost = 0.1 * hotRate
 	case r.fault.losesState:
-		t.lost = hotBurst
+		// A bucket the new primary lost or had not seen, and the 100 ms
+		// in which clients of the old and the new primary both admit.
+		t.lost = hotBurst + 0.1*hotRate
 	}
 	if r.mode == "sync" {
 		// Sync's stated bound, (N−1)·r·(2T+2δ), T = 100 ms, δ = 50 ms.
