@@ -44,3 +44,12 @@ ticks() {
 to_ms() {
   awk -v v="$1" 'BEGIN{ if (v ~ /us$/) {sub(/us$/,"",v); print v/1000} else if (v ~ /ms$/) {sub(/ms$/,"",v); print v+0} else if (v ~ /s$/) {sub(/s$/,"",v); print v*1000} else print v }'
 }
+
+# make_cert PREFIX writes PREFIX.key and PREFIX.crt: an ECDSA P-256
+# certificate for localhost and 127.0.0.1, valid two days, self-signed (so
+# it is its own CA).
+make_cert() {
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+    -keyout "$1.key" -out "$1.crt" 2>/dev/null
+}

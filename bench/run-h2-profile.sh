@@ -59,9 +59,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
-  -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
-  -keyout "$tmp/gw.key" -out "$tmp/gw.crt" 2>/dev/null
+make_cert "$tmp/gw"
 go build -o "$tmp/profiled" ./gateway/profiled
 go build -o "$tmp/upstream" ./gateway/upstream
 

@@ -67,9 +67,7 @@ trap cleanup EXIT
 
 # One certificate for every TLS listener, the upstream's included (which
 # the gateway and nginx verify with it as their CA).
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
-  -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
-  -keyout "$tmp/gw.key" -out "$tmp/gw.crt" 2>/dev/null
+make_cert "$tmp/gw"
 (cd .. && go build -o "$tmp/ratekeeper" ./cmd/ratekeeper)
 go build -o "$tmp/upstream" ./gateway/upstream
 go build -o "$tmp/handshake" ./gateway/handshake
