@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -401,6 +403,63 @@ func TestOverLimitTrailerNotAnnounced(t *testing.T) {
 				t.Fatalf("%d", a.status)
 			}
 			check(t, up, 1)
+		})
+	}
+}
+
+// TestOverLimitPipelined: requests pipelined on one connection each get
+// their own verdict. The header the gateway set on one over the limit is
+// not carried to the next, and a client's copy nominated in Connection
+// never reaches the upstream, on every transport.
+func TestOverLimitPipelined(t *testing.T) {
+	const rules = `rules:
+  - name: monthly
+    match: {path: /limited}
+    key: [ip]
+    limit: {algorithm: fixed_window, rate: 1, period: 1h}
+    over_limit: {action: forward, header: X-Quota-Exceeded}
+`
+	reqs := []string{
+		"GET /limited HTTP/1.1\r\nHost: gw.test\r\n\r\n",
+		"GET /limited HTTP/1.1\r\nHost: gw.test\r\n\r\n",
+		"GET /other HTTP/1.1\r\nHost: gw.test\r\nX-Quota-Exceeded: forged\r\nConnection: X-Quota-Exceeded\r\n\r\n",
+		"GET /limited HTTP/1.1\r\nHost: gw.test\r\nConnection: keep-alive, X-Quota-Exceeded\r\nX-Quota-Exceeded: forged\r\n\r\n",
+		"GET /other HTTP/1.1\r\nHost: gw.test\r\n\r\n",
+	}
+	want := []string{"", "monthly", "", "monthly", ""}
+	for _, tr := range transports {
+		t.Run(tr.String(), func(t *testing.T) {
+			up := newRecUpstream(t, nil)
+			addr := startVia(t, tr, up.URL, rules)
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := c.Write([]byte(strings.Join(reqs, ""))); err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(c)
+			for i := range reqs {
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("answer %d: %v", i+1, err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					t.Fatalf("answer %d: %d", i+1, resp.StatusCode)
+				}
+			}
+			got := up.take()
+			if len(got) != len(want) {
+				t.Fatalf("the upstream got %d requests, want %d", len(got), len(want))
+			}
+			for i, r := range got {
+				if vs := r.Header.Values("X-Quota-Exceeded"); strings.Join(vs, "|") != want[i] {
+					t.Errorf("request %d (%s): X-Quota-Exceeded %q, want %q", i+1, r.URI, vs, want[i])
+				}
+			}
 		})
 	}
 }
