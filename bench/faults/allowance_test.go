@@ -87,3 +87,26 @@ func TestRedisGaps(t *testing.T) {
 		t.Errorf("gaps %v, want [2.005s]", got)
 	}
 }
+
+func TestLastLogged(t *testing.T) {
+	logs := [][]byte{
+		[]byte("6479:S 28 Nov 2026 11:03:47.986 * Connecting to MASTER 127.0.0.1:41559\n" +
+			"6479:M 28 Nov 2026 11:04:02.664 * MASTER MODE enabled (user request)\n"),
+		[]byte("6486:X 28 Nov 2026 11:04:03.698 # +switch-master faults 127.0.0.1 41559 127.0.0.1 46065\n"),
+		[]byte("6491:X 28 Nov 2026 11:04:03.710 # +switch-master faults 127.0.0.1 41559 127.0.0.1 46065\n"),
+	}
+	promoted, err := lastLogged(logs[:1], "MASTER MODE enabled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	switched, err := lastLogged(logs[1:], "+switch-master")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := switched.Sub(promoted); d != 1046*ms {
+		t.Errorf("split %v, want 1.046s", d)
+	}
+	if _, err := lastLogged(logs[1:], "MASTER MODE enabled"); err == nil {
+		t.Error("no promotion logged: no error")
+	}
+}

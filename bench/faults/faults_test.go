@@ -122,6 +122,11 @@ var allFaults = []fault{
 		mustDo(r.t, r.top.sentinels[0].addr(), "SENTINEL", "FAILOVER", "faults")
 		waitFor(r.t, 30*time.Second, "a new primary", func() bool { a := r.top.masterAddr(); return a != "" && a != old })
 		r.mark("recovered")
+		waitFor(r.t, 30*time.Second, "every sentinel on the new primary", func() bool { return r.top.agree(old) })
+		var err error
+		if r.split, err = r.top.split(); err != nil {
+			r.t.Error(err)
+		}
 	}},
 	{name: "cluster-kill-primary", topology: "cluster", losesState: true, inject: killHotPrimary},
 	// The same on a Cluster left at cluster-require-full-coverage yes (the
@@ -245,6 +250,8 @@ type run struct {
 	// run is over.
 	byGateway [][]float64
 	scrapes   [][2]time.Duration
+	// split is how long two primaries admitted (sentinel-failover).
+	split time.Duration
 
 	mu    sync.Mutex
 	marks []mark

@@ -277,6 +277,73 @@ func (top *topology) masterAddr() string {
 	return ""
 }
 
+// agree reports whether every sentinel names a primary other than old.
+func (top *topology) agree(old string) bool {
+	for _, s := range top.sentinels {
+		v, err := do(s.addr(), "SENTINEL", "GET-MASTER-ADDR-BY-NAME", top.master)
+		if err != nil {
+			return false
+		}
+		if a := v.([]any); fmt.Sprint(a[0])+":"+fmt.Sprint(a[1]) == old {
+			return false
+		}
+	}
+	return true
+}
+
+// split is how long two primaries admitted in a Sentinel failover: from
+// the replica's promotion ("MASTER MODE enabled" in its log) to the last
+// sentinel's "+switch-master", which moves the clients subscribed to it.
+// Sentinel sees the promotion at its next INFO, up to a second later, and
+// the old primary admits until then: what it admits is lost.
+func (top *topology) split() (time.Duration, error) {
+	var logs [][]byte
+	for _, n := range append(slices.Clone(top.nodes), top.sentinels...) {
+		b, err := os.ReadFile(filepath.Join(n.dir, "redis.log"))
+		if err != nil {
+			return 0, err
+		}
+		logs = append(logs, b)
+	}
+	promoted, err := lastLogged(logs[:len(top.nodes)], "MASTER MODE enabled")
+	if err != nil {
+		return 0, err
+	}
+	switched, err := lastLogged(logs[len(top.nodes):], "+switch-master")
+	if err != nil {
+		return 0, err
+	}
+	return switched.Sub(promoted), nil
+}
+
+// lastLogged is the latest time a line containing what was logged in
+// logs, read from redis-server's prefix ("pid:role 28 Nov 2026 11:04:02.664").
+func lastLogged(logs [][]byte, what string) (time.Time, error) {
+	var last time.Time
+	for _, b := range logs {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if !strings.Contains(line, what) {
+				continue
+			}
+			f := strings.Fields(line)
+			if len(f) < 5 {
+				continue
+			}
+			at, err := time.ParseInLocation("2 Jan 2006 15:04:05.000", strings.Join(f[1:5], " "), time.Local)
+			if err != nil {
+				return time.Time{}, fmt.Errorf("redis log line %q: %w", line, err)
+			}
+			if at.After(last) {
+				last = at
+			}
+		}
+	}
+	if last.IsZero() {
+		return last, fmt.Errorf("no %q in the redis logs", what)
+	}
+	return last, nil
+}
+
 // nodeAt is the data node listening on addr.
 func (top *topology) nodeAt(addr string) *node {
 	for _, n := range top.nodes {

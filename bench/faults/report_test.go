@@ -274,14 +274,15 @@ type terms struct {
 	runs   int     // runs of fallback decisions, gateway by gateway
 	outage float64 // what Redis could not admit while it decided nothing
 	lost   float64 // counters a fault lost
+	split  time.Duration
 	sync   float64 // sync mode's bound
 }
 
 func (t terms) sum() float64 { return clockSlack + t.local + t.outage + t.lost + t.sync }
 
 func (t terms) String() string {
-	return fmt.Sprintf("%.0f = %d + local %.0f (%d runs) %+.0f Redis's outages + lost %.0f + sync %.0f",
-		t.sum(), clockSlack, t.local, t.runs, t.outage, t.lost, t.sync)
+	return fmt.Sprintf("%.0f = %d + local %.0f (%d runs) %+.0f Redis's outages + lost %.0f (two primaries for %v) + sync %.0f",
+		t.sum(), clockSlack, t.local, t.runs, t.outage, t.lost, t.split, t.sync)
 }
 
 // clockSlack covers an admission at an interval's edge that Redis's
@@ -313,9 +314,10 @@ func allowance(r *run, hot []sample) terms {
 		// lost while Redis decided nothing is the one that filled up.
 		t.lost = 0.1 * hotRate
 	case r.fault.losesState:
-		// A bucket the new primary lost or had not seen, and the 100 ms
-		// in which clients of the old and the new primary both admit.
-		t.lost = hotBurst + 0.1*hotRate
+		// A bucket the new primary lost or had not seen, and what the
+		// old primary admitted after the promotion (r.split) and in the
+		// 100 ms its clients take to leave it.
+		t.lost, t.split = hotBurst+hotRate*(r.split+100*ms).Seconds(), r.split
 	}
 	if r.mode == "sync" {
 		// Sync's stated bound, (N−1)·r·(2T+2δ), T = 100 ms, δ = 50 ms.
