@@ -49,8 +49,8 @@ type Config struct {
 	// standard error): time, client, method, path (without the query),
 	// status, rules (those that matched), refused_by, duration in seconds.
 	// Requests are served by net/http while it is on: the fast path does
-	// not log (docs/benchmarks.md gives the cost). A reload applies from
-	// the next request.
+	// not log. It costs what client_transport: standard does (rk-std in
+	// docs/benchmarks.md). A reload applies from the next request.
 	AccessLog string `yaml:"access_log"`
 	// ShutdownTimeout bounds how long a graceful shutdown waits for
 	// in-flight requests, default 30s.
