@@ -110,3 +110,30 @@ func TestLastLogged(t *testing.T) {
 		t.Error("no promotion logged: no error")
 	}
 }
+
+// A request is judged by what it took beyond the controls in flight with
+// it: a stalled machine delays both, a call past its deadline only it.
+func TestControlsDelay(t *testing.T) {
+	c := controlsOf([]sample{
+		{at: 0, done: 20 * ms, lat: 20 * ms, kind: kindControl},
+		{at: 100 * ms, done: 1100 * ms, lat: time.Second, kind: kindControl}, // a stall
+		{at: 2000 * ms, done: 2010 * ms, lat: 10 * ms, kind: kindControl},
+		{at: 500 * ms, done: 600 * ms, lat: 100 * ms, kind: kindHot},
+	})
+	for _, x := range []struct {
+		s    sample
+		want time.Duration
+	}{
+		{sample{at: 0, done: 1200 * ms}, time.Second},
+		{sample{at: 1050 * ms, done: 1300 * ms}, time.Second},
+		{sample{at: 1150 * ms, done: 1900 * ms}, 0},
+		{sample{at: 1900 * ms, done: 2005 * ms}, 10 * ms},
+	} {
+		if got := c.delay(x.s); got != x.want {
+			t.Errorf("%v to %v: delay %v, want %v", x.s.at, x.s.done, got, x.want)
+		}
+	}
+	if len(c) != 3 {
+		t.Errorf("%d controls, want 3", len(c))
+	}
+}

@@ -10,7 +10,7 @@
 // of docs/reliability.md. With FAULTS_LOGS=1 each run also leaves, in -out,
 // its processes' and Redis nodes' logs (otherwise kept only for a run that
 // failed) and NAME-MODE-slow.txt, every request that took over 20 ms: when
-// it left, its kind (0 hot, 1 cold, 2 serve), the gateway that answered
+// it left, its kind (0 hot, 1 cold, 2 serve, 3 control), the gateway that answered
 // (-1 serve), its latency and status; NAME-MODE-hot.csv, every hot request;
 // and NAME-MODE-ticks.csv, each gateway's fallback decisions per scrape
 // (writeRaw's columns).

@@ -30,6 +30,9 @@ const (
 	kindHot = iota
 	kindCold
 	kindServe
+	// kindControl goes to a path no rule matches: the gateway forwards it
+	// without a store call, so its latency is what the machine adds.
+	kindControl
 )
 
 // sample is one request's outcome.
@@ -100,6 +103,7 @@ func (l *load) run() {
 		if n*servePerSec/100 != (n-1)*servePerSec/100 {
 			l.send(kindServe, "", "hot")
 		}
+		l.send(kindControl, "/free/x", "")
 	}
 }
 
