@@ -176,9 +176,11 @@ func TestGRPCStallToH2Upstream(t *testing.T) {
 // server, and a message of 3 MiB (many reads, flow control between them)
 // all go on as they would without the gateway.
 func TestGRPCStreamsOutliveBodyTimeout(t *testing.T) {
-	const bound = 300 * time.Millisecond
+	// A bound a loaded machine's pause between two reads of the 3 MiB
+	// message stays under.
+	const bound = time.Second
 	upAddr, hs := startGRPCUpstream(t)
-	g := runGateway(t, "fast", "http://"+upAddr, "h2c: true\nupstream_protocol: h2\n"+defaultRules+"client: {body_timeout: 300ms}\n")
+	g := runGateway(t, "fast", "http://"+upAddr, "h2c: true\nupstream_protocol: h2\n"+defaultRules+"client: {body_timeout: 1s}\n")
 	cc, err := grpc.NewClient("localhost:"+portOf(g.Addr()), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(8<<20)))
 	if err != nil {
@@ -372,7 +374,7 @@ func TestGRPCUpstreamEndsFirst(t *testing.T) {
 
 // pushes is how many messages push sends, one every pushEvery.
 const (
-	pushes    = 12
+	pushes    = 20
 	pushEvery = 100 * time.Millisecond
 )
 
@@ -392,17 +394,18 @@ func push(w http.ResponseWriter, r *http.Request) {
 }
 
 // TestGRPCIdleBetweenMessages: a call whose client rests between messages
-// ends once nothing has flowed either way for grpc_idle_timeout (500ms
+// ends once nothing has flowed either way for grpc_idle_timeout (1.5s
 // here, body_timeout 200ms): 408 while the upstream has not answered. A
-// call whose client sends a message every 100ms, or whose upstream does
-// while its client rests, goes on past it.
+// call whose client sends a message every 300ms, or whose upstream does
+// every 100ms while its client rests, goes on past it. (The margins are a
+// loaded machine's pauses.)
 func TestGRPCIdleBetweenMessages(t *testing.T) {
-	const idle = 500 * time.Millisecond
+	const idle = 1500 * time.Millisecond
 	whole := append(grpcPrefix(3), "abc"...)
 	for _, edge := range h2Edges {
 		t.Run(edge, func(t *testing.T) {
 			up := newHeldUpstream(t, true)
-			g := startH2(t, transports[0], edge, up.URL, "upstream_protocol: h2\n"+defaultRules+"client: {body_timeout: 200ms, grpc_idle_timeout: 500ms}\n")
+			g := startH2(t, transports[0], edge, up.URL, "upstream_protocol: h2\n"+defaultRules+"client: {body_timeout: 200ms, grpc_idle_timeout: 1500ms}\n")
 			c := g.dial(t)
 
 			start := time.Now()
@@ -418,19 +421,19 @@ func TestGRPCIdleBetweenMessages(t *testing.T) {
 			up.freed(t)
 
 			id := stall(c, g.scheme(), "/s", "application/grpc", whole, 1)[0]
-			for range 12 {
-				time.Sleep(100 * time.Millisecond) // the client's pace: the input, not a wait
+			for range 6 {
+				time.Sleep(300 * time.Millisecond) // the client's pace: the input, not a wait
 				c.write(c.fr.WriteData(id, false, whole))
 			}
 			c.write(c.fr.WriteData(id, true, nil))
 			if a := c.wait(id)[id]; a.status != http.StatusOK || a.wasRst {
-				t.Errorf("a client sending every 100ms for 1.2s: %s", a)
+				t.Errorf("a client sending every 300ms for 1.8s: %s", a)
 			}
 
 			id = stall(c, g.scheme(), "/push", "application/grpc", whole, 1)[0]
 			a := c.wait(id)[id]
 			if a.status != http.StatusOK || a.wasRst || a.body.Len() != pushes*8 {
-				t.Errorf("a resting client, its upstream pushing every 100ms for 1.2s: %s, %d bytes of %d", a, a.body.Len(), pushes*8)
+				t.Errorf("a resting client, its upstream pushing every 100ms for 2s: %s, %d bytes of %d", a, a.body.Len(), pushes*8)
 			}
 		})
 	}
