@@ -110,6 +110,10 @@ func (c *conn) newRequest(st *stream) (*http.Request, http.Handler) {
 	if st.protocol != "" {
 		header.Set(":protocol", st.protocol)
 	}
+	cont := hasToken(header["Expect"], "100-continue")
+	if cont {
+		delete(header, "Expect")
+	}
 	if cookies := header["Cookie"]; len(cookies) > 1 {
 		header.Set("Cookie", strings.Join(cookies, "; "))
 	}
@@ -145,7 +149,7 @@ func (c *conn) newRequest(st *stream) (*http.Request, http.Handler) {
 	}
 	if !st.bodyless {
 		req.ContentLength = st.recvDecl
-		req.Body = &requestBody{st: st, needsContinue: header.Get("Expect") == "100-continue"}
+		req.Body = &requestBody{st: st, needsContinue: cont}
 	}
 	switch {
 	case st.truncated:
@@ -160,6 +164,19 @@ func (c *conn) newRequest(st *stream) (*http.Request, http.Handler) {
 }
 
 func textTrim(s string) string { return strings.Trim(s, " \t") }
+
+// hasToken reports whether the comma-separated values hold token, in any
+// ASCII case, as httpguts.HeaderValuesContainsToken reads them.
+func hasToken(values []string, token string) bool {
+	for _, v := range values {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(textTrim(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 func headerListTooLong(w http.ResponseWriter, _ *http.Request) {
 	w.WriteHeader(http.StatusRequestHeaderFieldsTooLarge)
@@ -442,7 +459,7 @@ func (w *responseWriter) writeHead(p []byte, head bool) error {
 		v := h.Get("Connection")
 		delete(h, "Connection")
 		if v == "close" {
-			go w.c.goAway(http2.ErrCodeNo)
+			w.c.goAway(http2.ErrCodeNo)
 		}
 	}
 	fields := appendHeaderMap(nil, w.status, h, ctype, clen, date)

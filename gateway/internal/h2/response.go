@@ -159,7 +159,7 @@ func (c *conn) relayResponse(st *stream, rs *relayed, u *upstream.Conn) {
 	}
 	if err != nil {
 		// As ReverseProxy's abort makes net/http's server end it.
-		c.resetStream(st.id, http2.ErrCodeInternal)
+		c.resetIfOpen(st.id, http2.ErrCodeInternal)
 	}
 	c.flush()
 	if err == nil {

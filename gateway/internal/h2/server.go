@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -54,6 +55,9 @@ const (
 	writeBuf = 16 << 10
 	// giveBackAt is the received bytes after which credit is returned.
 	giveBackAt = recvWindow / 4
+	// goAwayTimeout is how long a connection lingers after a GOAWAY for an
+	// error.
+	goAwayTimeout = time.Second
 	// maxWindow is the largest flow-control window (RFC 9113, 6.9.1).
 	maxWindow = 1<<31 - 1
 )
@@ -229,6 +233,7 @@ type conn struct {
 	earlyReset int                // early resets, net of streams answered
 	waiting    map[*stream]struct{}
 	goingAway  bool
+	draining   bool // after a GOAWAY for an error: reads wait goAwayTimeout
 	closed     bool
 	idleSince  time.Time
 	workers    int
@@ -493,6 +498,7 @@ func (c *conn) setIdleDeadline() {
 
 func (c *conn) setIdleDeadlineLocked() {
 	switch {
+	case c.draining:
 	case c.open > 0:
 		c.nc.SetReadDeadline(time.Time{})
 	case c.goingAway || c.closed:
@@ -520,14 +526,20 @@ func (c *conn) goAway(code http2.ErrCode) {
 	c.flush()
 }
 
-// connError ends the connection with GOAWAY code.
+// connError ends the connection with GOAWAY code. As x/net's server
+// does, it reads on, and drops, what the client sends for a second: the
+// streams under way may finish, and the GOAWAY is not lost to a TCP reset
+// for unread bytes.
 func (c *conn) connError(code http2.ErrCode) {
 	c.mu.Lock()
 	last := c.maxID
-	c.goingAway = true
+	c.goingAway, c.draining = true, true
+	c.nc.SetReadDeadline(time.Now().Add(goAwayTimeout))
 	c.mu.Unlock()
 	c.writeFrames(func() error { return c.fw.WriteGoAway(last, code, nil) })
-	c.flush()
+	if c.flush() == nil {
+		io.Copy(io.Discard, c.br)
+	}
 }
 
 // close ends the connection: every stream's work stops at its next write.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"golang.org/x/net/http2"
@@ -112,10 +113,16 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	return nil
 }
 
-// checkPseudo refuses a request without the pseudo-header fields x/net's
-// server requires (RFC 9113, 8.3.1).
+// checkPseudo refuses a request without the pseudo-header fields
+// net/http's server requires (RFC 9113, 8.3.1), or with :protocol.
 func (st *stream) checkPseudo() error {
 	bad := http2.StreamError{StreamID: st.id, Code: http2.ErrCodeProtocol}
+	if st.protocol != "" {
+		return bad // extended CONNECT, which net/http's server does not take
+	}
+	if strings.IndexByte(st.authority, '@') >= 0 && (st.scheme == "http" || st.scheme == "https") {
+		return bad // userinfo (RFC 9113, 8.3.1)
+	}
 	if st.method == "CONNECT" {
 		if st.protocol == "" && (st.path != "" || st.scheme != "" || st.authority == "") {
 			return bad
