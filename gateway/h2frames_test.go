@@ -104,17 +104,15 @@ func TestH2FramesHeaderFloods(t *testing.T) {
 			c.openFrame(h2get("/a"), true, false)
 			junk := bytes.Repeat([]byte{0x40, 0x01, 'x', 0x01, 'y'}, 3000) // literal fields, indexed
 			written := 0
-			for c.dead == nil && written < 64<<20 {
+			for c.dead == nil && written < 4<<20 { // four times the header-list bound
 				c.write(c.fr.WriteContinuation(1, false, junk))
 				written += len(junk)
 			}
-			if readGoAway(c) == http2.ErrCodeNo && c.dead == nil {
-				t.Errorf("an endless CONTINUATION flood (%d bytes) was taken", written)
+			// The gateway ends the connection for it: what it reads after
+			// its GOAWAY, for a second, it drops.
+			if code := readGoAway(c); code == http2.ErrCodeNo || code == ^http2.ErrCode(0) {
+				t.Errorf("a CONTINUATION flood of %d bytes: GOAWAY %v, want an error", written, code)
 			}
-			if written >= 64<<20 {
-				t.Errorf("the gateway read %d bytes of one header block", written)
-			}
-
 			c = dialH2C(t, addr)
 			big := strings.Repeat("b", 4000)
 			fields := append(h2get("/a"), "x-big", big)

@@ -22,23 +22,24 @@ import (
 
 // relayed is what relaying one stream needs, kept in a pool.
 type relayed struct {
-	set   *rules.Set
-	want  []string
-	wantV [][]string
-	req   http.Request
-	url   url.URL
-	hdr   http.Header
-	w     answer
-	norm  string // the path the upstream is sent, escaped
-	query string // with its '?', or ""
-	resp  h1.RespHead
-	respN int
-	out   []hpack.HeaderField
-	names map[string]string // header names as the upstream wrote them, in lower case
+	set    *rules.Set
+	want   []string
+	wantV  [][]string
+	req    http.Request
+	url    url.URL
+	hdr    http.Header
+	w      answer
+	norm   string // the path the upstream is sent, escaped
+	query  string // with its '?', or ""
+	resp   h1.RespHead
+	respN  int
+	out    []hpack.HeaderField
+	names  map[string]string // header names as the upstream wrote them, in lower case
+	values map[string]string // header values by the upstream's line
 }
 
 var relayPool = sync.Pool{New: func() any {
-	return &relayed{hdr: http.Header{}, w: answer{h: http.Header{}}, names: map[string]string{}}
+	return &relayed{hdr: http.Header{}, w: answer{h: http.Header{}}, names: map[string]string{}, values: map[string]string{}}
 }}
 
 // answer collects the middleware's headers, and its answer when it

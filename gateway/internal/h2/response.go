@@ -65,7 +65,7 @@ func (rs *relayed) upstreamFields(out []hpack.HeaderField, b []byte, final bool)
 		if name == "trailer" && !r.Chunked || r.Code == http.StatusNotModified && name == "content-type" {
 			continue
 		}
-		out = append(out, hpack.HeaderField{Name: name, Value: string(bytes.Trim(line[colon+1:], " \t"))})
+		out = append(out, hpack.HeaderField{Name: name, Value: rs.value(line, bytes.Trim(line[colon+1:], " \t"))})
 	}
 	if !final {
 		return out
@@ -90,6 +90,21 @@ func (rs *relayed) lowerName(b []byte) string {
 		rs.names[string(b)] = n
 	}
 	return n
+}
+
+// value returns the value v of the upstream's header line as a string:
+// the same line as an earlier answer's (a type, a length, the date this
+// second) takes its string again.
+func (rs *relayed) value(line, v []byte) string {
+	if s, ok := rs.values[string(line)]; ok {
+		return s
+	}
+	if len(rs.values) >= 256 {
+		clear(rs.values)
+	}
+	s := string(v)
+	rs.values[string(line)] = s
+	return s
 }
 
 // statusText is the :status value of code.

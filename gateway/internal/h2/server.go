@@ -551,6 +551,7 @@ func (c *conn) close() {
 	}
 	c.mu.Unlock()
 	close(c.done)
+	close(c.work) // the reader, which alone sends on it, is done
 	c.nc.Close()
 	s := c.s
 	s.mu.Lock()

@@ -35,13 +35,18 @@ type stream struct {
 	answered   bool  // the response's END_STREAM is written
 	cancel     context.CancelFunc
 
-	wake chan struct{}                 // told of more window, and of the stream's end
+	wake chan struct{}                 // told of more window, and of the stream's end; made under c.mu by the first wait
 	gone atomic.Bool                   // reset, by either side, or the connection ended
 	up   atomic.Pointer[upstream.Conn] // the upstream connection its request is on
 	body *pipe                         // the request body, for Handler's streams
 }
 
+// wakeUp tells st's writer, if it waits for window, to look again; c.mu
+// is held.
 func (st *stream) wakeUp() {
+	if st.wake == nil {
+		return // it never waited
+	}
 	select {
 	case st.wake <- struct{}{}:
 	default:
@@ -83,7 +88,6 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		method: f.PseudoValue("method"), scheme: f.PseudoValue("scheme"), authority: f.PseudoValue("authority"),
 		path: f.PseudoValue("path"), protocol: f.PseudoValue("protocol"),
 		send: c.sendInit, recv: recvWindow, recvDecl: -1, remoteEnd: f.StreamEnded(),
-		wake: make(chan struct{}, 1),
 	}
 	if err := st.checkPseudo(); err != nil {
 		c.mu.Unlock()

@@ -28,31 +28,38 @@ func (c *conn) dispatchLocked(st *stream) {
 }
 
 // worker serves the connection's streams until it has waited idleWorker
-// for one, or the connection ends.
+// for one, or the connection ends (the reader closes c.work). The timer
+// is not reset for each stream: when it fires, a worker busy since goes on.
 func (c *conn) worker() {
 	t := time.NewTimer(idleWorker)
 	defer t.Stop()
+	busy := false
 	for {
 		select {
-		case st := <-c.work:
+		case st, ok := <-c.work:
+			if !ok {
+				return
+			}
 			c.serveStream(st)
 			c.mu.Lock()
 			c.working--
 			c.idle++
 			c.mu.Unlock()
-			t.Reset(idleWorker)
+			busy = true
 		case <-t.C:
+			t.Reset(idleWorker)
+			if busy {
+				busy = false
+				continue
+			}
 			c.mu.Lock()
 			if len(c.work) > 0 { // given one as the timer fired
 				c.mu.Unlock()
-				t.Reset(idleWorker)
 				continue
 			}
 			c.idle--
 			c.workers--
 			c.mu.Unlock()
-			return
-		case <-c.done:
 			return
 		}
 	}
@@ -72,6 +79,9 @@ func (c *conn) serveStream(st *stream) {
 			c.flush()
 		}
 	}()
+	if st.gone.Load() {
+		return // reset, or the connection ended, while it waited
+	}
 	if c.relay(st) {
 		return
 	}
@@ -101,6 +111,9 @@ func (st *stream) reserve(n int) (int, error) {
 		}
 		if c.waiting == nil {
 			c.waiting = map[*stream]struct{}{}
+		}
+		if st.wake == nil {
+			st.wake = make(chan struct{}, 1)
 		}
 		c.waiting[st] = struct{}{}
 		c.mu.Unlock()
