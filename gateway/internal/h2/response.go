@@ -126,6 +126,8 @@ func statusText(code int) string {
 // body, as net/http's HTTP/2 server sends what ReverseProxy writes. u goes
 // back to the pool when it can serve again.
 func (c *conn) relayResponse(st *stream, rs *relayed, u *upstream.Conn) {
+	c.beginWrite()
+	defer c.endWrite()
 	r := &rs.resp
 	head, _ := u.R.Peek(rs.respN)
 	fields := rs.upstreamFields(rs.out[:0], head, true)
@@ -175,9 +177,7 @@ func (c *conn) relayResponse(st *stream, rs *relayed, u *upstream.Conn) {
 	if err != nil {
 		// As ReverseProxy's abort makes net/http's server end it.
 		c.resetIfOpen(st.id, http2.ErrCodeInternal)
-	}
-	c.flush()
-	if err == nil {
+	} else {
 		st.finish()
 	}
 }
@@ -363,9 +363,10 @@ func (b *bodyRelay) chunk(n int64) error {
 	return nil
 }
 
-// line reads one line of a chunked body, with its line end.
+// line reads one line of a chunked body, with its line end; what the
+// client is owed is flushed before a wait.
 func (b *bodyRelay) line() ([]byte, error) {
-	if b.u.R.Buffered() == 0 {
+	if p, _ := b.u.R.Peek(b.u.R.Buffered()); bytes.IndexByte(p, '\n') < 0 { // it may wait
 		if err := b.c.flush(); err != nil {
 			return nil, err
 		}

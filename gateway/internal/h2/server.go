@@ -217,6 +217,7 @@ type conn struct {
 	enc     *hpack.Encoder
 	hbuf    headerBuf
 	writeBy time.Time // the write deadline set last
+	writing int       // responses being written (beginWrite)
 	werr    error     // a write failed: the connection is done
 
 	// The connection's state, under mu.
@@ -583,6 +584,27 @@ func (c *conn) writeFrames(write func() error) error {
 		c.nc.Close()
 	}
 	return c.werr
+}
+
+// beginWrite marks a response being written: until its endWrite, what is
+// written stays in the buffer, or is flushed before its writer waits (for
+// the upstream, or for window).
+func (c *conn) beginWrite() {
+	c.wmu.Lock()
+	c.writing++
+	c.wmu.Unlock()
+}
+
+// endWrite ends a response's writing, and flushes unless another is being
+// written, whose end flushes both: responses that end together leave in one
+// write, and one TLS record when they fit.
+func (c *conn) endWrite() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.writing--
+	if c.writing == 0 {
+		c.flushLocked()
+	}
 }
 
 // flush sends what the buffer holds, bounded by the write timeout.
