@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,6 +56,7 @@ func (c *conn) readHead(u *upstream.Conn, st *stream, rs *relayed) error {
 func (rs *relayed) upstreamFields(out []hpack.HeaderField, b []byte, final bool) []hpack.HeaderField {
 	r := &rs.resp
 	out = append(out, hpack.HeaderField{Name: ":status", Value: statusText(r.Code)})
+	var trailers []string
 	for _, s := range r.Lines {
 		if r.Dropped(b, s) {
 			continue
@@ -62,10 +64,18 @@ func (rs *relayed) upstreamFields(out []hpack.HeaderField, b []byte, final bool)
 		line := h1.TrimEOL(b[s.Start:s.End])
 		colon := bytes.IndexByte(line, ':')
 		name := rs.lowerName(line[:colon])
-		if name == "trailer" && !r.Chunked || r.Code == http.StatusNotModified && name == "content-type" {
+		value := bytes.Trim(line[colon+1:], " \t")
+		if name == "trailer" {
+			if r.Chunked {
+				trailers = appendTrailerNames(trailers, value)
+			}
 			continue
 		}
-		out = append(out, hpack.HeaderField{Name: name, Value: rs.value(line, bytes.Trim(line[colon+1:], " \t"))})
+		out = append(out, hpack.HeaderField{Name: name, Value: rs.value(line, value)})
+	}
+	if len(trailers) > 0 {
+		// As ReverseProxy announces them: the names net/http's client read.
+		out = append(out, hpack.HeaderField{Name: "trailer", Value: strings.Join(trailers, ", ")})
 	}
 	if !final {
 		return out
@@ -77,6 +87,17 @@ func (rs *relayed) upstreamFields(out []hpack.HeaderField, b []byte, final bool)
 		}
 	}
 	return out
+}
+
+// appendTrailerNames appends the names a Trailer header lists, canonical
+// and each once, as net/http's client keeps them.
+func appendTrailerNames(names []string, v []byte) []string {
+	for n := range strings.SplitSeq(string(v), ",") {
+		if n = http.CanonicalHeaderKey(strings.Trim(n, " \t")); n != "" && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
 }
 
 // lowerName returns a header name in lower case; the names of the
