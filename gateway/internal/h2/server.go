@@ -632,7 +632,7 @@ func (c *conn) flushLocked() error {
 	return c.werr
 }
 
-// appendDate returns the Date header's value; the text is made once a
+// dateValue returns the Date header's value; the text is made once a
 // second.
 func (s *Server) dateValue() string {
 	now := time.Now()
