@@ -27,7 +27,9 @@
 # execution trace's goroutine creations, scaled to the count above).
 # Env: N (50000), N_STRACE (20000), N_TRACE (2000), DURATION (15),
 # H2_CONNS (16), H2_STREAMS (4), H1_CONNS (64), THREADS (2), WORKLOADS
-# ("h2 h1 h2c h1c": a subset, in this order).
+# ("h2 h1 h2c h1c": a subset, in this order), H2_SERVER (standard; frames:
+# client_h2: frames, frames.yaml.in and h2c-frames.yaml.in, output in
+# h2-profile-frames.txt and h2-profile-frames/).
 # Output: bench/results/h2-profile.txt, and the profiles in
 # bench/results/h2-profile/ (go tool pprof -top bench/results/h2-profile/h2.cpu).
 set -euo pipefail
@@ -49,7 +51,9 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-mkdir -p results/h2-profile
+suffix=""
+[ "${H2_SERVER:-standard}" = frames ] && suffix=-frames
+mkdir -p "results/h2-profile$suffix"
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
@@ -76,8 +80,13 @@ gw() { # NAME CONFIG: the gateway NAME with bench/gateway/tls/CONFIG.yaml.in
   "$tmp/profiled" -config "$tmp/$1.yaml" -pprof "127.0.0.1:${port[$1-pprof]}" 2>"$tmp/$1.log" & pids+=($!)
   pid[$1]=$!
 }
-gw tls fast
-gw clear h2c
+if [ -n "$suffix" ]; then
+  gw tls frames
+  gw clear h2c-frames
+else
+  gw tls fast
+  gw clear h2c
+fi
 
 declare -A url side args
 url[h2]="https://127.0.0.1:${port[tls]}/v1/items/7" side[h2]=tls args[h2]="-c$H2_CONNS -m$H2_STREAMS"
@@ -137,6 +146,7 @@ classify() {
       if (s ~ /httputil\.\(\*ReverseProxy\)/) return "httputil.ReverseProxy"
       if (s ~ /ratekeeper\/(httplimit|rules|memstore|internal\/algo)\./) return "decision: rules, store, headers"
       if (s ~ /gateway\/internal\/(fastpath|h1)\./) return "fast path: HTTP/1.1 read, write"
+      if (s ~ /gateway\/internal\/h2\./) return "the gateway'"'"'s HTTP/2 server (client_h2: frames)"
       if (s ~ /ratekeeper\/gateway\./) return "gateway: request view, body, writers"
       if (s ~ /net\/http\.(\(\*)?http2/) return "net/http HTTP/2: frames, streams"
       if (s ~ /net\/http\./) return "net/http, other"
@@ -183,7 +193,7 @@ records() {
     }' "$tmp"/trace.*
 }
 
-out=results/h2-profile.txt
+out=results/h2-profile$suffix.txt
 {
   echo "# HTTP/2 profile $(date -u +%FT%TZ) at $(git rev-parse --short HEAD), $(nproc) cores ($(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)), load average $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# h2, h2c: h2load -t$THREADS -c$H2_CONNS -m$H2_STREAMS; h1, h1c: h2load -t$THREADS --h1 -c$H1_CONNS; $(h2load --version); $(strace -V | head -1); $(go version | cut -d' ' -f3-)"
@@ -203,11 +213,11 @@ for w in "${workloads[@]}"; do
     split(a, x, " "); split(b, y, " "); split(c, z, " ")
     printf "%.1f %.0f %.2f %.4f\n", (z[1] - 2 * y[1] + x[1]) / n, (z[2] - 2 * y[2] + x[2]) / n, (z[3] - y[3]) / n, (z[4] - y[4]) / n }')
 
-  curl -s -o "results/h2-profile/$w.cpu" "127.0.0.1:${port[$s-pprof]}/debug/pprof/profile?seconds=$DURATION" & prof=$!
+  curl -s -o "results/h2-profile$suffix/$w.cpu" "127.0.0.1:${port[$s-pprof]}/debug/pprof/profile?seconds=$DURATION" & prof=$!
   sleep 0.2
   done_n=$(load "$w" "-D$DURATION")
   wait "$prof"
-  go tool pprof -traces "$tmp/profiled" "results/h2-profile/$w.cpu" 2>/dev/null | classify > "$tmp/$w.cat"
+  go tool pprof -traces "$tmp/profiled" "results/h2-profile$suffix/$w.cpu" 2>/dev/null | classify > "$tmp/$w.cat"
   cpu[$w]=$(awk -v n="$done_n" '{t += $1} END {printf "%.1f", t / n}' "$tmp/$w.cat")
   awk -F'\t' -v n="$done_n" -v w="$w" '{printf "%s\t%.2f\t%s\n", w, $1 / n, $2}' "$tmp/$w.cat" >> "$tmp/cats"
 

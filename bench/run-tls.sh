@@ -20,6 +20,8 @@
 #   rk-up-tls  TLS, and HTTPS to the upstream (HTTP/1.1, verified)
 #   rk-up-h2   TLS, and HTTP/2 over TLS to the upstream
 #   rk-h2c     clear text, h2c by prior knowledge beside HTTP/1.1
+#   rk-h2f, rk-h2cf  rk-fast and rk-h2c with client_h2: frames, the
+#              gateway's own HTTP/2 server
 #   nginx      nginx 1.22 (2 workers): limit_req at the same limit, TLS 1.3
 #              as the gateway negotiates it; nginx-up-tls with HTTPS to the
 #              upstream; nginx-h2c clear text, HTTP/2 by prior knowledge
@@ -32,12 +34,14 @@
 # ratio (the machine is shared and noisy: a slow swing touches both sides
 # of a pair alike, a burst only one round).
 # Env: ROUNDS (5), DURATION (3s), CONNS (64), THREADS (2), H2_CONNS (16),
-# H2_STREAMS (4). QUICK=1: a smoke run (1 round of 2s, under a minute).
+# H2_STREAMS (4), WORKLOADS ("h1 h2 hs hr": a subset), OUT
+# (results/tls.txt). QUICK=1: a smoke run (1 round of 2s, under a minute).
 # Output: bench/results/tls.txt.
 set -euo pipefail
 cd "$(dirname "$0")"
 . ./lib.sh
 if [ -n "${QUICK:-}" ]; then ROUNDS=${ROUNDS:-1} DURATION=${DURATION:-2s}; fi
+WORKLOADS=${WORKLOADS:-h1 h2 hs hr}
 ROUNDS=${ROUNDS:-5} DURATION=${DURATION:-3s} CONNS=${CONNS:-64} THREADS=${THREADS:-2}
 H2_CONNS=${H2_CONNS:-16} H2_STREAMS=${H2_STREAMS:-4}
 
@@ -74,7 +78,7 @@ go build -o "$tmp/handshake" ./gateway/handshake
 
 declare -A port
 next=18400
-for n in up up-tls rk-fast rk-std rk-std-tr rk-up-tls rk-up-h2 rk-h2c nginx nginx-up-tls nginx-h2c; do
+for n in up up-tls rk-fast rk-std rk-std-tr rk-up-tls rk-up-h2 rk-h2c rk-h2f rk-h2cf nginx nginx-up-tls nginx-h2c; do
   port[$n]=$(freeport "$next")
   next=$((port[$n] + 1))
 done
@@ -93,19 +97,21 @@ rk rk-std-tr standard-transport "${port[up]}"
 rk rk-up-tls tls-upstream "${port[up-tls]}"
 rk rk-up-h2 tls-upstream-h2 "${port[up-tls]}"
 rk rk-h2c h2c "${port[up]}"
+rk rk-h2f frames "${port[up]}"
+rk rk-h2cf h2c-frames "${port[up]}"
 sed -e "s#@DIR@#$tmp#g" -e "s#@UPSTREAM@#${port[up]}#" -e "s#@UPSTREAM_TLS@#${port[up-tls]}#" \
   -e "s#@NGINX@#${port[nginx]}#" -e "s#@NGINX_UP@#${port[nginx-up-tls]}#" -e "s#@NGINX_H2C@#${port[nginx-h2c]}#" \
   gateway/tls/nginx.conf.in > "$tmp/nginx.conf"
 "$NGINX" -p "$tmp" -c "$tmp/nginx.conf" & pids+=($!)
 pid[nginx]=$! pid[nginx-up-tls]=$! pid[nginx-h2c]=$!
-for n in rk-fast rk-std rk-std-tr rk-h2c nginx nginx-h2c; do upstream_pid[$n]=$pid_up; done
+for n in rk-fast rk-std rk-std-tr rk-h2c rk-h2f rk-h2cf nginx nginx-h2c; do upstream_pid[$n]=$pid_up; done
 for n in rk-up-tls rk-up-h2 nginx-up-tls; do upstream_pid[$n]=$pid_uptls; done
 
 # Each workload's contenders and their addresses; before the run, curl
 # must get a 200 from each over the protocol its workload speaks.
 # The pairs that a ratio below compares are next to each other.
 h1=(rk-std rk-fast nginx nginx-up-tls rk-up-h2 rk-up-tls rk-std-tr)
-h2=(rk nginx nginx-h2c rk-h2c)
+h2=(rk nginx rk-h2f nginx-h2c rk-h2c rk-h2cf)
 hs=(rk-std rk-fast nginx)
 hr=(rk-fast nginx)
 declare -A url
@@ -114,6 +120,7 @@ for n in "${hs[@]}"; do url[hs/$n]="127.0.0.1:${port[$n]}"; done
 for n in "${hr[@]}"; do url[hr/$n]="127.0.0.1:${port[$n]}"; done
 url[h2/rk]="https://127.0.0.1:${port[rk-fast]}/v1/items/7" url[h2/nginx]="https://127.0.0.1:${port[nginx]}/v1/items/7"
 url[h2/rk-h2c]="http://127.0.0.1:${port[rk-h2c]}/v1/items/7" url[h2/nginx-h2c]="http://127.0.0.1:${port[nginx-h2c]}/v1/items/7"
+url[h2/rk-h2f]="https://127.0.0.1:${port[rk-h2f]}/v1/items/7" url[h2/rk-h2cf]="http://127.0.0.1:${port[rk-h2cf]}/v1/items/7"
 pid[rk]=${pid[rk-fast]} upstream_pid[rk]=$pid_up
 check() { # WORKLOAD NAME: 200 over the protocol the workload speaks
   local u=${url[$1/$2]} want=1.1 args=(--http1.1 --cacert "$tmp/gw.crt") got=""
@@ -131,7 +138,7 @@ for n in "${h1[@]}"; do check h1 "$n"; done
 for n in "${h2[@]}"; do check h2 "$n"; done
 
 hz=$(getconf CLK_TCK)
-out=results/tls.txt
+out=${OUT:-results/tls.txt}
 {
   echo "# TLS benchmark $(date -u +%FT%TZ) at $(git rev-parse --short HEAD), $(nproc) cores ($(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)), $ROUNDS rounds of $DURATION"
   echo "# h1: wrk -t$THREADS -c$CONNS; h2: h2load -t$THREADS -c$H2_CONNS -m$H2_STREAMS; hs, hr: handshake -conns $CONNS (hr: -resume)"
@@ -179,7 +186,7 @@ run() {
     'BEGIN { printf "%d %s %s %.0f %.3f %.3f %.1f %.1f %d\n", r, w, n, rps, p50, p99, c / hz * 1e6 / nreq, uc / hz * 1e6 / nreq, e }' | tee -a "$out"
 }
 for r in $(seq "$ROUNDS"); do
-  for w in h1 h2 hs hr; do
+  for w in $WORKLOADS; do
     case $w in h1) list=("${h1[@]}") ;; h2) list=("${h2[@]}") ;; hs) list=("${hs[@]}") ;; hr) list=("${hr[@]}") ;; esac
     if ((r % 2 == 0)); then # backwards: each pair's two sides take turns going first
       for ((i = ${#list[@]} - 1; i >= 0; i--)); do run "$w" "${list[$i]}" "$r"; done
@@ -214,6 +221,7 @@ awk '
   }
   function line(label, w, a, b,   t, tl, th, c) {
     t = pair(w, a, b, 4); tl = lo; th = hi
+    if (lo == 1e9) return # a workload not run (WORKLOADS)
     c = pair(w, a, b, 7)
     printf "%-48s %6.2fx (%.2f-%.2f) %6.2fx (%.2f-%.2f)\n", label, t, tl, th, c, lo, hi
   }
@@ -240,9 +248,12 @@ awk '
     line("nginx, HTTPS upstream: nginx-up-tls / nginx", "h1", "nginx-up-tls", "nginx")
     line("HTTP/2 over TLS: rk / nginx", "h2", "rk", "nginx")
     line("h2c: rk-h2c / nginx-h2c", "h2", "rk-h2c", "nginx-h2c")
+    line("HTTP/2 over TLS, client_h2 frames: rk-h2f / nginx", "h2", "rk-h2f", "nginx")
+    line("h2c, client_h2 frames: rk-h2cf / nginx-h2c", "h2", "rk-h2cf", "nginx-h2c")
+    line("client_h2 frames over TLS: rk-h2f / rk", "h2", "rk-h2f", "rk")
     line("full handshakes: rk-fast / nginx", "hs", "rk-fast", "nginx")
     line("full handshakes: rk-std / nginx", "hs", "rk-std", "nginx")
     line("resumed handshakes: rk-fast / nginx", "hr", "rk-fast", "nginx")
-    printf "\nthe upstream hop'"'"'s TLS in CPU µs per request (medians): gateway %+.1f (rk-up-tls - rk-std-tr), its upstream %+.1f; nginx %+.1f, its upstream %+.1f\n", m("h1", "rk-up-tls", 7) - m("h1", "rk-std-tr", 7), m("h1", "rk-up-tls", 8) - m("h1", "rk-std-tr", 8), m("h1", "nginx-up-tls", 7) - m("h1", "nginx", 7), m("h1", "nginx-up-tls", 8) - m("h1", "nginx", 8)
-    printf "target, HTTPS/1.1 throughput >= 0.8x nginx: %s (%.2fx)\n", (target >= 0.8 ? "met" : "missed"), target
+    if (("h1", "rk-up-tls", 7) in v) printf "\nthe upstream hop'"'"'s TLS in CPU µs per request (medians): gateway %+.1f (rk-up-tls - rk-std-tr), its upstream %+.1f; nginx %+.1f, its upstream %+.1f\n", m("h1", "rk-up-tls", 7) - m("h1", "rk-std-tr", 7), m("h1", "rk-up-tls", 8) - m("h1", "rk-std-tr", 8), m("h1", "nginx-up-tls", 7) - m("h1", "nginx", 7), m("h1", "nginx-up-tls", 8) - m("h1", "nginx", 8)
+    if (("h1", "rk-fast", 4) in v) printf "target, HTTPS/1.1 throughput >= 0.8x nginx: %s (%.2fx)\n", (target >= 0.8 ? "met" : "missed"), target
   }' "$out" | tee -a "$out"

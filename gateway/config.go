@@ -42,6 +42,11 @@ type Config struct {
 	// upstream transport; with "standard" there, or upstream_protocol: h2,
 	// or the demo, every connection goes to net/http.
 	ClientTransport string `yaml:"client_transport"`
+	// ClientH2 is the server of HTTP/2 client connections on the fast
+	// path: "standard" (default) is Go's net/http, "frames" the gateway's
+	// own (gateway/internal/h2), which relays plain requests without a
+	// goroutine per stream and gives the rest to net/http's handler.
+	ClientH2 string `yaml:"client_h2"`
 	// AccessLog is the access log: "off" (the default), "all" (a line per
 	// request) or "refused" (a line per request refused: 429, 503 by the
 	// store's failure policy, 403 by the deny list). Lines are JSON, one
@@ -274,6 +279,7 @@ func (c *Config) choiceProblems(fail failFunc) {
 	}{
 		{"upstream_transport", c.UpstreamTransport, "direct or standard", []string{"", "direct", "standard"}},
 		{"client_transport", c.ClientTransport, "fast or standard", []string{"", "fast", "standard"}},
+		{"client_h2", c.ClientH2, "standard or frames", []string{"", "standard", "frames"}},
 		{"upstream_protocol", c.UpstreamProtocol, "auto, http1 or h2", []string{"", ProtocolAuto, ProtocolHTTP1, ProtocolH2}},
 		{"access_log", c.AccessLog, "off, all or refused", []string{"", AccessLogOff, AccessLogAll, AccessLogRefused}},
 	} {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -134,6 +135,10 @@ func startGateway(t testing.TB, transport, upstream, extra string) string {
 func runGateway(t testing.TB, transport, upstream, extra string) *Gateway {
 	t.Helper()
 	yaml := "listen: 127.0.0.1:0\nwatch: -1s\nshutdown_timeout: 5s\nclient_transport: " + transport + "\nupstream: " + upstream + "\n" + extra
+	if h2 := os.Getenv("RATEKEEPER_TEST_CLIENT_H2"); h2 != "" && !strings.Contains(extra, "client_h2:") {
+		// Every suite over the gateway's own HTTP/2 server (h2frames_test.go).
+		yaml += "client_h2: " + h2 + "\n"
+	}
 	g := newTestGateway(t, yaml)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/gateway/internal/fastpath"
+	"github.com/ratekeeper/ratekeeper/gateway/internal/h2"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/problem"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/upstream"
 	"github.com/ratekeeper/ratekeeper/httplimit"
@@ -532,7 +533,47 @@ func (g *Gateway) servers(cfg *Config, ln net.Listener) []server.Server {
 	fast.HandOffAll = func() bool { return g.access.Load() != nil }
 	fast.Accepted = g.metrics.ConnectionCounter("fast")
 	// Connections the fast path hands off are served by srv.
-	return []server.Server{fastServer{fast, ln}, server.HTTP(srv, fast.HandOff())}
+	servers := []server.Server{fastServer{fast, ln}, server.HTTP(srv, fast.HandOff())}
+	if h2s := g.h2Server(cfg); h2s != nil {
+		h2s.HTTPServer = srv
+		fast.H2, fast.H2C = h2s, cfg.H2C
+		servers = append(servers, h2Server{h2s, make(chan struct{})})
+	}
+	return servers
+}
+
+// h2Server is the gateway's own HTTP/2 server when client_h2 asks for it
+// (nil otherwise): the fast path hands it its HTTP/2 connections.
+func (g *Gateway) h2Server(cfg *Config) *h2.Server {
+	if cfg.ClientH2 != "frames" {
+		return nil
+	}
+	s := h2.New(g.mw, g.direct, g.target, g.settings.h2(), g.logger, g.handler)
+	if s == nil {
+		return nil
+	}
+	s.OnPanic = g.onPanic
+	// It does not log: while the access log is on, the handler serves
+	// each stream.
+	s.HandOffAll = func() bool { return g.access.Load() != nil }
+	return s
+}
+
+// h2Server runs the HTTP/2 server as a server.Server: it serves what the
+// fast path hands it until Shutdown.
+type h2Server struct {
+	s    *h2.Server
+	done chan struct{}
+}
+
+func (s h2Server) Serve() error {
+	<-s.done
+	return nil
+}
+
+func (s h2Server) Shutdown(ctx context.Context) error {
+	defer close(s.done)
+	return s.s.Shutdown(ctx)
 }
 
 // httpServer is the net/http server of the gateway's listener: HTTP/1.1,
@@ -623,7 +664,7 @@ func (g *Gateway) reload() (int, []any, error) {
 		{"admin_listen", was.admin, now.admin},
 		{"upstream", was.upstream, now.upstream},
 		{"upstream_transport", was.transport, now.transport},
-		{"client_transport", was.client, now.client},
+		{"client_transport or client_h2", was.client, now.client},
 		{"store", was.store, now.store},
 		{"paths, client or upstream_timeouts", was.bounds, now.bounds},
 		{"rules' store_mode", was.modes, now.modes},
@@ -635,6 +676,7 @@ func (g *Gateway) reload() (int, []any, error) {
 	}
 	g.file = now
 	cfg.Listen, cfg.AdminListen, cfg.Upstream, cfg.UpstreamTransport, cfg.ClientTransport, cfg.Store = old.Listen, old.AdminListen, old.Upstream, old.UpstreamTransport, old.ClientTransport, old.Store
+	cfg.ClientH2 = old.ClientH2
 	cfg.Paths, cfg.Client, cfg.UpstreamTimeouts = old.Paths, old.Client, old.UpstreamTimeouts
 	cfg.TLS, cfg.H2C, cfg.UpstreamProtocol, cfg.UpstreamTLS = old.TLS, old.H2C, old.UpstreamProtocol, old.UpstreamTLS
 	if err := g.loadReroutes(set.Reroutes()); err != nil {
@@ -681,7 +723,7 @@ func startOnly(c *Config) startFields {
 			modes = append(modes, r.Name+"="+r.StoreMode)
 		}
 	}
-	return startFields{c.Listen, c.AdminListen, redactedURL(c.Upstream), c.UpstreamTransport, c.ClientTransport, c.Store.String(),
+	return startFields{c.Listen, c.AdminListen, redactedURL(c.Upstream), c.UpstreamTransport, c.ClientTransport + " " + c.ClientH2, c.Store.String(),
 		fmt.Sprintf("%+v %+v %+v", c.Paths, c.Client, c.UpstreamTimeouts), strings.Join(modes, " "),
 		fmt.Sprintf("%+v %v %s %+v", c.TLS, c.H2C, c.UpstreamProtocol, c.UpstreamTLS)}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratekeeper/ratekeeper/gateway/internal/fastpath"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
+	"github.com/ratekeeper/ratekeeper/gateway/internal/h2"
 	"github.com/ratekeeper/ratekeeper/gateway/internal/problem"
 	"github.com/ratekeeper/ratekeeper/httplimit"
 	"github.com/ratekeeper/ratekeeper/rules"
@@ -126,6 +127,17 @@ func settingsOf(c *Config) settings {
 // fastPath are the bounds the fast path keeps.
 func (s settings) fastPath() fastpath.Settings {
 	return fastpath.Settings{
+		AllowEncodedSlash:     s.allowEncodedSlash,
+		ReadHeaderTimeout:     s.readHeader,
+		IdleTimeout:           s.idle,
+		WriteTimeout:          s.writeTimeout,
+		ResponseHeaderTimeout: s.responseHeader,
+	}
+}
+
+// h2 are the bounds the HTTP/2 server keeps.
+func (s settings) h2() h2.Settings {
+	return h2.Settings{
 		AllowEncodedSlash:     s.allowEncodedSlash,
 		ReadHeaderTimeout:     s.readHeader,
 		IdleTimeout:           s.idle,

@@ -24,7 +24,7 @@ var layers = []struct {
 	{"the rules", []string{"rules", "internal/jsonmeter"}},
 	{"the rate limit fields", []string{"internal/ratefields"}},
 	{"the middleware", []string{"httplimit", "promlimit", "grpclimit"}},
-	{"the gateway's layers", []string{"gateway/internal/h1", "gateway/internal/upstream", "gateway/internal/fastpath", "gateway/internal/problem"}},
+	{"the gateway's layers", []string{"gateway/internal/h1", "gateway/internal/upstream", "gateway/internal/fastpath", "gateway/internal/h2", "gateway/internal/problem"}},
 	{"the servers' process", []string{"internal/server", "internal/server/metrics", "internal/server/watch", "internal/server/adminauth", "internal/server/buildinfo", "internal/server/tracing", "internal/server/dashboard"}},
 	{"the store a server opens", []string{"storeconfig", "internal/server/serverstore"}},
 	{"the charts", []string{"sim/chart"}},

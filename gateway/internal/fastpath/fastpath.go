@@ -71,6 +71,10 @@ type Server struct {
 	// HandOffAll, if not nil, is asked before each request: true hands
 	// the connection to net/http (which logs what the fast path does not).
 	HandOffAll func() bool
+	// H2, if not nil, serves the HTTP/2 connections in net/http's place:
+	// h2 by ALPN over TLS, and with H2C the h2c preface (handoff.go).
+	H2  interface{ ServeConn(net.Conn, *bufio.Reader) }
+	H2C bool
 
 	mw       *httplimit.Middleware
 	up       *upstream.Transport
@@ -348,10 +352,7 @@ func (c *conn) serve() {
 		tc.SetDeadline(time.Time{})
 		st := tc.ConnectionState()
 		if st.NegotiatedProtocol == "h2" {
-			if c.f.OnHandOff != nil {
-				c.f.OnHandOff()
-			}
-			handedOff = c.f.handoff.give(tc)
+			handedOff = c.handOffH2(tc)
 			return
 		}
 		c.req.TLS = &st
@@ -442,6 +443,9 @@ func (c *conn) handOff() bool {
 		c.f.OnHandOff()
 	}
 	c.nc.SetReadDeadline(time.Time{})
+	if c.giveH2C() {
+		return true
+	}
 	// net/http's header timeout runs on from where the fast path's was.
 	return c.f.handoff.give(&bufferedConn{Conn: c.nc, r: c.br, headDeadline: c.headDeadline})
 }

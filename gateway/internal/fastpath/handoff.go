@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"bufio"
+	"bytes"
 	"net"
 	"sync"
 	"time"
@@ -72,4 +73,28 @@ func (c *bufferedConn) SetReadDeadline(t time.Time) error {
 		c.headDeadline = time.Time{}
 	}
 	return c.Conn.SetReadDeadline(t)
+}
+
+// handOffH2 gives a connection that agreed on h2 by ALPN to the HTTP/2
+// server, H2 or net/http's.
+func (c *conn) handOffH2(tc net.Conn) bool {
+	if c.f.OnHandOff != nil {
+		c.f.OnHandOff()
+	}
+	if c.f.H2 != nil {
+		c.f.H2.ServeConn(tc, nil)
+		return true
+	}
+	return c.f.handoff.give(tc)
+}
+
+// giveH2C gives a connection that began with the h2c preface to H2, when
+// it serves h2c, and reports whether it did.
+func (c *conn) giveH2C() bool {
+	b, _ := c.br.Peek(c.br.Buffered())
+	if c.f.H2 == nil || !c.f.H2C || !bytes.HasPrefix(b, []byte("PRI * HTTP/2.0\r\n")) {
+		return false
+	}
+	c.f.H2.ServeConn(c.nc, c.br)
+	return true
 }
