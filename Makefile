@@ -1,5 +1,6 @@
 # make test: install what the tests need, then run them all with the race
-# detector. make bench: the side-by-side benchmarks (bench/ is its own module).
+# detector, and the gateway's HTTP/2 suites again over client_h2: frames.
+# make bench: the side-by-side benchmarks (bench/ is its own module).
 GO ?= go
 STATICCHECK = $(GO) tool -modfile=tools/go.mod staticcheck
 BENCHSTAT = $(GO) tool -modfile=tools/go.mod benchstat
@@ -9,6 +10,7 @@ BENCHSTAT = $(GO) tool -modfile=tools/go.mod benchstat
 test: test-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
+	RATEKEEPER_TEST_CLIENT_H2=frames $(GO) test -race -count=1 -run 'H2|GRPC|Hop|Transport|TLS|Frames|Authority' ./gateway
 	@if find bench -name '*.go' | grep -q .; then \
 	  echo 'cd bench && go vet ./... && go test -race -count=1 -run . ./...'; \
 	  cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -run . -timeout 10m ./...; fi
