@@ -680,7 +680,7 @@ func (c *conn) writeUpstream(u *upstream.Conn, buf []byte) error {
 	}
 	w.WriteString("\r\n")
 	w.Write(buf[h.N : h.N+h.ContentLength])
-	return w.Flush()
+	return u.Send() // written as the answer is awaited
 }
 
 // writeRequestLine writes the request line, with the path the rules saw,

@@ -1,0 +1,90 @@
+//go:build unix
+
+package upstream
+
+import (
+	"io"
+	"net"
+	"os"
+	"syscall"
+)
+
+// sendConn returns the socket that Send writes within a read, or nil:
+// over TLS, or a connection that is not a socket, Send is a plain flush.
+func sendConn(nc net.Conn) syscall.RawConn {
+	tc, ok := nc.(*net.TCPConn)
+	if !ok {
+		return nil
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
+}
+
+// sendRead writes the pending request and reads the answer's first bytes
+// into p, in one wait of the poller. The poller's readiness is reset
+// before the write, so an answer that comes at once is not missed.
+// A socket that takes only part of the request has the rest written as
+// any write is, and then is read as any read is.
+func (c *Conn) sendRead(p []byte) (int, error) {
+	out := c.pending
+	c.pending = nil
+	var (
+		n          int
+		rerr, werr error
+	)
+	err := c.raw.Read(func(fd uintptr) bool {
+		for len(out) > 0 {
+			m, err := syscall.Write(int(fd), out)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil || m <= 0 {
+				if err != syscall.EAGAIN {
+					werr = err
+				}
+				return true
+			}
+			if out = out[m:]; len(out) == 0 {
+				return false // sent: wait for the answer
+			}
+		}
+		for {
+			m, err := syscall.Read(int(fd), p)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err == syscall.EAGAIN {
+				return false
+			}
+			n, rerr = max(m, 0), err
+			return true
+		}
+	})
+	switch {
+	case err != nil:
+		if oe, ok := err.(*net.OpError); ok {
+			oe.Op = "read"
+		}
+		return 0, err
+	case werr != nil:
+		return 0, c.opError("write", werr)
+	case len(out) > 0: // the socket's buffer was full
+		if _, err := c.nc.Write(out); err != nil {
+			return 0, err
+		}
+		return c.nc.Read(p)
+	case rerr != nil:
+		return 0, c.opError("read", rerr)
+	case n == 0 && len(p) > 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// opError wraps a system call's error as package net does.
+func (c *Conn) opError(op string, err error) error {
+	return &net.OpError{Op: op, Net: "tcp", Source: c.nc.LocalAddr(), Addr: c.nc.RemoteAddr(), Err: os.NewSyscallError(op, err)}
+}
