@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
@@ -205,6 +206,12 @@ type conn struct {
 	headDeadline time.Time // by when the request being read must be whole
 	writeBy      time.Time // the write deadline set last
 
+	// The end of a response, written by the next read of the client's
+	// socket, raw (nil over TLS): flushResponse.
+	raw     syscall.RawConn
+	deferW  bool
+	pending []byte
+
 	// Watching for a client that leaves while the upstream works, and for
 	// an upstream slower than response_header.
 	watch    *time.Timer
@@ -309,6 +316,9 @@ func (c *conn) closeIfIdle() {
 }
 
 func (c *conn) done(handedOff bool) {
+	if c.pending != nil {
+		c.writePending()
+	}
 	f := c.f
 	f.mu.Lock()
 	delete(f.conns, c)
@@ -356,8 +366,9 @@ func (c *conn) serve() {
 		}
 		c.req.TLS = &st
 	}
-	c.br = bufio.NewReaderSize(c.nc, h1.MaxBody)
-	c.bw = bufio.NewWriterSize(c.nc, 4<<10)
+	c.raw = clientSocket(c.nc)
+	c.br = bufio.NewReaderSize(clientReader{c}, h1.MaxBody)
+	c.bw = bufio.NewWriterSize(clientWriter{c}, 4<<10)
 	wait := c.f.settings.ReadHeaderTimeout // the first request, as net/http waits for it
 	for first := true; ; first = false {
 		// Idle: wait for a request, as long as the idle timeout. The
@@ -373,7 +384,7 @@ func (c *conn) serve() {
 		if c.f.closing.Load() && c.state.CompareAndSwap(connIdle, connClosed) {
 			return
 		}
-		if _, err := c.br.Peek(1); err != nil {
+		if c.awaitRequest() != nil {
 			return
 		}
 		if !c.state.CompareAndSwap(connIdle, connActive) {
@@ -397,6 +408,16 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// awaitRequest waits for the next request's first byte. The end of the
+// last response goes out first (see flushResponse).
+func (c *conn) awaitRequest() error {
+	if c.pending != nil && c.br.Buffered() > 0 {
+		c.writePending() // the next request is here: no read to write it with
+	}
+	_, err := c.br.Peek(1)
+	return err
 }
 
 // readRequest waits, as long as the header timeout, for a whole head and
@@ -440,6 +461,9 @@ func (c *conn) readRequest(first bool) (h1.ParseResult, error) {
 func (c *conn) handOff() bool {
 	if c.f.OnHandOff != nil {
 		c.f.OnHandOff()
+	}
+	if c.pending != nil && c.writePending() != nil {
+		return false
 	}
 	c.nc.SetReadDeadline(time.Time{})
 	// net/http's header timeout runs on from where the fast path's was.
@@ -551,7 +575,7 @@ func (c *conn) answer(closing bool) bool {
 	if c.head.Method != http.MethodHead {
 		c.bw.Write(w.body) // net/http's server sends a HEAD's answer bodiless
 	}
-	return c.bw.Flush() == nil && !closing
+	return c.flushResponse(closing) == nil && !closing
 }
 
 // forward sends the request to the upstream and its response to the
@@ -881,12 +905,80 @@ func (c *conn) relay(u *upstream.Conn) (keep bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	if err := c.bw.Flush(); err != nil {
+	if err := c.flushResponse(closing); err != nil {
 		c.finish(u, r.ContentLength >= 0 || r.Chunked || h1.Bodyless(c.head.Method, r.Code))
 		return false, nil
 	}
 	c.finish(u, r.ContentLength >= 0 || r.Chunked || h1.Bodyless(c.head.Method, r.Code))
 	return !closing, nil
+}
+
+// flushResponse flushes the end of a response. On a connection that
+// stays open with no more bytes from the client, the write waits for the
+// read of the next request, and is made with it (clientReader). A write
+// error then ends that read.
+func (c *conn) flushResponse(closing bool) error {
+	if closing || c.raw == nil || c.br.Buffered() > c.head.N+c.head.ContentLength {
+		return c.bw.Flush()
+	}
+	c.deferW = true
+	err := c.bw.Flush()
+	c.deferW = false
+	return err
+}
+
+// writePending writes the end of the response that flushResponse left for
+// the next read.
+func (c *conn) writePending() error {
+	out := c.pending
+	c.pending = nil
+	_, err := c.nc.Write(out)
+	return err
+}
+
+// clientReader is the client connection as c.br reads it: its first read
+// after flushResponse writes the response's end, then waits for the next
+// request.
+type clientReader struct{ c *conn }
+
+func (r clientReader) Read(p []byte) (int, error) {
+	c := r.c
+	if c.pending == nil {
+		return c.nc.Read(p)
+	}
+	out := c.pending
+	c.pending = nil
+	return upstream.WriteRead(c.nc, c.raw, out, p)
+}
+
+// clientWriter is the client connection as c.bw writes it, or the
+// response's end that flushResponse leaves for the next read.
+type clientWriter struct{ c *conn }
+
+func (w clientWriter) Write(p []byte) (int, error) {
+	if w.c.deferW {
+		w.c.pending = p // c.bw's buffer: nothing writes c.bw before that read
+		return len(p), nil
+	}
+	return w.c.nc.Write(p)
+}
+
+// clientSocket returns the socket whose bytes are those of the client's
+// connection nc, or nil over TLS or without one. A syscall.Conn that wraps
+// the socket passes its bytes on unchanged (the gateway's cappedConn).
+func clientSocket(nc net.Conn) syscall.RawConn {
+	if _, ok := nc.(*tls.Conn); ok {
+		return nil
+	}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
 }
 
 // finish gives u back to the pool when its response ended where its

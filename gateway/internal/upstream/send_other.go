@@ -10,5 +10,10 @@ import (
 // sendConn returns nil: Send is a plain flush here.
 func sendConn(net.Conn) syscall.RawConn { return nil }
 
-// sendRead is never called: Send defers no write without a socket.
-func (c *Conn) sendRead(p []byte) (int, error) { return c.nc.Read(p) }
+// WriteRead writes out to nc and then reads into p.
+func WriteRead(nc net.Conn, _ syscall.RawConn, out, p []byte) (int, error) {
+	if _, err := nc.Write(out); err != nil {
+		return 0, err
+	}
+	return nc.Read(p)
+}

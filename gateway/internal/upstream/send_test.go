@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ratekeeper/ratekeeper/gateway/internal/h1/h1test"
 )
@@ -128,5 +129,42 @@ func TestSendCancel(t *testing.T) {
 	}()
 	if _, err := send(c, "GET / HTTP/1.1\r\nHost: up\r\n\r\n"); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("err %v, want the deadline's", err)
+	}
+}
+
+// WriteRead whose read deadline passed before it began still writes: a
+// response owed to a client that is shut down while idle reaches it.
+func TestWriteReadAfterDeadline(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan string, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer c.Close()
+		b, _ := io.ReadAll(c)
+		got <- string(b)
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := nc.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.SetReadDeadline(time.Unix(1, 0))
+	if _, err := WriteRead(nc, rc, []byte("owed"), make([]byte, 8)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("err %v, want the deadline's", err)
+	}
+	nc.Close()
+	if s := <-got; s != "owed" {
+		t.Errorf("the peer read %q, want %q", s, "owed")
 	}
 }

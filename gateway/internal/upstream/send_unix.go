@@ -23,19 +23,18 @@ func sendConn(nc net.Conn) syscall.RawConn {
 	return rc
 }
 
-// sendRead writes the pending request and reads the answer's first bytes
-// into p, in one wait of the poller. The poller's readiness is reset
-// before the write, so an answer that comes at once is not missed.
-// A socket that takes only part of the request has the rest written as
-// any write is, and then is read as any read is.
-func (c *Conn) sendRead(p []byte) (int, error) {
-	out := c.pending
-	c.pending = nil
+// WriteRead writes out to nc, whose socket is rc, and then reads into p,
+// in one wait of the poller. The poller's readiness is reset before the
+// write, so an answer that comes at once is not missed. There is no read
+// that finds nothing before the wait, as there is in a Write and a Read.
+// What the socket does not take at once is written by nc.Write, and p is
+// then read by nc.Read. Errors are those of nc.Write and nc.Read.
+func WriteRead(nc net.Conn, rc syscall.RawConn, out, p []byte) (int, error) {
 	var (
 		n          int
 		rerr, werr error
 	)
-	err := c.raw.Read(func(fd uintptr) bool {
+	err := rc.Read(func(fd uintptr) bool {
 		for len(out) > 0 {
 			m, err := syscall.Write(int(fd), out)
 			if err == syscall.EINTR {
@@ -65,19 +64,22 @@ func (c *Conn) sendRead(p []byte) (int, error) {
 	})
 	switch {
 	case err != nil:
+		if len(out) > 0 {
+			nc.Write(out) // a deadline had passed before the write: within its own
+		}
 		if oe, ok := err.(*net.OpError); ok {
 			oe.Op = "read"
 		}
 		return 0, err
 	case werr != nil:
-		return 0, c.opError("write", werr)
+		return 0, opError(nc, "write", werr)
 	case len(out) > 0: // the socket's buffer was full
-		if _, err := c.nc.Write(out); err != nil {
+		if _, err := nc.Write(out); err != nil {
 			return 0, err
 		}
-		return c.nc.Read(p)
+		return nc.Read(p)
 	case rerr != nil:
-		return 0, c.opError("read", rerr)
+		return 0, opError(nc, "read", rerr)
 	case n == 0 && len(p) > 0:
 		return 0, io.EOF
 	}
@@ -85,6 +87,6 @@ func (c *Conn) sendRead(p []byte) (int, error) {
 }
 
 // opError wraps a system call's error as package net does.
-func (c *Conn) opError(op string, err error) error {
-	return &net.OpError{Op: op, Net: "tcp", Source: c.nc.LocalAddr(), Addr: c.nc.RemoteAddr(), Err: os.NewSyscallError(op, err)}
+func opError(nc net.Conn, op string, err error) error {
+	return &net.OpError{Op: op, Net: "tcp", Source: nc.LocalAddr(), Addr: nc.RemoteAddr(), Err: os.NewSyscallError(op, err)}
 }

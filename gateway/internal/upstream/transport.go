@@ -314,7 +314,7 @@ type Conn struct {
 	peek   *peeker // checks the connection before it is reused
 	idleAt time.Time
 
-	// Send's request, written by the next read of the socket (sendRead);
+	// Send's request, written by the next read of the socket (WriteRead);
 	// raw is that socket, nil where Send is a plain flush.
 	raw     syscall.RawConn
 	deferW  bool
@@ -338,7 +338,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 	var n int
 	var err error
 	if c.pending != nil {
-		n, err = c.sendRead(p)
+		out := c.pending
+		c.pending = nil
+		n, err = WriteRead(c.nc, c.raw, out, p)
 	} else {
 		n, err = c.nc.Read(p)
 	}
