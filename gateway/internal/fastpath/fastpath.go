@@ -18,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
@@ -205,12 +204,7 @@ type conn struct {
 
 	headDeadline time.Time // by when the request being read must be whole
 	writeBy      time.Time // the write deadline set last
-
-	// The end of a response, written by the next read of the client's
-	// socket, raw (nil over TLS): flushResponse.
-	raw     syscall.RawConn
-	deferW  bool
-	pending []byte
+	sock         *socket   // the client's socket, under TLS if any; or nil
 
 	// Watching for a client that leaves while the upstream works, and for
 	// an upstream slower than response_header.
@@ -316,9 +310,6 @@ func (c *conn) closeIfIdle() {
 }
 
 func (c *conn) done(handedOff bool) {
-	if c.pending != nil {
-		c.writePending()
-	}
 	f := c.f
 	f.mu.Lock()
 	delete(f.conns, c)
@@ -366,9 +357,9 @@ func (c *conn) serve() {
 		}
 		c.req.TLS = &st
 	}
-	c.raw = clientSocket(c.nc)
-	c.br = bufio.NewReaderSize(clientReader{c}, h1.MaxBody)
-	c.bw = bufio.NewWriterSize(clientWriter{c}, 4<<10)
+	c.attachSocket()
+	c.br = bufio.NewReaderSize(c.nc, h1.MaxBody)
+	c.bw = bufio.NewWriterSize(c.nc, 4<<10)
 	wait := c.f.settings.ReadHeaderTimeout // the first request, as net/http waits for it
 	for first := true; ; first = false {
 		// Idle: wait for a request, as long as the idle timeout. The
@@ -411,12 +402,13 @@ func (c *conn) serve() {
 }
 
 // awaitRequest waits for the next request's first byte. The end of the
-// last response goes out first (see flushResponse).
+// last response goes out with the read (see flushResponse), or at once
+// when no read of the socket was needed.
 func (c *conn) awaitRequest() error {
-	if c.pending != nil && c.br.Buffered() > 0 {
-		c.writePending() // the next request is here: no read to write it with
-	}
 	_, err := c.br.Peek(1)
+	if err == nil && c.sock != nil {
+		err = c.sock.flush()
+	}
 	return err
 }
 
@@ -462,7 +454,7 @@ func (c *conn) handOff() bool {
 	if c.f.OnHandOff != nil {
 		c.f.OnHandOff()
 	}
-	if c.pending != nil && c.writePending() != nil {
+	if c.sock != nil && c.sock.flush() != nil {
 		return false
 	}
 	c.nc.SetReadDeadline(time.Time{})
@@ -914,71 +906,28 @@ func (c *conn) relay(u *upstream.Conn) (keep bool, err error) {
 }
 
 // flushResponse flushes the end of a response. On a connection that
-// stays open with no more bytes from the client, the write waits for the
-// read of the next request, and is made with it (clientReader). A write
-// error then ends that read.
+// stays open, the socket holds the bytes until the next request is read,
+// and writes them with that read (see socket).
 func (c *conn) flushResponse(closing bool) error {
-	if closing || c.raw == nil || c.br.Buffered() > c.head.N+c.head.ContentLength {
+	if closing || c.sock == nil {
 		return c.bw.Flush()
 	}
-	c.deferW = true
+	c.sock.deferW = true
 	err := c.bw.Flush()
-	c.deferW = false
+	c.sock.deferW = false
 	return err
 }
 
-// writePending writes the end of the response that flushResponse left for
-// the next read.
-func (c *conn) writePending() error {
-	out := c.pending
-	c.pending = nil
-	_, err := c.nc.Write(out)
-	return err
-}
-
-// clientReader is the client connection as c.br reads it: its first read
-// after flushResponse writes the response's end, then waits for the next
-// request.
-type clientReader struct{ c *conn }
-
-func (r clientReader) Read(p []byte) (int, error) {
-	c := r.c
-	if c.pending == nil {
-		return c.nc.Read(p)
+// attachSocket finds c's socket wrapper under TLS (made by Sockets), or
+// wraps a clear-text connection's socket in one.
+func (c *conn) attachSocket() {
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		c.sock, _ = tc.NetConn().(*socket)
+		return
 	}
-	out := c.pending
-	c.pending = nil
-	return upstream.WriteRead(c.nc, c.raw, out, p)
-}
-
-// clientWriter is the client connection as c.bw writes it, or the
-// response's end that flushResponse leaves for the next read.
-type clientWriter struct{ c *conn }
-
-func (w clientWriter) Write(p []byte) (int, error) {
-	if w.c.deferW {
-		w.c.pending = p // c.bw's buffer: nothing writes c.bw before that read
-		return len(p), nil
+	if c.sock = newSocket(c.nc); c.sock != nil {
+		c.nc = c.sock
 	}
-	return w.c.nc.Write(p)
-}
-
-// clientSocket returns the socket whose bytes are those of the client's
-// connection nc, or nil over TLS or without one. A syscall.Conn that wraps
-// the socket passes its bytes on unchanged (the gateway's cappedConn).
-func clientSocket(nc net.Conn) syscall.RawConn {
-	if _, ok := nc.(*tls.Conn); ok {
-		return nil
-	}
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return nil
-	}
-	return rc
 }
 
 // finish gives u back to the pool when its response ended where its
