@@ -9,13 +9,14 @@ import (
 
 // socket is a client connection's socket as the fast path writes it: the
 // end of a response can wait for the read of the next request, and go out
-// with it (upstream.WriteRead). The wait for that request then follows the
+// with it (upstream.Exchange). The wait for that request then follows the
 // write at once, with no read that finds nothing first. Held bytes go out
 // before anything else is written, read or closed, so their order is kept
 // under TLS too. One goroutine at a time holds bytes (the connection's).
 type socket struct {
 	net.Conn
 	raw     syscall.RawConn
+	x       *upstream.Exchange
 	deferW  bool   // Write holds what it is given
 	pending []byte // held, for the next read
 }
@@ -35,7 +36,7 @@ func newSocket(nc net.Conn) *socket {
 	if err != nil {
 		return nil
 	}
-	return &socket{Conn: nc, raw: rc}
+	return &socket{Conn: nc, raw: rc, x: upstream.NewExchange(nc, rc)}
 }
 
 // Sockets returns ln with each connection it accepts wrapped as a socket.
@@ -73,7 +74,7 @@ func (s *socket) Read(p []byte) (int, error) {
 	}
 	out := s.pending
 	s.pending = s.pending[:0]
-	return upstream.WriteRead(s.Conn, s.raw, out, p)
+	return s.x.WriteRead(out, p)
 }
 
 func (s *socket) Close() error {

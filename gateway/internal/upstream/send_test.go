@@ -51,8 +51,8 @@ func TestSendOnConnectionClosedAfterPeek(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.reused || c.raw == nil {
-		t.Fatalf("reused %v, raw %v: want the pooled plain TCP connection", c.reused, c.raw)
+	if !c.reused || c.x == nil {
+		t.Fatalf("reused %v, exchange %v: want the pooled plain TCP connection", c.reused, c.x)
 	}
 	close(closeIt)
 	<-closed
@@ -160,7 +160,7 @@ func TestWriteReadAfterDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc.SetReadDeadline(time.Unix(1, 0))
-	if _, err := WriteRead(nc, rc, []byte("owed"), make([]byte, 8)); !errors.Is(err, os.ErrDeadlineExceeded) {
+	if _, err := NewExchange(nc, rc).WriteRead([]byte("owed"), make([]byte, 8)); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("err %v, want the deadline's", err)
 	}
 	nc.Close()

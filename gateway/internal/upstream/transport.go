@@ -17,7 +17,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/ratekeeper/ratekeeper/gateway/internal/h1"
@@ -264,7 +263,10 @@ func (t *Transport) Get(ctx context.Context, pooled bool) (*Conn, error) {
 		tc.SetDeadline(time.Time{})
 		nc = tc
 	}
-	c := &Conn{t: t, nc: nc, peek: newPeeker(nc), raw: sendConn(nc)}
+	c := &Conn{t: t, nc: nc, peek: newPeeker(nc)}
+	if rc := sendConn(nc); rc != nil {
+		c.x = NewExchange(nc, rc)
+	}
 	c.R = bufio.NewReaderSize(c, 4<<10)
 	c.W = bufio.NewWriterSize(connWriter{c}, 4<<10)
 	return c, nil
@@ -314,9 +316,9 @@ type Conn struct {
 	peek   *peeker // checks the connection before it is reused
 	idleAt time.Time
 
-	// Send's request, written by the next read of the socket (WriteRead);
-	// raw is that socket, nil where Send is a plain flush.
-	raw     syscall.RawConn
+	// Send's request, written by the next read of the socket (x's
+	// WriteRead); x is nil where Send is a plain flush.
+	x       *Exchange
 	deferW  bool
 	pending []byte
 
@@ -340,7 +342,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if c.pending != nil {
 		out := c.pending
 		c.pending = nil
-		n, err = WriteRead(c.nc, c.raw, out, p)
+		n, err = c.x.WriteRead(out, p)
 	} else {
 		n, err = c.nc.Read(p)
 	}
@@ -366,7 +368,7 @@ func (w connWriter) Write(p []byte) (int, error) {
 // first read: the wait for the answer follows the write at once, with no
 // read that finds nothing first. A write error then comes from R's read.
 func (c *Conn) Send() error {
-	if c.raw == nil || c.R.Buffered() > 0 {
+	if c.x == nil || c.R.Buffered() > 0 {
 		return c.W.Flush()
 	}
 	c.deferW = true
