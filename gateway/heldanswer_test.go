@@ -6,9 +6,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/gateway/internal/h1/h1test"
 )
 
 // The fast path holds the end of a keep-alive response until it reads
@@ -102,4 +105,54 @@ func (c *heldWrites) Write(p []byte) (int, error) {
 func (c *heldWrites) release() {
 	c.hold = false
 	c.Conn.Write(c.buf)
+}
+
+// An upstream that closes each connection after one answer, without
+// saying so: the pooled connection is dead when the next request comes.
+// Each request still gets its answer, and the upstream sees each once:
+// none lost, none sent twice. The direct transport checks a connection
+// as it takes it; http.Transport learns of the close from its reader
+// goroutine, a window docs/security.md states, so it is not tested here.
+func TestUpstreamClosesPooledConnections(t *testing.T) {
+	for _, tr := range transports {
+		if tr.upstream != "direct" {
+			continue
+		}
+		t.Run(tr.String(), func(t *testing.T) {
+			var requests atomic.Int64
+			closed := make(chan struct{}, 16)
+			up := h1test.RawServer(t, func(c net.Conn, br *bufio.Reader) {
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				requests.Add(1)
+				body := "answer to " + req.Method + " " + req.URL.Path
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+				c.Close()
+				closed <- struct{}{}
+			})
+			addr := startVia(t, tr, up, defaultRules)
+			n := 0
+			for _, method := range []string{"GET", "POST", "GET", "POST"} {
+				n++
+				path := "/" + strconv.Itoa(n)
+				body := ""
+				if method == "POST" {
+					body = "Content-Length: 4\r\n\r\nonce"
+				} else {
+					body = "\r\n"
+				}
+				resp, got := rawExchange(t, addr, method+" "+path+" HTTP/1.1\r\nHost: gw.test\r\n"+body)
+				if resp.StatusCode != 200 || got != "answer to "+method+" "+path {
+					t.Fatalf("%s %s: %d %q", method, path, resp.StatusCode, got)
+				}
+				<-closed // the connection the gateway pooled is closed now
+			}
+			if got := requests.Load(); got != int64(n) {
+				t.Errorf("the upstream saw %d requests, want %d", got, n)
+			}
+		})
+	}
 }
