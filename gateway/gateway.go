@@ -510,8 +510,9 @@ func (g *Gateway) listen(cfg *Config) (ln, aln net.Listener, err error) {
 		return nil, nil, &rules.Error{File: g.path, Field: "tls", Err: err}
 	}
 	// Connections are counted against max_conns_per_ip before their
-	// handshake, which is the costly part.
-	return tls.NewListener(ln, tc), aln, nil
+	// handshake, which is the costly part. The fast path reaches their
+	// sockets under TLS (fastpath.Sockets).
+	return tls.NewListener(fastpath.Sockets(ln), tc), aln, nil
 }
 
 // servers are what serve ln: the fast path in front of net/http when it

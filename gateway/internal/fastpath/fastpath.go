@@ -208,6 +208,7 @@ type conn struct {
 
 	headDeadline time.Time // by when the request being read must be whole
 	writeBy      time.Time // the write deadline set last
+	sock         *socket   // the client's socket, under TLS if any; or nil
 
 	// Watching for a client that leaves while the upstream works, and for
 	// an upstream slower than response_header.
@@ -357,6 +358,7 @@ func (c *conn) serve() {
 		}
 		c.req.TLS = &st
 	}
+	c.attachSocket()
 	c.br = bufio.NewReaderSize(c.nc, h1.MaxBody)
 	c.bw = bufio.NewWriterSize(c.nc, 4<<10)
 	wait := c.f.settings.ReadHeaderTimeout // the first request, as net/http waits for it
@@ -374,7 +376,7 @@ func (c *conn) serve() {
 		if c.f.closing.Load() && c.state.CompareAndSwap(connIdle, connClosed) {
 			return
 		}
-		if _, err := c.br.Peek(1); err != nil {
+		if c.awaitRequest() != nil {
 			return
 		}
 		if !c.state.CompareAndSwap(connIdle, connActive) {
@@ -398,6 +400,17 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// awaitRequest waits for the next request's first byte. The end of the
+// last response goes out with the read (see flushResponse), or at once
+// when no read of the socket was needed.
+func (c *conn) awaitRequest() error {
+	_, err := c.br.Peek(1)
+	if err == nil && c.sock != nil {
+		err = c.sock.flush()
+	}
+	return err
 }
 
 // readRequest waits, as long as the header timeout, for a whole head and
@@ -441,6 +454,9 @@ func (c *conn) readRequest(first bool) (h1.ParseResult, error) {
 func (c *conn) handOff() bool {
 	if c.f.OnHandOff != nil {
 		c.f.OnHandOff()
+	}
+	if c.sock != nil && c.sock.flush() != nil {
+		return false
 	}
 	c.nc.SetReadDeadline(time.Time{})
 	if c.giveH2C() {
@@ -555,7 +571,7 @@ func (c *conn) answer(closing bool) bool {
 	if c.head.Method != http.MethodHead {
 		c.bw.Write(w.body) // net/http's server sends a HEAD's answer bodiless
 	}
-	return c.bw.Flush() == nil && !closing
+	return c.flushResponse(closing) == nil && !closing
 }
 
 // forward sends the request to the upstream and its response to the
@@ -684,7 +700,7 @@ func (c *conn) writeUpstream(u *upstream.Conn, buf []byte) error {
 	}
 	w.WriteString("\r\n")
 	w.Write(buf[h.N : h.N+h.ContentLength])
-	return w.Flush()
+	return u.Send() // written as the answer is awaited
 }
 
 // writeRequestLine writes the request line, with the path the rules saw,
@@ -885,12 +901,37 @@ func (c *conn) relay(u *upstream.Conn) (keep bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	if err := c.bw.Flush(); err != nil {
+	if err := c.flushResponse(closing); err != nil {
 		c.finish(u, r.ContentLength >= 0 || r.Chunked || h1.Bodyless(c.head.Method, r.Code))
 		return false, nil
 	}
 	c.finish(u, r.ContentLength >= 0 || r.Chunked || h1.Bodyless(c.head.Method, r.Code))
 	return !closing, nil
+}
+
+// flushResponse flushes the end of a response. On a connection that
+// stays open, the socket holds the bytes until the next request is read,
+// and writes them with that read (see socket).
+func (c *conn) flushResponse(closing bool) error {
+	if closing || c.sock == nil {
+		return c.bw.Flush()
+	}
+	c.sock.deferW = true
+	err := c.bw.Flush()
+	c.sock.deferW = false
+	return err
+}
+
+// attachSocket finds c's socket wrapper under TLS (made by Sockets), or
+// wraps a clear-text connection's socket in one.
+func (c *conn) attachSocket() {
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		c.sock, _ = tc.NetConn().(*socket)
+		return
+	}
+	if c.sock = newSocket(c.nc); c.sock != nil {
+		c.nc = c.sock
+	}
 }
 
 // finish gives u back to the pool when its response ended where its

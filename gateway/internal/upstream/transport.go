@@ -264,8 +264,11 @@ func (t *Transport) Get(ctx context.Context, pooled bool) (*Conn, error) {
 		nc = tc
 	}
 	c := &Conn{t: t, nc: nc, peek: newPeeker(nc)}
+	if rc := sendConn(nc); rc != nil {
+		c.x = NewExchange(nc, rc)
+	}
 	c.R = bufio.NewReaderSize(c, 4<<10)
-	c.W = bufio.NewWriterSize(nc, 4<<10)
+	c.W = bufio.NewWriterSize(connWriter{c}, 4<<10)
 	return c, nil
 }
 
@@ -313,6 +316,12 @@ type Conn struct {
 	peek   *peeker // checks the connection before it is reused
 	idleAt time.Time
 
+	// Send's request, written by the next read of the socket (x's
+	// WriteRead); x is nil where Send is a plain flush.
+	x       *Exchange
+	deferW  bool
+	pending []byte
+
 	mu        sync.Mutex // orders the deadline changes of Cancel and roundTrip
 	cancelled bool
 }
@@ -328,10 +337,44 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if int64(len(p)) > c.limit {
 		p = p[:c.limit]
 	}
-	n, err := c.nc.Read(p)
+	var n int
+	var err error
+	if c.pending != nil {
+		out := c.pending
+		c.pending = nil
+		n, err = c.x.WriteRead(out, p)
+	} else {
+		n, err = c.nc.Read(p)
+	}
 	c.limit -= int64(n)
 	c.got += int64(n)
 	return n, err
+}
+
+// connWriter is W's destination: the connection, or Send's pending
+// request.
+type connWriter struct{ c *Conn }
+
+func (w connWriter) Write(p []byte) (int, error) {
+	if w.c.deferW {
+		w.c.pending = p // W's buffer: nothing writes W before R reads
+		return len(p), nil
+	}
+	return w.c.nc.Write(p)
+}
+
+// Send flushes W, where the caller's next step is to read the answer
+// from R. On a plain TCP connection, the write then happens within R's
+// first read: the wait for the answer follows the write at once, with no
+// read that finds nothing first. A write error then comes from R's read.
+func (c *Conn) Send() error {
+	if c.x == nil || c.R.Buffered() > 0 {
+		return c.W.Flush()
+	}
+	c.deferW = true
+	err := c.W.Flush()
+	c.deferW = false
+	return err
 }
 
 // BoundHead starts a request on c, and Stale counts from here. The
