@@ -292,10 +292,12 @@ type frontCase struct {
 }
 
 // defaultRules add rate limit headers to every answer.
+// defaultRules refill a token every 86 s: a loaded machine's pause between
+// two requests does not change the Remaining they are compared by.
 const defaultRules = `rules:
   - name: per-ip
     key: [ip]
-    limit: {algorithm: token_bucket, rate: 1000, period: 1m, burst: 1000}
+    limit: {algorithm: token_bucket, rate: 1000, period: 24h, burst: 1000}
 `
 
 // runBoth has the conversation of c with a fast and a standard gateway and
