@@ -494,6 +494,8 @@ type Set struct {
 	proxied  []string // the rules' tier and offset headers, canonical, each once
 	over     []string // the rules' over_limit headers, canonical, each once
 	reroutes []string // the rules' over_limit upstreams, each once
+	// drop is DropNames: over's names in lower case, then proxied's.
+	drop []string
 	// byPath indexes the rules that match one exact path; others lists the
 	// rest. Both hold rule indexes in order, so Match visits only the rules
 	// that can match and keeps the written order.
@@ -507,7 +509,17 @@ type Set struct {
 // the set's.
 func (s *Set) ProxyHeaders() []string { return s.proxied }
 
-// index builds byPath, others and proxied.
+// DropNames are the header names, in lower case, that a relay leaves out
+// of a request it forwards: the over_limit headers, and from a client the
+// rules do not trust, the proxy headers too. The slice is the set's.
+func (s *Set) DropNames(trusted bool) []string {
+	if trusted {
+		return s.drop[:len(s.over):len(s.over)]
+	}
+	return s.drop
+}
+
+// index builds byPath, others, proxied, over, reroutes and drop.
 func (s *Set) index() {
 	s.byPath = map[string][]int{}
 	s.others = s.others[:0]
@@ -534,6 +546,10 @@ func (s *Set) index() {
 		} else {
 			s.others = append(s.others, i)
 		}
+	}
+	s.drop = s.drop[:0]
+	for _, h := range append(slices.Clip(s.over), s.proxied...) {
+		s.drop = append(s.drop, strings.ToLower(h))
 	}
 }
 

@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,7 +84,6 @@ type Server struct {
 	handoff  *handoffListener
 	settings Settings
 	date     atomic.Pointer[cachedDate]
-	tiers    atomic.Pointer[tierNames] // dropNames' cache
 
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
@@ -634,36 +632,6 @@ func (c *conn) forward(buf []byte) bool {
 	return keep
 }
 
-// dropNames are the header names, in lower case, that writeClientHeaders
-// leaves out for set: the over_limit headers, and from a client the rules
-// do not trust, the proxy headers (tiers and offsets) too. They are cached
-// for the set in use.
-func (f *Server) dropNames(set *rules.Set, trusted bool) []string {
-	t := f.tiers.Load()
-	if t == nil || t.set != set {
-		t = &tierNames{set: set}
-		for _, h := range set.OverLimitHeaders() {
-			t.trusted = append(t.trusted, strings.ToLower(h))
-		}
-		t.untrusted = t.trusted[:len(t.trusted):len(t.trusted)]
-		for _, h := range set.ProxyHeaders() {
-			t.untrusted = append(t.untrusted, strings.ToLower(h))
-		}
-		f.tiers.Store(t)
-	}
-	if trusted {
-		return t.trusted
-	}
-	return t.untrusted
-}
-
-// tierNames are the names, in lower case, that a rules set drops from a
-// trusted client's request and from another's.
-type tierNames struct {
-	set                *rules.Set
-	trusted, untrusted []string
-}
-
 // hasAnyName reports whether the header line is one of the fields named
 // in lower.
 func hasAnyName(line []byte, lower []string) bool {
@@ -732,7 +700,7 @@ func (c *conn) writeClientHeaders(w *bufio.Writer, buf []byte) {
 	// The upstream would believe a plan or offset the rules did not.
 	var drop []string
 	if set := c.set; len(set.ProxyHeaders()) > 0 || len(set.OverLimitHeaders()) > 0 {
-		drop = c.f.dropNames(set, len(set.ProxyHeaders()) == 0 || set.ClientIP().Trusts(&c.req))
+		drop = set.DropNames(len(set.ProxyHeaders()) == 0 || set.ClientIP().Trusts(&c.req))
 	}
 	for _, s := range c.head.Lines {
 		line := buf[s.Start:s.End]

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratekeeper/ratekeeper/rules"
 )
 
 // The server's wire behaviour is tested through the gateway
@@ -134,5 +136,17 @@ func TestPipe(t *testing.T) {
 	}
 	if _, err := p.read(b); err != errClosedBody {
 		t.Errorf("a read after break: %v", err)
+	}
+}
+
+// isClientIPHeader knows every header rules.ClientAddressHeaders lists.
+func TestClientIPHeadersAreTheRules(t *testing.T) {
+	for _, h := range rules.ClientAddressHeaders() {
+		if !isClientIPHeader(strings.ToLower(h)) {
+			t.Errorf("%s: not a client IP header", h)
+		}
+	}
+	if isClientIPHeader("x-forwarded-for") {
+		t.Error("x-forwarded-for: a client IP header")
 	}
 }

@@ -325,7 +325,7 @@ func (c *conn) writeUpstream(w *bufio.Writer, st *stream, rs *relayed) error {
 	}
 	set := rs.set
 	trusted := set.ClientIP().Trusts(&rs.req)
-	drop := s.dropNames(set, len(set.ProxyHeaders()) == 0 || trusted)
+	drop := set.DropNames(len(set.ProxyHeaders()) == 0 || trusted)
 	agent, cookies := false, 0
 	for _, f := range st.fields {
 		switch f.Name {
@@ -440,31 +440,4 @@ func isClientIPHeader(lower string) bool {
 		return true
 	}
 	return false
-}
-
-// dropNames are the lower-case names the relay leaves out for set: the
-// over_limit headers, and from a client the rules do not trust, the proxy
-// headers too.
-func (s *Server) dropNames(set *rules.Set, trusted bool) []string {
-	t := s.tiers.Load()
-	if t == nil || t.set != set {
-		t = &tierNames{set: set}
-		for _, h := range set.OverLimitHeaders() {
-			t.trusted = append(t.trusted, strings.ToLower(h))
-		}
-		t.untrusted = t.trusted[:len(t.trusted):len(t.trusted)]
-		for _, h := range set.ProxyHeaders() {
-			t.untrusted = append(t.untrusted, strings.ToLower(h))
-		}
-		s.tiers.Store(t)
-	}
-	if trusted {
-		return t.trusted
-	}
-	return t.untrusted
-}
-
-type tierNames struct {
-	set                *rules.Set
-	trusted, untrusted []string
 }

@@ -95,7 +95,6 @@ type Server struct {
 	logger   *slog.Logger
 	settings Settings
 	date     atomic.Pointer[cachedDate]
-	tiers    atomic.Pointer[tierNames]
 	read     atomic.Pointer[headersRead]
 
 	mu       sync.Mutex
