@@ -279,6 +279,12 @@ func (b *bodyRelay) copyN(n int64) error {
 	if n == 0 {
 		return b.end(nil)
 	}
+	return b.relayN(n, true)
+}
+
+// relayN sends the next n bytes of the upstream's body as DATA, the last
+// of them ending the stream if ends.
+func (b *bodyRelay) relayN(n int64, ends bool) error {
 	for n > 0 {
 		p, err := b.fill()
 		if err != nil {
@@ -291,7 +297,7 @@ func (b *bodyRelay) copyN(n int64) error {
 			p = p[:n]
 		}
 		n -= int64(len(p))
-		if err := b.data(p, n == 0); err != nil {
+		if err := b.data(p, ends && n == 0); err != nil {
 			return err
 		}
 		b.u.R.Discard(len(p))
@@ -363,26 +369,7 @@ func (b *bodyRelay) copyChunked() error {
 }
 
 // chunk sends one chunk's data.
-func (b *bodyRelay) chunk(n int64) error {
-	for n > 0 {
-		p, err := b.fill()
-		if err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return err
-		}
-		if int64(len(p)) > n {
-			p = p[:n]
-		}
-		n -= int64(len(p))
-		if err := b.data(p, false); err != nil {
-			return err
-		}
-		b.u.R.Discard(len(p))
-	}
-	return nil
-}
+func (b *bodyRelay) chunk(n int64) error { return b.relayN(n, false) }
 
 // line reads one line of a chunked body, with its line end; what the
 // client is owed is flushed before a wait.
