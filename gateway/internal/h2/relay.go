@@ -354,7 +354,7 @@ func (c *conn) writeUpstream(w *bufio.Writer, st *stream, rs *relayed) error {
 		w.WriteString("\r\n")
 	}
 	for _, h := range set.OverLimitHeaders() {
-		if vs := rs.w.h[h]; len(vs) > 0 {
+		if vs := rs.hdr[h]; len(vs) > 0 { // set by the middleware on the request: rule names
 			w.WriteString(h)
 			w.WriteString(": ")
 			w.WriteString(vs[0])
