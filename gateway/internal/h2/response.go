@@ -361,11 +361,19 @@ func (b *bodyRelay) copyChunked() error {
 		if !ok {
 			return h1.ErrBadChunk
 		}
-		if !drop {
-			colon := bytes.IndexByte(field, ':')
+		colon := bytes.IndexByte(field, ':')
+		if !drop && !forbiddenTrailer(field[:colon]) {
 			trailers = append(trailers, hpack.HeaderField{Name: strings.ToLower(string(field[:colon])), Value: string(bytes.Trim(field[colon+1:], " \t"))})
 		}
 	}
+}
+
+// forbiddenTrailer reports whether an upstream's trailer field name is one
+// net/http's server does not send as a trailer, or Upgrade, which HTTP/2
+// forbids (RFC 9113, 8.2.2).
+func forbiddenTrailer(name []byte) bool {
+	k := http.CanonicalHeaderKey(string(name))
+	return k == "Upgrade" || slices.Contains(badTrailers, k)
 }
 
 // chunk sends one chunk's data.
