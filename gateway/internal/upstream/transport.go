@@ -312,6 +312,7 @@ type Conn struct {
 	limit  int64 // bytes the reader may still take (the header bound)
 	got    int64 // bytes read since BoundHead
 	reused bool
+	late   bool    // a read timed out: the upstream may be at work on the request
 	grown  bool    // PeekHead replaced R with a larger reader
 	peek   *peeker // checks the connection before it is reused
 	idleAt time.Time
@@ -348,6 +349,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	c.limit -= int64(n)
 	c.got += int64(n)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		c.late = true
+	}
 	return n, err
 }
 
@@ -393,8 +397,9 @@ func (c *Conn) Unbound() { c.limit = math.MaxInt64 }
 // Stale reports whether c, a pooled connection, failed before a byte of
 // the response came back: the upstream closed it while it was idle. A
 // request that is safe to repeat may then be sent again, on a new
-// connection; on any other, the upstream may have acted on it.
-func (c *Conn) Stale() bool { return c.reused && c.got == 0 }
+// connection; on any other, the upstream may have acted on it. A read
+// that timed out is no such failure.
+func (c *Conn) Stale() bool { return c.reused && c.got == 0 && !c.late }
 
 // Cancel interrupts the connection's I/O: the request's context is done,
 // or its client left.
