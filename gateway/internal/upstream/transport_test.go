@@ -874,3 +874,44 @@ func peeked(dt *Transport) bool {
 	})
 	return n > 0
 }
+
+// Found in review: a connection cancelled (its client left: the HTTP/2
+// relay's RST_STREAM or connection end) just as its response ended, and
+// then released as reusable, is not pooled. Over clear text the check at
+// reuse finds its past deadline. Over TLS the check clears the read
+// deadline, and the next request, another client's, fails its write and
+// then waits for an answer with no deadline: a POST hangs.
+func TestDirectCancelledNotPooled(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	for _, scheme := range []string{"http", "https"} {
+		t.Run(scheme, func(t *testing.T) {
+			up := httptest.NewUnstartedServer(h)
+			tr := &http.Transport{MaxIdleConnsPerHost: 16}
+			if scheme == "https" {
+				up.StartTLS()
+				tr.TLSClientConfig = up.Client().Transport.(*http.Transport).TLSClientConfig
+			} else {
+				up.Start()
+			}
+			defer up.Close()
+			u, _ := url.Parse(up.URL)
+			dt := New(u, tr)
+			defer dt.CloseIdleConnections()
+			roundTrip(t, dt, "GET", up.URL+"/", nil) // leaves a pooled connection
+			c, err := dt.Get(context.Background(), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Cancel()
+			c.Release(true)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // over TLS it hung
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "POST", up.URL+"/", strings.NewReader("x"))
+			resp, err := dt.RoundTrip(req)
+			if err != nil {
+				t.Fatalf("a POST after a cancelled connection was released: %v", err)
+			}
+			resp.Body.Close()
+		})
+	}
+}
