@@ -246,6 +246,9 @@ func (t *Transport) Get(ctx context.Context, pooled bool) (*Conn, error) {
 				continue
 			}
 			c.reused = true
+			c.mu.Lock()
+			c.released = false
+			c.mu.Unlock()
 			return c, nil
 		}
 	}
@@ -325,6 +328,7 @@ type Conn struct {
 
 	mu        sync.Mutex // orders the deadline changes of Cancel and roundTrip
 	cancelled bool
+	released  bool // Release pooled it: Cancel leaves it alone
 }
 
 var errHeaderTooLarge = errors.New("upstream response headers too large")
@@ -405,6 +409,10 @@ func (c *Conn) Stale() bool { return c.reused && c.got == 0 && !c.late }
 // or its client left.
 func (c *Conn) Cancel() {
 	c.mu.Lock()
+	if c.released {
+		c.mu.Unlock()
+		return
+	}
 	c.cancelled = true
 	c.mu.Unlock()
 	c.nc.SetDeadline(time.Unix(1, 0))
@@ -416,8 +424,12 @@ func (c *Conn) Close() error { return c.nc.Close() }
 // Release ends c's use for a request. c goes back to the pool when
 // reusable: its response ended where its framing said, and the upstream
 // keeps it open. Else it is closed, and so it is when the upstream sent
-// bytes beyond the response, or PeekHead grew its buffer.
+// bytes beyond the response, PeekHead grew its buffer, or it was Cancelled.
 func (c *Conn) Release(reusable bool) {
+	c.mu.Lock()
+	reusable = reusable && !c.cancelled // its deadline has passed: Cancel may race the end
+	c.released = reusable               // a later Cancel is not the next request's
+	c.mu.Unlock()
 	if reusable && !c.grown && c.R.Buffered() == 0 {
 		c.t.put(c)
 		return
