@@ -42,7 +42,7 @@ func TestHeldAnswerAfterClientClose(t *testing.T) {
 			held.hold = true
 			io.WriteString(conn, "GET /a HTTP/1.1\r\nHost: gw.test\r\n\r\n")
 			if tc, ok := conn.(*tls.Conn); ok {
-				tc.CloseWrite() // close_notify, in the request's segment
+				tc.CloseWrite()                                       // close_notify, in the request's segment
 				nc.SetWriteDeadline(time.Now().Add(10 * time.Second)) // CloseWrite ended writes
 			}
 			held.release()
