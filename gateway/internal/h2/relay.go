@@ -288,7 +288,7 @@ func (c *conn) forward(st *stream, rs *relayed) {
 		}
 	}
 	if st.gone.Load() {
-		if err == nil && st.up.CompareAndSwap(u, nil) {
+		if u != nil && st.up.CompareAndSwap(u, nil) {
 			u.Close()
 		}
 		return // the client reset the stream: no one to answer

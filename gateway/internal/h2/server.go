@@ -478,8 +478,10 @@ func (c *conn) closeStreamLocked(st *stream, err error) {
 	if st.cancel != nil {
 		st.cancel()
 	}
-	if u := st.up.Load(); u != nil {
-		u.Cancel()
+	// Whoever takes the upstream connection out of st.up disposes of it:
+	// here, or the worker when it ends (which then may pool it).
+	if u := st.up.Swap(nil); u != nil {
+		u.Close()
 	}
 	c.open--
 	if c.open == 0 {
